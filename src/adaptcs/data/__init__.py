@@ -1,0 +1,1 @@
+"""Data sources: synthetic group-sparse problems (and, later, MNIST) with their group structures."""

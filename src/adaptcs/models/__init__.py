@@ -1,0 +1,6 @@
+"""Inference methods: scikit-learn style estimators (see ARCHITECTURE.md, "Estimator contract")."""
+
+from adaptcs.models.enumeration import ExactPosterior, exact_group_spike_slab
+from adaptcs.models.spike_slab_ep import EPSites, GroupSpikeSlabEP, SpikeSlabEP
+
+__all__ = ["EPSites", "ExactPosterior", "GroupSpikeSlabEP", "SpikeSlabEP", "exact_group_spike_slab"]

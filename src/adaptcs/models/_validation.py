@@ -1,0 +1,149 @@
+"""Input checks shared by the estimators.
+
+Every check raises ``ValueError`` naming the offending argument; nothing is silently coerced
+(no clipping, no casting of labels, no dropping of rows).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+
+def check_design(X, y) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a design matrix and its targets.
+
+    Parameters
+    ----------
+    X : array-like, shape (n, d)
+        Measurement rows.
+    y : array-like, shape (n,)
+        Measurements.
+
+    Returns
+    -------
+    X : ndarray of float64, shape (n, d), C-contiguous
+    y : ndarray of float64, shape (n,)
+    """
+    X = _as_float_array(X, "X")
+    y = _as_float_array(y, "y")
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-D array of shape (n, d); got {X.ndim} dimension(s)")
+    if y.ndim != 1:
+        raise ValueError(f"y must be a 1-D array of shape (n,); got shape {y.shape}")
+    n, d = X.shape
+    if n == 0 or d == 0:
+        raise ValueError(f"X must have at least one row and one column; got shape {X.shape}")
+    if y.shape[0] != n:
+        raise ValueError(f"y has {y.shape[0]} entries but X has {n} rows")
+    return np.ascontiguousarray(X), y
+
+
+def check_rows(X, d: int, name: str = "X") -> np.ndarray:
+    """Validate rows to predict at: shape (k, d), finite. A single row of shape (d,) is accepted."""
+    X = _as_float_array(X, name)
+    if X.ndim == 1:
+        X = X[None, :]
+    if X.ndim != 2 or X.shape[1] != d:
+        raise ValueError(f"{name} must have shape (k, {d}) (d as in fit); got {X.shape}")
+    return X
+
+
+def check_vector_or_block(v, d: int, name: str = "v") -> np.ndarray:
+    """Validate an operand of shape (d,) or (d, k)."""
+    v = _as_float_array(v, name)
+    if v.ndim not in (1, 2) or v.shape[0] != d:
+        raise ValueError(f"{name} must have shape ({d},) or ({d}, k); got {v.shape}")
+    return v
+
+
+def check_groups(groups, d: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Map arbitrary group labels to 0..G-1 in sorted label order.
+
+    Parameters
+    ----------
+    groups : array-like, shape (d,)
+        One label per coefficient (integers or strings; any hashable sortable values).
+    d : int, optional
+        Expected number of coefficients (the number of columns of X).
+
+    Returns
+    -------
+    labels : ndarray, shape (G,)
+        The distinct labels, sorted; group g is ``labels[g]``.
+    index : ndarray of intp, shape (d,)
+        Group index of each coefficient.
+    """
+    if groups is None:
+        raise ValueError("groups must be given: one label per coefficient")
+    arr = np.asarray(groups)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"groups must be a non-empty 1-D array of labels; got shape {arr.shape}")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError("groups must hold integer (or string) labels; got non-integral floats")
+    elif arr.dtype.kind not in "iuUSb":
+        raise ValueError(f"groups must hold integer or string labels; got dtype {arr.dtype}")
+    if d is not None and arr.shape[0] != d:
+        raise ValueError(f"groups has {arr.shape[0]} labels but X has {d} columns")
+    labels, index = np.unique(arr, return_inverse=True)
+    return labels, index.astype(np.intp).ravel()
+
+
+def check_probability(p, n_groups: int, name: str = "p0") -> np.ndarray:
+    """Validate a prior probability: a scalar or one value per group, each strictly inside (0, 1).
+
+    Returns
+    -------
+    ndarray of float64, shape (n_groups,)
+    """
+    arr = _as_float_array(p, name)
+    if arr.ndim == 0:
+        arr = np.full(n_groups, float(arr))
+    elif arr.ndim != 1 or arr.shape[0] != n_groups:
+        raise ValueError(f"{name} must be a scalar or have one value per group ({n_groups}); got shape {arr.shape}")
+    if np.any(arr <= 0.0) or np.any(arr >= 1.0):
+        raise ValueError(f"{name} must lie strictly inside (0, 1); got values in [{arr.min()}, {arr.max()}]")
+    return arr
+
+
+def check_positive_scalar(value, name: str) -> float:
+    """Validate a finite, strictly positive real scalar."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a positive real number; got {value!r}")
+    value = float(value)
+    if not np.isfinite(value) or value <= 0.0:
+        raise ValueError(f"{name} must be finite and > 0; got {value}")
+    return value
+
+
+def check_fraction(value, name: str, *, low_open: bool = True) -> float:
+    """Validate a real number in (0, 1] (or [0, 1] when ``low_open`` is False)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number in (0, 1]; got {value!r}")
+    value = float(value)
+    low_ok = value > 0.0 if low_open else value >= 0.0
+    if not (low_ok and value <= 1.0):
+        raise ValueError(f"{name} must lie in {'(' if low_open else '['}0, 1]; got {value}")
+    return value
+
+
+def check_count(value, name: str, minimum: int = 1) -> int:
+    """Validate an integer >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def _as_float_array(value, name: str) -> np.ndarray:
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(f"{name} could not be read as a numeric array: {exc}") from None
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must be numeric; got dtype {arr.dtype}")
+    arr = arr.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
