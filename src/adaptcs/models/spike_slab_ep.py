@@ -70,9 +70,11 @@ class _Cavity:
     valid: np.ndarray  # bool, cavity variance finite and positive
 
 
-def _cavity(marg_mean, marg_var, sites: EPSites, coef_group_logit) -> _Cavity:
+def _cavity(post, sites: EPSites, coef_group_logit) -> _Cavity:
     """Remove each site from the posterior marginals (ALGORITHMS.md: cavity for site j)."""
-    cav_prec = 1.0 / marg_var - 1.0 / sites.var
+    marg_mean, marg_var = post.mean, post.var
+    # 1/V_jj - 1/vt_j, written so it does not cancel when V_jj is within rounding of vt_j.
+    cav_prec = post.var_reduction / (marg_var * sites.var)
     valid = cav_prec > 0.0
     safe_prec = np.where(valid, cav_prec, 1.0)
     var = 1.0 / safe_prec
@@ -189,7 +191,7 @@ class _SpikeSlabEPBase(RegressorMixin, BaseEstimator):
         converged = False
         n_iter = 0
         for n_iter in range(1, self.max_iter + 1):
-            cav = _cavity(post.mean, post.var, sites, group_logit[coef_group])
+            cav = _cavity(post, sites, group_logit[coef_group])
             sites = _damped(sites, _matched_sites(cav, v0, self.v_inf), cav.valid, xi)
             xi *= self.damping_decay
             new_post = model.posterior(sites.var, sites.mean / sites.var)
@@ -207,7 +209,7 @@ class _SpikeSlabEPBase(RegressorMixin, BaseEstimator):
             warnings.warn(f"{type(self).__name__}: EP did not converge in {self.max_iter} iterations "
                           f"(last change {change:.3g} > tol={self.tol})", ConvergenceWarning, stacklevel=2)
 
-        cav = _cavity(post.mean, post.var, sites, group_logit[coef_group])
+        cav = _cavity(post, sites, group_logit[coef_group])
         if np.all(cav.valid):
             log_ev = _log_evidence(model, post, sites, cav, prior_logit, coef_group, v0)
         else:

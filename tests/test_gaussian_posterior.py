@@ -1,0 +1,42 @@
+"""The two exact forms of the Gaussian posterior against dense linear algebra."""
+
+import numpy as np
+import pytest
+
+from adaptcs.models._gaussian import LinearGaussianModel
+
+
+def dense_posterior(X, y, s2, prior_var, shift):
+    V = np.linalg.inv(X.T @ X / s2 + np.diag(1.0 / prior_var))
+    return V, V @ (X.T @ y / s2 + shift)
+
+
+@pytest.mark.parametrize("n, d", [(5, 17), (17, 5), (12, 12), (40, 90)])
+@pytest.mark.parametrize("form", ["woodbury", "direct"])
+def test_posterior_matches_dense(rng, n, d, form):
+    X = rng.normal(size=(n, d))
+    y = rng.normal(size=n)
+    s2 = 0.7
+    prior_var = rng.uniform(0.01, 3.0, d)
+    shift = rng.normal(size=d)
+    V, m = dense_posterior(X, y, s2, prior_var, shift)
+    post = LinearGaussianModel(X, y, s2, form=form).posterior(prior_var, shift)
+
+    np.testing.assert_allclose(post.mean, m, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(post.var, np.diag(V), rtol=1e-8, atol=1e-12)
+    assert post.log_det() == pytest.approx(np.linalg.slogdet(V)[1], rel=1e-9, abs=1e-9)
+
+    v = rng.normal(size=d)
+    block = rng.normal(size=(d, 3))
+    np.testing.assert_allclose(post.matvec(v), V @ v, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(post.matvec(block), V @ block, rtol=1e-8, atol=1e-10)
+
+    Z = rng.normal(size=(4, d))
+    np.testing.assert_allclose(post.quad_rows(Z), np.einsum("ij,jk,ik->i", Z, V, Z), rtol=1e-8)
+
+
+def test_auto_form_follows_shape(rng):
+    assert LinearGaussianModel(rng.normal(size=(3, 8)), np.zeros(3), 1.0).use_woodbury
+    assert not LinearGaussianModel(rng.normal(size=(8, 8)), np.zeros(8), 1.0).use_woodbury
+    with pytest.raises(ValueError, match="form"):
+        LinearGaussianModel(rng.normal(size=(3, 8)), np.zeros(3), 1.0, form="dense")

@@ -1,0 +1,343 @@
+"""GSS-EP and SS-EP against exact ground truth: closed-form tilted moments, cases where EP is exact,
+enumeration of all 2^G group patterns, and the p0 -> 0 / p0 -> 1 limits."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import expit
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+
+from adaptcs.models import GroupSpikeSlabEP, SpikeSlabEP, exact_group_spike_slab
+from adaptcs.models.spike_slab_ep import EPSites, _Cavity, _matched_sites
+from conftest import random_group_problem
+from reference_ep import reference_ep
+
+
+def normal_pdf0(mean, var):
+    return np.exp(-0.5 * mean**2 / var) / np.sqrt(2 * np.pi * var)
+
+
+# --- the site update -------------------------------------------------------------------------------------
+
+
+def test_matched_site_reproduces_tilted_moments(rng):
+    """Cavity x new site must have the mean, variance and z-probability of cavity x exact factor.
+
+    The tilted distribution is a two-component mixture with closed-form moments: a slab part
+    N(mc v0 / (vc + v0), vc v0 / (vc + v0)) and a point mass at zero.
+    """
+    d, v0 = 2000, 0.8
+    vc = rng.uniform(0.01, 3.0, d)
+    mc = rng.normal(0.0, 1.5, d)
+    pc = rng.normal(0.0, 2.0, d)
+    site = _matched_sites(_Cavity(vc, mc, pc, np.ones(d, bool)), v0=v0, v_inf=1e4)
+
+    w_slab = expit(pc) * normal_pdf0(mc, vc + v0)
+    w_spike = expit(-pc) * normal_pdf0(mc, vc)
+    r1 = w_slab / (w_slab + w_spike)
+    slab_mean, slab_var = mc * v0 / (vc + v0), vc * v0 / (vc + v0)
+    tilted_mean = r1 * slab_mean
+    tilted_var = r1 * (slab_var + slab_mean**2) - tilted_mean**2
+
+    new_var = 1.0 / (1.0 / vc + 1.0 / site.var)
+    new_mean = new_var * (mc / vc + site.mean / site.var)
+    np.testing.assert_allclose(expit(pc + site.logit), r1, rtol=1e-10)
+    np.testing.assert_allclose(new_mean, tilted_mean, rtol=1e-8, atol=1e-10)
+    unclamped = site.var != 1e4
+    assert unclamped.mean() > 0.5
+    np.testing.assert_allclose(new_var[unclamped], tilted_var[unclamped], rtol=1e-7)
+    # Where the tilted variance exceeds the cavity's, no positive site can match it: clamp, keep the mean.
+    assert np.all(tilted_var[~unclamped] >= vc[~unclamped] * (1 - 1e-9))
+
+
+def test_slab_only_site_is_the_slab():
+    """With the slab certain (r1 = 1) the matched site is exactly the slab N(0, v0)."""
+    site = _matched_sites(_Cavity(np.array([0.5]), np.array([0.3]), np.array([60.0]), np.array([True])),
+                          v0=2.0, v_inf=100.0)
+    assert site.var[0] == pytest.approx(2.0, rel=1e-9)
+    assert site.mean[0] == pytest.approx(0.0, abs=1e-9)
+
+
+# --- cases where EP is exact --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_single_coefficient_is_exact(seed):
+    """With one site EP matches the exact posterior moments and evidence."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(7, 1))
+    y = 0.8 * X[:, 0] + rng.normal(size=7)
+    exact = exact_group_spike_slab(X, y, [0], 0.3, 2.0, 0.9)
+    ep = SpikeSlabEP(0.3, 2.0, 0.9, tol=1e-12, max_iter=5000).fit(X, y)
+    np.testing.assert_allclose(ep.coef_, exact.mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(ep.group_prob_, exact.group_prob, rtol=1e-8, atol=1e-10)
+    assert ep.log_evidence_ == pytest.approx(exact.log_evidence, abs=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ss_ep_is_exact_for_orthogonal_columns(seed):
+    """Orthogonal columns decouple the coefficients, so SS-EP is exact (mean, probabilities, evidence)."""
+    rng = np.random.default_rng(seed)
+    n, d, s2, v0 = 12, 7, 0.5, 1.3
+    Q, _ = np.linalg.qr(rng.normal(size=(n, d)))
+    X = Q * rng.uniform(0.5, 3.0, d)
+    w = rng.normal(size=d) * (rng.random(d) < 0.5)
+    y = X @ w + rng.normal(0.0, np.sqrt(s2), n)
+    p0 = rng.uniform(0.1, 0.9, d)
+    exact = exact_group_spike_slab(X, y, np.arange(d), p0, v0, s2)
+    ep = SpikeSlabEP(p0, v0, s2, tol=1e-12, max_iter=5000).fit(X, y)
+    assert ep.converged_
+    np.testing.assert_allclose(ep.coef_, exact.mean, atol=1e-8)
+    np.testing.assert_allclose(ep.group_prob_, exact.group_prob, atol=1e-8)
+    assert ep.log_evidence_ == pytest.approx(exact.log_evidence, abs=1e-8)
+    unclamped = ep.sites_.var < 0.5 * ep.v_inf  # damping blends a clamped site towards v_inf only geometrically
+    np.testing.assert_allclose(ep.coef_var_[unclamped], exact.var[unclamped], rtol=1e-7)
+
+
+# --- group EP against enumeration ------------------------------------------------------------------------
+
+
+def _ep_vs_exact(n_over_d, n_groups, group_size, noise_var, n_problems, seed):
+    rng = np.random.default_rng(seed)
+    d = n_groups * group_size
+    n = int(round(n_over_d * d))
+    evidence_err, prob_err, mean_err = [], [], []
+    for _ in range(n_problems):
+        X, y, groups, _w = random_group_problem(rng, n, n_groups, group_size, noise_var)
+        exact = exact_group_spike_slab(X, y, groups, 0.3, 1.0, noise_var)
+        ep = GroupSpikeSlabEP(groups, 0.3, 1.0, noise_var, tol=1e-8, max_iter=3000).fit(X, y)
+        evidence_err.append(abs(ep.log_evidence_ - exact.log_evidence))
+        prob_err.append(np.max(np.abs(ep.group_prob_ - exact.group_prob)))
+        mean_err.append(np.linalg.norm(ep.coef_ - exact.mean) / max(np.linalg.norm(exact.mean), 1e-12))
+    return np.array(evidence_err), np.array(prob_err), np.array(mean_err)
+
+
+# Median tolerances per regime (evidence in nats, probability, relative mean error). EP's own error grows
+# when the data leave group membership ambiguous (fewer rows than coefficients, unit noise); a wrong
+# formula gives errors of 0.15 nats and more in every regime (checked by mutating the engine).
+MEDIAN_TOL = {
+    (0.75, 0.05): (0.03, 0.03, 0.02), (0.75, 1.0): (0.2, 0.1, 0.25),
+    (1.5, 0.05): (0.03, 0.03, 0.02), (1.5, 1.0): (0.06, 0.06, 0.06),
+    (4.0, 0.05): (0.01, 0.01, 0.01), (4.0, 1.0): (0.02, 0.02, 0.02),
+}
+
+
+@pytest.mark.parametrize("n_over_d, noise_var", list(MEDIAN_TOL))
+@pytest.mark.parametrize("n_groups, group_size", [(4, 3), (8, 2)])
+def test_group_ep_close_to_enumeration(n_over_d, noise_var, n_groups, group_size):
+    """EP is approximate, but on typical problems it lands very close to the exact posterior."""
+    ev, prob, mean = _ep_vs_exact(n_over_d, n_groups, group_size, noise_var, n_problems=12,
+                                  seed=int(100 * n_over_d + 10 * n_groups + 1000 * noise_var))
+    tol_ev, tol_prob, tol_mean = MEDIAN_TOL[n_over_d, noise_var]
+    assert np.median(ev) < tol_ev, ev
+    assert np.median(prob) < tol_prob, prob
+    assert np.median(mean) < tol_mean, mean
+    if n_over_d >= 4:  # well posed: every problem, not just the typical one
+        assert prob.max() < 0.1 and mean.max() < 0.05, (prob, mean)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fixed_point_equals_dense_reference_ep(seed):
+    """Same fixed point (mean, group probabilities, evidence) as an independent dense EP (reference_ep.py),
+    on problems with ambiguous groups and clamped sites, where a wrong group cavity would show."""
+    rng = np.random.default_rng(seed)
+    noise_var = [1.0, 0.3][seed % 2]
+    X, y, groups, _w = random_group_problem(rng, [10, 16, 30][seed % 3], 5, 3, noise_var)
+    mean, group_prob, log_evidence = reference_ep(X, y, groups, np.full(5, 0.3), 1.0, noise_var)
+    ep = GroupSpikeSlabEP(groups, 0.3, 1.0, noise_var, damping=0.5, damping_decay=1.0, tol=1e-13,
+                          max_iter=5000).fit(X, y)
+    assert ep.converged_
+    np.testing.assert_allclose(ep.coef_, mean, atol=1e-9)
+    np.testing.assert_allclose(ep.group_prob_, group_prob, atol=1e-9)
+    assert ep.log_evidence_ == pytest.approx(log_evidence, abs=1e-8)
+
+
+def test_default_schedule_reaches_the_reference_fixed_point():
+    """The paper's decaying damping stops at tol, close to the same fixed point."""
+    rng = np.random.default_rng(7)
+    X, y, groups, _w = random_group_problem(rng, 16, 5, 3, 0.3)
+    mean, group_prob, log_evidence = reference_ep(X, y, groups, np.full(5, 0.3), 1.0, 0.3)
+    ep = GroupSpikeSlabEP(groups, 0.3, 1.0, 0.3).fit(X, y)
+    np.testing.assert_allclose(ep.coef_, mean, atol=1e-3)
+    np.testing.assert_allclose(ep.group_prob_, group_prob, atol=1e-3)
+    assert ep.log_evidence_ == pytest.approx(log_evidence, abs=1e-2)
+
+
+@pytest.mark.parametrize("form_n", [6, 30])  # n < d (Woodbury) and n >= d (direct)
+def test_p0_to_one_is_bayesian_linear_regression(rng, form_n):
+    d, s2, v0 = 10, 0.4, 1.7
+    X = rng.normal(size=(form_n, d))
+    y = X @ rng.normal(size=d) + rng.normal(0.0, np.sqrt(s2), form_n)
+    groups = np.arange(d) // 2
+    ep = GroupSpikeSlabEP(groups, 1 - 1e-12, v0, s2, tol=1e-10).fit(X, y)
+    V = np.linalg.inv(X.T @ X / s2 + np.eye(d) / v0)
+    np.testing.assert_allclose(ep.coef_, V @ X.T @ y / s2, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ep.coef_var_, np.diag(V), rtol=1e-6)
+    cov_y = s2 * np.eye(form_n) + v0 * X @ X.T
+    exact_ev = -0.5 * (form_n * np.log(2 * np.pi) + np.linalg.slogdet(cov_y)[1] + y @ np.linalg.solve(cov_y, y))
+    assert ep.log_evidence_ == pytest.approx(exact_ev, abs=1e-6)
+    np.testing.assert_allclose(ep.group_prob_, 1.0, atol=1e-9)
+
+
+def test_p0_to_zero_switches_everything_off(rng):
+    X, y, groups, _w = random_group_problem(rng, 12, 6, 3, 0.5)
+    ep = GroupSpikeSlabEP(groups, 1e-100, 1.0, 0.5).fit(X, y)
+    assert np.max(np.abs(ep.coef_)) < 1e-6
+    assert np.max(ep.group_prob_) < 1e-6
+
+
+# --- consistency of the estimator ---------------------------------------------------------------------
+
+
+def test_singleton_groups_equal_spike_slab_ep(rng):
+    X, y, _groups, _w = random_group_problem(rng, 15, 20, 1, 0.3)
+    d = X.shape[1]
+    labels = [f"coef{j:03d}" for j in range(d)]  # string labels, sorted order = column order
+    p0 = rng.uniform(0.05, 0.5, d)
+    gss = GroupSpikeSlabEP(labels, p0, 1.0, 0.3).fit(X, y)
+    ss = SpikeSlabEP(p0, 1.0, 0.3).fit(X, y)
+    np.testing.assert_allclose(gss.coef_, ss.coef_, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(gss.group_prob_, ss.group_prob_, rtol=1e-12, atol=1e-14)
+    assert gss.log_evidence_ == pytest.approx(ss.log_evidence_, abs=1e-10)
+    assert gss.n_iter_ == ss.n_iter_
+
+
+def test_labels_are_mapped_in_sorted_order(rng):
+    X, y, groups, _w = random_group_problem(rng, 12, 3, 2, 0.3)
+    names = np.array(["c", "a", "b"])[groups]
+    p0_by_sorted = np.array([0.2, 0.4, 0.6])  # for labels a, b, c
+    by_name = GroupSpikeSlabEP(names, p0_by_sorted, 1.0, 0.3).fit(X, y)
+    # Same problem with the equivalent integer labels 0 (a), 1 (b), 2 (c).
+    as_int = np.searchsorted(["a", "b", "c"], names)
+    by_int = GroupSpikeSlabEP(as_int, p0_by_sorted, 1.0, 0.3).fit(X, y)
+    np.testing.assert_array_equal(by_name.group_labels_, ["a", "b", "c"])
+    np.testing.assert_allclose(by_name.group_prob_, by_int.group_prob_)
+    # Permuting the columns (and their labels) permutes the answer.
+    perm = rng.permutation(X.shape[1])
+    permuted = GroupSpikeSlabEP(names[perm], p0_by_sorted, 1.0, 0.3).fit(X[:, perm], y)
+    np.testing.assert_allclose(permuted.coef_, by_name.coef_[perm], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(permuted.group_prob_, by_name.group_prob_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("n", [8, 40])
+def test_cov_matvec_and_predict_match_dense_posterior(rng, n):
+    X, y, groups, _w = random_group_problem(rng, n, 6, 3, 0.5)
+    ep = GroupSpikeSlabEP(groups, 0.3, 1.0, 0.5).fit(X, y)
+    sites = ep.sites_
+    V = np.linalg.inv(X.T @ X / 0.5 + np.diag(1.0 / sites.var))
+    np.testing.assert_allclose(ep.coef_, V @ (X.T @ y / 0.5 + sites.mean / sites.var), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(ep.coef_var_, np.diag(V), rtol=1e-8)
+    v, block = rng.normal(size=18), rng.normal(size=(18, 4))
+    np.testing.assert_allclose(ep.cov_matvec(v), V @ v, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(ep.cov_matvec(block), V @ block, rtol=1e-8, atol=1e-10)
+
+    X_new = rng.normal(size=(5, 18))
+    mean, std = ep.predict(X_new, return_std=True)
+    np.testing.assert_allclose(mean, X_new @ ep.coef_)
+    np.testing.assert_allclose(std, np.sqrt(np.einsum("ij,jk,ik->i", X_new, V, X_new) + 0.5), rtol=1e-8)
+    np.testing.assert_allclose(ep.predict(X_new), mean)
+
+
+def test_warm_start_converges_faster_to_the_same_answer(rng):
+    X, y, groups, _w = random_group_problem(rng, 30, 10, 4, 0.5, p0=0.2)
+    x_new = rng.normal(size=40)
+    X_more = np.vstack([X, x_new])
+    y_more = np.append(y, x_new @ _w + rng.normal(0.0, np.sqrt(0.5)))
+    cold = GroupSpikeSlabEP(groups, 0.2, 1.0, 0.5, tol=1e-6).fit(X_more, y_more)
+    warm = GroupSpikeSlabEP(groups, 0.2, 1.0, 0.5, tol=1e-6, warm_start=True).fit(X, y)
+    warm.fit(X_more, y_more)
+    assert warm.converged_ and cold.converged_
+    assert warm.n_iter_ < cold.n_iter_
+    np.testing.assert_allclose(warm.coef_, cold.coef_, atol=1e-3)
+    np.testing.assert_allclose(warm.group_prob_, cold.group_prob_, atol=1e-3)
+
+
+def test_warm_start_rejects_a_different_dimension(rng):
+    est = SpikeSlabEP(0.3, warm_start=True).fit(rng.normal(size=(5, 8)), rng.normal(size=5))
+    with pytest.raises(ValueError, match="warm_start"):
+        est.fit(rng.normal(size=(5, 9)), rng.normal(size=5))
+
+
+def test_non_convergence_is_reported(rng):
+    X, y, groups, _w = random_group_problem(rng, 10, 5, 2, 0.5)
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        est = GroupSpikeSlabEP(groups, 0.3, max_iter=2).fit(X, y)
+    assert not est.converged_ and est.n_iter_ == 2
+
+
+def test_convergence_is_silent(rng):
+    X, y, groups, _w = random_group_problem(rng, 20, 5, 2, 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = GroupSpikeSlabEP(groups, 0.3).fit(X, y)
+    assert est.converged_ and 1 <= est.n_iter_ < est.max_iter
+
+
+def test_sklearn_clone_and_params():
+    est = GroupSpikeSlabEP([0, 0, 1], p0=0.2, v0=2.0, tol=1e-6)
+    copy = clone(est)
+    assert copy.get_params()["v0"] == 2.0 and copy.get_params()["tol"] == 1e-6
+    assert "groups" not in SpikeSlabEP().get_params()
+
+
+def test_unfitted_estimator_refuses_products():
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        SpikeSlabEP().cov_matvec(np.ones(3))
+
+
+# --- bad input ---------------------------------------------------------------------------------------------
+
+GOOD_X = np.arange(12.0).reshape(3, 4) / 10
+GOOD_Y = np.array([0.1, -0.2, 0.3])
+GOOD_GROUPS = [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize("kwargs, X, y, match", [
+    ({}, GOOD_X[0], GOOD_Y, "X must be a 2-D"),
+    ({}, GOOD_X, GOOD_Y[:2], "y has 2 entries"),
+    ({}, GOOD_X, GOOD_Y[:, None], "y must be a 1-D"),
+    ({}, np.where(GOOD_X > 0.5, np.nan, GOOD_X), GOOD_Y, "X contains NaN"),
+    ({}, GOOD_X, np.array([0.0, np.inf, 1.0]), "y contains NaN or infinite"),
+    ({}, np.zeros((0, 4)), np.zeros(0), "at least one row"),
+    ({}, GOOD_X.astype(str), GOOD_Y, "X must be numeric"),
+    ({"groups": [0, 0, 1]}, GOOD_X, GOOD_Y, "groups has 3 labels but X has 4 columns"),
+    ({"groups": [0.0, 0.5, 1.0, 1.0]}, GOOD_X, GOOD_Y, "groups must hold integer"),
+    ({"groups": None}, GOOD_X, GOOD_Y, "groups must be given"),
+    ({"p0": 0.0}, GOOD_X, GOOD_Y, "p0 must lie strictly inside"),
+    ({"p0": 1.0}, GOOD_X, GOOD_Y, "p0 must lie strictly inside"),
+    ({"p0": [0.5, 0.5, 0.5]}, GOOD_X, GOOD_Y, "p0 must be a scalar or have one value per group"),
+    ({"p0": np.nan}, GOOD_X, GOOD_Y, "p0 contains NaN"),
+    ({"v0": 0.0}, GOOD_X, GOOD_Y, "v0 must be finite and > 0"),
+    ({"v0": -1.0}, GOOD_X, GOOD_Y, "v0 must be finite and > 0"),
+    ({"noise_var": 0.0}, GOOD_X, GOOD_Y, "noise_var must be finite and > 0"),
+    ({"noise_var": "1"}, GOOD_X, GOOD_Y, "noise_var must be a positive real"),
+    ({"damping": 1.5}, GOOD_X, GOOD_Y, "damping must lie in"),
+    ({"damping_decay": 0.0}, GOOD_X, GOOD_Y, "damping_decay must lie in"),
+    ({"tol": 0.0}, GOOD_X, GOOD_Y, "tol must be finite and > 0"),
+    ({"max_iter": 0}, GOOD_X, GOOD_Y, "max_iter must be an integer"),
+    ({"max_iter": 10.5}, GOOD_X, GOOD_Y, "max_iter must be an integer"),
+    ({"v_inf": -1.0}, GOOD_X, GOOD_Y, "v_inf must be finite and > 0"),
+])
+def test_bad_input_raises_naming_the_argument(kwargs, X, y, match):
+    params = {"groups": GOOD_GROUPS, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        GroupSpikeSlabEP(**params).fit(X, y)
+
+
+def test_bad_operands_after_fit():
+    est = GroupSpikeSlabEP(GOOD_GROUPS).fit(GOOD_X, GOOD_Y)
+    with pytest.raises(ValueError, match=r"v must have shape \(4,\)"):
+        est.cov_matvec(np.ones(3))
+    with pytest.raises(ValueError, match="v contains NaN"):
+        est.cov_matvec(np.full(4, np.nan))
+    with pytest.raises(ValueError, match=r"X must have shape \(k, 4\)"):
+        est.predict(np.ones((2, 5)))
+
+
+def test_ss_ep_p0_per_coefficient_is_checked():
+    with pytest.raises(ValueError, match="one value per group \\(4\\)"):
+        SpikeSlabEP(p0=[0.1, 0.2]).fit(GOOD_X, GOOD_Y)
