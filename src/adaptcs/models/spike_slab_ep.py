@@ -133,11 +133,66 @@ def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity
                  + 0.5 * d * _LOG_2PI + 0.5 * post.log_det() + 0.5 * float(post.eta @ post.mean))
 
 
-class _SpikeSlabEPBase(RegressorMixin, BaseEstimator):
-    """Shared engine; subclasses say how coefficients map to groups (:meth:`_resolve_groups`)."""
+class GroupSpikeSlabEP(RegressorMixin, BaseEstimator):
+    """Group spike-and-slab linear regression fitted by EP (the paper's GSS-EP).
+
+    Parameters
+    ----------
+    groups : array-like, shape (d,)
+        Group label of each coefficient (any sortable labels; group g is the g-th label in sorted order).
+    p0 : float or array-like of shape (G,)
+        Prior probability that a group is active; one value per group (in sorted label order) encodes
+        prior knowledge of likely groups. Strictly inside (0, 1).
+    v0 : float
+        Slab variance: prior variance of each coefficient of an active group.
+    noise_var : float
+        Noise variance ``sigma0^2``.
+    damping : float in (0, 1]
+        Initial damping ``xi`` (weight of the new site in natural parameters).
+    damping_decay : float in (0, 1]
+        Factor applied to ``xi`` after every iteration.
+    tol : float
+        Convergence threshold on the largest change of the posterior mean and of the group probabilities.
+    max_iter : int
+        Iteration cap; reaching it sets ``converged_ = False`` and warns.
+    v_inf : float
+        Site variance used where moment matching gives a non-positive one.
+    warm_start : bool
+        Start from the sites of the previous fit (same number of coefficients) instead of the prior.
+
+    Attributes
+    ----------
+    coef_ : ndarray, shape (d,)
+        Posterior mean of ``w``.
+    coef_var_ : ndarray, shape (d,)
+        Posterior marginal variances.
+    group_prob_ : ndarray, shape (G,)
+        Posterior probability that each group is active, in sorted label order (``group_labels_``).
+    group_labels_ : ndarray, shape (G,)
+    log_evidence_ : float
+        EP approximation of ``log p(y | X)`` (nats).
+    n_iter_ : int
+    converged_ : bool
+    sites_ : EPSites
+        The fitted sites (used by ``warm_start``).
+    """
+
+    def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
+                 max_iter=1000, v_inf=100.0, warm_start=False):
+        self.groups = groups
+        self.p0 = p0
+        self.v0 = v0
+        self.noise_var = noise_var
+        self.damping = damping
+        self.damping_decay = damping_decay
+        self.tol = tol
+        self.max_iter = max_iter
+        self.v_inf = v_inf
+        self.warm_start = warm_start
 
     def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
+        """Sorted distinct labels (G,) and the group index of each coefficient (d,)."""
+        return val.check_groups(self.groups, d)
 
     def _check_params(self, d: int):
         labels, coef_group = self._resolve_groups(d)
@@ -267,68 +322,7 @@ class _SpikeSlabEPBase(RegressorMixin, BaseEstimator):
         return mean, np.sqrt(self._posterior.quad_rows(X) + self._noise_var)
 
 
-class GroupSpikeSlabEP(_SpikeSlabEPBase):
-    """Group spike-and-slab linear regression fitted by EP (the paper's GSS-EP).
-
-    Parameters
-    ----------
-    groups : array-like, shape (d,)
-        Group label of each coefficient (any sortable labels; group g is the g-th label in sorted order).
-    p0 : float or array-like of shape (G,)
-        Prior probability that a group is active; one value per group (in sorted label order) encodes
-        prior knowledge of likely groups. Strictly inside (0, 1).
-    v0 : float
-        Slab variance: prior variance of each coefficient of an active group.
-    noise_var : float
-        Noise variance ``sigma0^2``.
-    damping : float in (0, 1]
-        Initial damping ``xi`` (weight of the new site in natural parameters).
-    damping_decay : float in (0, 1]
-        Factor applied to ``xi`` after every iteration.
-    tol : float
-        Convergence threshold on the largest change of the posterior mean and of the group probabilities.
-    max_iter : int
-        Iteration cap; reaching it sets ``converged_ = False`` and warns.
-    v_inf : float
-        Site variance used where moment matching gives a non-positive one.
-    warm_start : bool
-        Start from the sites of the previous fit (same number of coefficients) instead of the prior.
-
-    Attributes
-    ----------
-    coef_ : ndarray, shape (d,)
-        Posterior mean of ``w``.
-    coef_var_ : ndarray, shape (d,)
-        Posterior marginal variances.
-    group_prob_ : ndarray, shape (G,)
-        Posterior probability that each group is active, in sorted label order (``group_labels_``).
-    group_labels_ : ndarray, shape (G,)
-    log_evidence_ : float
-        EP approximation of ``log p(y | X)`` (nats).
-    n_iter_ : int
-    converged_ : bool
-    sites_ : EPSites
-        The fitted sites (used by ``warm_start``).
-    """
-
-    def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
-                 max_iter=1000, v_inf=100.0, warm_start=False):
-        self.groups = groups
-        self.p0 = p0
-        self.v0 = v0
-        self.noise_var = noise_var
-        self.damping = damping
-        self.damping_decay = damping_decay
-        self.tol = tol
-        self.max_iter = max_iter
-        self.v_inf = v_inf
-        self.warm_start = warm_start
-
-    def _resolve_groups(self, d):
-        return val.check_groups(self.groups, d)
-
-
-class SpikeSlabEP(_SpikeSlabEPBase):
+class SpikeSlabEP(GroupSpikeSlabEP):
     """Spike-and-slab linear regression fitted by EP (the paper's SS-EP): one group per coefficient.
 
     Parameters are those of :class:`GroupSpikeSlabEP` without ``groups``; ``p0`` is a scalar or one value
@@ -337,16 +331,9 @@ class SpikeSlabEP(_SpikeSlabEPBase):
 
     def __init__(self, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
                  max_iter=1000, v_inf=100.0, warm_start=False):
-        self.p0 = p0
-        self.v0 = v0
-        self.noise_var = noise_var
-        self.damping = damping
-        self.damping_decay = damping_decay
-        self.tol = tol
-        self.max_iter = max_iter
-        self.v_inf = v_inf
-        self.warm_start = warm_start
+        super().__init__(None, p0, v0, noise_var, damping=damping, damping_decay=damping_decay, tol=tol,
+                         max_iter=max_iter, v_inf=v_inf, warm_start=warm_start)
 
-    def _resolve_groups(self, d):
+    def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         index = np.arange(d, dtype=np.intp)
         return index, index
