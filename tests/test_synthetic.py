@@ -3,8 +3,14 @@
 import numpy as np
 import pytest
 
-from adaptcs.data.synthetic import (experiment_rng, group_labels, group_sparse_signal, make_e1_problem,
-                                    problem_rng, sphere_rows)
+from adaptcs.data.synthetic import (
+    experiment_rng,
+    group_labels,
+    group_sparse_signal,
+    make_e1_problem,
+    problem_rng,
+    sphere_rows,
+)
 
 
 def test_round_robin_and_contiguous_layouts():

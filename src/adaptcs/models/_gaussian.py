@@ -50,7 +50,7 @@ class LinearGaussianModel:
         self.use_woodbury = self.n < self.d if form == "auto" else form == "woodbury"
         self._XtX = None if self.use_woodbury else (self.X.T @ self.X) / self.noise_var
 
-    def posterior(self, prior_var: np.ndarray, shift: np.ndarray) -> "WoodburyPosterior | DirectPosterior":
+    def posterior(self, prior_var: np.ndarray, shift: np.ndarray) -> WoodburyPosterior | DirectPosterior:
         """Posterior for the diagonal term with variances ``prior_var`` (d,) and natural means ``shift`` (d,)."""
         if self.use_woodbury:
             return WoodburyPosterior(self, prior_var, shift)
@@ -135,7 +135,7 @@ class DirectPosterior:
 
     def matvec(self, v: np.ndarray) -> np.ndarray:
         """``V v`` for v of shape (d,) or (d, k)."""
-        x, info = lapack.dpotrs(self.chol, v, lower=1)
+        x, _info = lapack.dpotrs(self.chol, v, lower=1)
         return x
 
     def quad_rows(self, Z: np.ndarray) -> np.ndarray:

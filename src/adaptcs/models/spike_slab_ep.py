@@ -48,12 +48,12 @@ class EPSites:
     logit: np.ndarray
 
     @classmethod
-    def initial(cls, p0_per_coef: np.ndarray, v0: float) -> "EPSites":
+    def initial(cls, p0_per_coef: np.ndarray, v0: float) -> EPSites:
         """Sites at the start of EP: ``vt = p0 v0`` (the prior's variance), ``mt = 0``, ``pt = 0``."""
         d = p0_per_coef.shape[0]
         return cls(var=p0_per_coef * v0, mean=np.zeros(d), logit=np.zeros(d))
 
-    def copy(self) -> "EPSites":
+    def copy(self) -> EPSites:
         return EPSites(self.var.copy(), self.mean.copy(), self.logit.copy())
 
 
@@ -245,7 +245,7 @@ class GroupSpikeSlabEP(RegressorMixin, BaseEstimator):
         xi = float(self.damping)
         converged = False
         n_iter = 0
-        for n_iter in range(1, self.max_iter + 1):
+        for n_iter in range(1, self.max_iter + 1):  # noqa: B007 (read after the loop)
             cav = _cavity(post, sites, group_logit[coef_group])
             sites = _damped(sites, _matched_sites(cav, v0, self.v_inf), cav.valid, xi)
             xi *= self.damping_decay
