@@ -128,3 +128,22 @@ def make_e1_problem(rng: np.random.Generator, *, d: int = 512, n_groups: int = 1
     X = sphere_rows(rng, val.check_count(n, "n"), d)
     y = X @ w + rng.normal(0.0, np.sqrt(noise_var), size=n)
     return GroupSparseProblem(w_true=w, groups=groups, X=X, y=y, noise_var=noise_var)
+
+
+def permute_group_labels(rng: np.random.Generator, groups: np.ndarray, fraction: float) -> np.ndarray:
+    """Noisy grouping (experiment E2): randomly permute a fraction of the entries of the label vector.
+
+    ``round(fraction * d)`` positions are chosen at random and their labels shuffled among themselves;
+    the other labels are kept. With ``fraction = 1`` the grouping carries no information.
+
+    Returns
+    -------
+    ndarray, shape (d,)
+        A new label vector (the input is not modified).
+    """
+    fraction = val.check_fraction(fraction, "fraction", low_open=False)
+    groups = np.asarray(groups)
+    noisy = groups.copy()
+    positions = rng.choice(groups.shape[0], size=round(fraction * groups.shape[0]), replace=False)
+    noisy[positions] = groups[rng.permutation(positions)]
+    return noisy

@@ -1,0 +1,5 @@
+import sys
+
+from adaptcs.cli import main
+
+sys.exit(main())

@@ -1,0 +1,156 @@
+"""The synthetic experiments E1-E3 of EXPERIMENTS.md as functions of (setting, replicate), and a job runner.
+
+A job runs many replicates of one (experiment, setting, method, strategy) through the sequential design
+loop (zero steps for E1 and E2) and returns a :class:`adaptcs.results.JobResult`. Problems depend only on
+(experiment, setting, replicate), never on the method, so every method sees the same signals, rows and noise.
+E2 uses the same signals at every noise fraction (only the label permutation depends on the setting), so
+its table compares noise levels on equal signals.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from adaptcs.data.synthetic import (
+    EXPERIMENT_INDEX,
+    GroupSparseProblem,
+    experiment_rng,
+    make_e1_problem,
+    permute_group_labels,
+    problem_rng,
+)
+from adaptcs.design import run_sequential_design
+from adaptcs.models.registry import PriorInfo, make_estimator
+from adaptcs.results import JobResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SyntheticExperiment:
+    """Parameters of a synthetic experiment (the paper's values by default)."""
+
+    name: str
+    n_initial: int
+    n_steps: int = 0
+    settings: tuple = ({},)
+    d: int = 512
+    n_groups: int = 128
+    n_active: int = 4
+    noise_var: float = 1.0
+    layout: str = "round_robin"
+    strategies: tuple = ("random",)
+    extra: dict = field(default_factory=dict)
+
+
+SYNTHETIC = {
+    "E1": SyntheticExperiment("E1", n_initial=64),
+    "E2": SyntheticExperiment("E2", n_initial=64,
+                              settings=tuple({"label_noise": f} for f in (0.1, 0.2, 0.4, 0.6, 1.0))),
+    "E3": SyntheticExperiment("E3", n_initial=32, n_steps=32, strategies=("design", "random")),
+}
+
+
+@dataclass
+class SyntheticCase:
+    """One problem and what the methods are told about it."""
+
+    problem: GroupSparseProblem
+    fit_groups: np.ndarray  # labels given to the methods (noisy in E2)
+    prior: PriorInfo
+    problem_seed: tuple
+    design_seed: tuple
+
+
+def synthetic_case(experiment: str, setting_index: int, replicate: int, **overrides) -> SyntheticCase:
+    """The problem of (experiment, setting, replicate); ``overrides`` replace fields of the experiment."""
+    spec = _spec(experiment, **overrides)
+    if not 0 <= setting_index < len(spec.settings):
+        raise ValueError(f"setting_index must be in 0..{len(spec.settings) - 1} for {experiment}; "
+                         f"got {setting_index}")
+    setting = spec.settings[setting_index]
+    # Signals are shared across the settings of an experiment; only setting-specific noise uses the setting.
+    problem_seed = (EXPERIMENT_INDEX[experiment], 0, replicate)
+    problem = make_e1_problem(experiment_rng(experiment, 0, replicate), d=spec.d, n_groups=spec.n_groups,
+                              n_active=spec.n_active, n=spec.n_initial, noise_var=spec.noise_var,
+                              layout=spec.layout)
+    fit_groups = problem.groups
+    if setting.get("label_noise", 0.0) > 0.0:
+        fit_groups = permute_group_labels(experiment_rng(experiment, setting_index + 1, replicate),
+                                          problem.groups, setting["label_noise"])
+    n_active_coefs = spec.n_active * spec.d // spec.n_groups
+    prior = PriorInfo(p0_group=spec.n_active / spec.n_groups, p0_coef=n_active_coefs / spec.d,
+                      v0=1.0 / 3.0, noise_var=spec.noise_var)  # Uniform[-1, 1] has variance 1/3
+    design_seed = (EXPERIMENT_INDEX[experiment], setting_index, replicate, 1)
+    return SyntheticCase(problem, fit_groups, prior, problem_seed, design_seed)
+
+
+def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy: str, replicates,
+                      *, method_params: dict | None = None, progress: bool = False, **overrides) -> JobResult:
+    """Run ``replicates`` of one (experiment, setting, method, strategy).
+
+    Parameters
+    ----------
+    experiment : {"E1", "E2", "E3"}
+    setting_index : int
+        Index into the experiment's settings (E2: the label-noise fraction).
+    method : str
+        A name of :data:`adaptcs.models.registry.METHODS`.
+    strategy : {"design", "random", "pool"}
+    replicates : iterable of int
+    method_params : dict, optional
+        Estimator parameters that replace the paper's (e.g. ``{"tol": 1e-5}``).
+    progress : bool
+        Log a line per replicate (level INFO) with its final error and time.
+    **overrides
+        Fields of :class:`SyntheticExperiment` to change (e.g. ``n_steps=8``).
+    """
+    spec = _spec(experiment, **overrides)
+    replicates = [int(r) for r in replicates]
+    if not replicates:
+        raise ValueError("replicates must not be empty")
+    method_params = dict(method_params or {})
+    rows = []
+    for i, replicate in enumerate(replicates):
+        case = synthetic_case(experiment, setting_index, replicate, **overrides)
+        p = case.problem
+        estimator = make_estimator(method, case.fit_groups, case.prior, **method_params)
+        start = time.perf_counter()
+        result = run_sequential_design(estimator, p.w_true, p.X, p.y, spec.n_steps, strategy=strategy,
+                                       noise_var=p.noise_var, row_norm=float(np.sqrt(spec.d)),
+                                       rng=problem_rng(*case.design_seed))
+        if progress:
+            log.info("%s setting %d %s/%s replicate %d (%d/%d): error %.3f at n=%d, %.2f s", experiment,
+                     setting_index, method, strategy, replicate, i + 1, len(replicates), result.errors[-1],
+                     result.n_measurements[-1], time.perf_counter() - start)
+        rows.append((case, result))
+
+    cases, results = zip(*rows, strict=True)
+    group_probs = [r.group_prob for r in results]
+    return JobResult(
+        experiment=experiment, setting_index=setting_index, setting=dict(spec.settings[setting_index]),
+        method=method, strategy=strategy, replicate=np.asarray(replicates, dtype=np.int64),
+        n_measurements=results[0].n_measurements, errors=np.stack([r.errors for r in results]),
+        fit_seconds=np.stack([r.fit_seconds for r in results]),
+        select_seconds=np.stack([r.select_seconds for r in results]),
+        coef=np.stack([r.coef for r in results]), w_true=np.stack([c.problem.w_true for c in cases]),
+        group_prob=None if group_probs[0] is None else np.stack(group_probs),
+        problem_seed=np.asarray([c.problem_seed for c in cases], dtype=np.int64),
+        design_seed=np.asarray([c.design_seed for c in cases], dtype=np.int64),
+        config={"experiment": experiment, "setting_index": setting_index, "method": method,
+                "strategy": strategy, "replicates": replicates, "method_params": method_params,
+                "overrides": overrides})
+
+
+def _spec(experiment: str, **overrides) -> SyntheticExperiment:
+    if experiment not in SYNTHETIC:
+        raise ValueError(f"experiment must be one of {sorted(SYNTHETIC)}; got {experiment!r}")
+    spec = SYNTHETIC[experiment]
+    unknown = set(overrides) - set(SyntheticExperiment.__dataclass_fields__) - {"name"}
+    if unknown:
+        raise ValueError(f"unknown experiment parameter(s): {sorted(unknown)}")
+    return SyntheticExperiment(**{**spec.__dict__, **overrides})

@@ -1,0 +1,64 @@
+"""Synthetic experiments: problems independent of the method, E2 label noise, the job runner, the CLI."""
+
+import numpy as np
+import pytest
+
+from adaptcs.cli import main
+from adaptcs.data.synthetic import permute_group_labels
+from adaptcs.experiments import run_synthetic_job, synthetic_case
+from adaptcs.models.registry import PriorInfo, make_estimator
+from adaptcs.results import read_job
+
+
+def test_e2_shares_signals_across_settings_and_permutes_labels():
+    a = synthetic_case("E2", 0, 5)
+    b = synthetic_case("E2", 4, 5)
+    np.testing.assert_array_equal(a.problem.X, b.problem.X)
+    np.testing.assert_array_equal(a.problem.w_true, b.problem.w_true)
+    changed_low = np.mean(a.fit_groups != a.problem.groups)
+    changed_all = np.mean(b.fit_groups != b.problem.groups)
+    assert 0 < changed_low <= 0.1 and changed_all > 0.9
+    # a permutation: every group keeps its size
+    np.testing.assert_array_equal(np.bincount(b.fit_groups), np.bincount(b.problem.groups))
+
+
+def test_permute_fraction_zero_and_bad_fraction(rng):
+    groups = np.arange(20) % 5
+    np.testing.assert_array_equal(permute_group_labels(rng, groups, 0.0), groups)
+    with pytest.raises(ValueError, match="fraction"):
+        permute_group_labels(rng, groups, 1.5)
+
+
+def test_paper_hyperparameters():
+    case = synthetic_case("E1", 0, 0)
+    assert case.prior == PriorInfo(p0_group=4 / 128, p0_coef=16 / 512, v0=1 / 3, noise_var=1.0)
+    gss = make_estimator("gss_ep", case.fit_groups, case.prior, tol=1e-5)
+    assert gss.p0 == 4 / 128 and gss.tol == 1e-5
+    assert make_estimator("ss_ep", case.fit_groups, case.prior).p0 == 16 / 512
+    with pytest.raises(ValueError, match="method must be one of"):
+        make_estimator("lasso", case.fit_groups, case.prior)
+
+
+def test_job_runner_shapes_and_pairing():
+    design = run_synthetic_job("E3", 0, "gss_ep", "design", [0, 1], n_steps=2)
+    random = run_synthetic_job("E3", 0, "ss_ep", "random", [0, 1], n_steps=2)
+    assert design.errors.shape == (2, 3) and design.coef.shape == (2, 512)
+    assert design.group_prob.shape == (2, 128) and random.group_prob.shape == (2, 512)
+    np.testing.assert_array_equal(design.w_true, random.w_true)  # same signals for every method
+    np.testing.assert_array_equal(design.n_measurements, [32, 33, 34])
+    with pytest.raises(ValueError, match="unknown experiment parameter"):
+        run_synthetic_job("E3", 0, "gss_ep", "design", [0], n_step=2)
+    with pytest.raises(ValueError, match="setting_index"):
+        run_synthetic_job("E1", 3, "gss_ep", "random", [0])
+
+
+def test_cli_run_table_curves(tmp_path, capsys):
+    out = tmp_path / "E1.h5"
+    assert main(["run", "--experiment", "E1", "--method", "gss_ep", "--replicates", "0:3", "--out", str(out)]) == 0
+    assert read_job(out).errors.shape == (3, 1)
+    assert main(["table", str(out)]) == 0
+    assert "| E1 | {} | gss_ep | random |" in capsys.readouterr().out
+    assert main(["curves", str(out)]) == 0
+    assert "n=64" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["run", "--experiment", "E1", "--method", "gss_ep", "--replicates", "a:b", "--out", str(out)])

@@ -1,0 +1,82 @@
+"""HDF5 result files: round trip, atomic writes, tidy tables."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from adaptcs import results
+from adaptcs.results import JobResult, curves_table, final_table, read_job, write_job
+
+
+def make_job(rng, R=3, T=4, d=6, G=3, method="gss_ep", strategy="design", with_probs=True):
+    return JobResult(
+        experiment="E3", setting_index=0, setting={}, method=method, strategy=strategy,
+        replicate=np.arange(R), n_measurements=np.arange(32, 32 + T), errors=rng.random((R, T)),
+        fit_seconds=rng.random((R, T)), select_seconds=rng.random((R, T - 1)), coef=rng.normal(size=(R, d)),
+        w_true=rng.normal(size=(R, d)), group_prob=rng.random((R, G)) if with_probs else None,
+        problem_seed=np.tile([3, 0, 0], (R, 1)) + np.arange(R)[:, None] * [0, 0, 1],
+        design_seed=np.tile([3, 0, 0, 1], (R, 1)), config={"n_steps": T - 1, "array": np.arange(2)})
+
+
+def test_round_trip(tmp_path, rng):
+    job = make_job(rng)
+    path = write_job(tmp_path / "sub" / "job.h5", job)
+    back = read_job(path)
+    for name in ["replicate", "n_measurements", "errors", "fit_seconds", "select_seconds", "coef", "w_true",
+                 "group_prob", "problem_seed", "design_seed"]:
+        np.testing.assert_array_equal(getattr(back, name), getattr(job, name))
+    assert (back.experiment, back.method, back.strategy, back.setting) == ("E3", "gss_ep", "design", {})
+    assert back.config == {"n_steps": 3, "array": [0, 1]}
+    assert back.versions["numpy"] == np.__version__ and back.blas
+    with h5py.File(path, "r") as f:
+        assert f["fit_seconds"].attrs["units"] == "s"
+        assert "relative error" in f["errors"].attrs["description"]
+
+
+def test_methods_without_group_probabilities(tmp_path, rng):
+    back = read_job(write_job(tmp_path / "job.h5", make_job(rng, with_probs=False)))
+    assert back.group_prob is None
+
+
+def test_interrupted_write_leaves_no_file(tmp_path, rng, monkeypatch):
+    def explode(*args, **kwargs):
+        raise KeyboardInterrupt  # as if the job were killed while writing
+
+    monkeypatch.setattr(results.h5py.Group, "create_dataset", explode)
+    with pytest.raises(KeyboardInterrupt):
+        write_job(tmp_path / "job.h5", make_job(rng))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_write_keeps_an_earlier_complete_file(tmp_path, rng):
+    path = write_job(tmp_path / "job.h5", make_job(rng))
+    before = read_job(path).errors
+    bad = make_job(rng)
+    bad.config = {"unserialisable": object()}
+    with pytest.raises(TypeError):
+        write_job(path, bad)
+    np.testing.assert_array_equal(read_job(path).errors, before)
+    assert [p.name for p in tmp_path.iterdir()] == ["job.h5"]
+
+
+def test_reader_rejects_foreign_files(tmp_path):
+    with h5py.File(tmp_path / "other.h5", "w") as f:
+        f["x"] = 1
+    with pytest.raises(ValueError, match="not an adaptcs result"):
+        read_job(tmp_path / "other.h5")
+
+
+def test_tidy_tables(tmp_path, rng):
+    a = write_job(tmp_path / "a.h5", make_job(rng, R=3, T=4))
+    b = write_job(tmp_path / "b.h5", make_job(rng, R=2, T=4, method="ss_ep", strategy="random"))
+    curves = curves_table([a, b])
+    assert len(curves) == 3 * 4 + 2 * 4
+    assert set(curves.columns) >= {"experiment", "method", "strategy", "replicate", "step", "n_measurements",
+                                   "error", "fit_seconds"}
+    finals = final_table([a, b])
+    assert len(finals) == 5 and set(finals["n_measurements"]) == {35}
+    job = read_job(a)
+    np.testing.assert_allclose(finals[finals.method == "gss_ep"]["error"], job.errors[:, -1])
+    assert json.loads(curves["setting"].iloc[0]) == {}
