@@ -7,7 +7,16 @@ import numpy as np
 import pytest
 
 from adaptcs import results
-from adaptcs.results import JobResult, curves_table, final_table, read_job, write_job
+from adaptcs.results import (
+    JobResult,
+    curves_table,
+    final_table,
+    merge_jobs,
+    read_job,
+    read_summary,
+    write_job,
+    write_summary,
+)
 
 
 def make_job(rng, R=3, T=4, d=6, G=3, method="gss_ep", strategy="design", with_probs=True):
@@ -15,7 +24,8 @@ def make_job(rng, R=3, T=4, d=6, G=3, method="gss_ep", strategy="design", with_p
         experiment="E3", setting_index=0, setting={}, method=method, strategy=strategy,
         replicate=np.arange(R), n_measurements=np.arange(32, 32 + T), errors=rng.random((R, T)),
         fit_seconds=rng.random((R, T)), select_seconds=rng.random((R, T - 1)), coef=rng.normal(size=(R, d)),
-        w_true=rng.normal(size=(R, d)), group_prob=rng.random((R, G)) if with_probs else None,
+        w_true=rng.normal(size=(R, d)), true_groups=np.tile(np.arange(d) % G, (R, 1)),
+        fit_groups=np.tile(np.arange(d) % G, (R, 1)), group_prob=rng.random((R, G)) if with_probs else None,
         problem_seed=np.tile([3, 0, 0], (R, 1)) + np.arange(R)[:, None] * [0, 0, 1],
         design_seed=np.tile([3, 0, 0, 1], (R, 1)), config={"n_steps": T - 1, "array": np.arange(2)})
 
@@ -25,7 +35,7 @@ def test_round_trip(tmp_path, rng):
     path = write_job(tmp_path / "sub" / "job.h5", job)
     back = read_job(path)
     for name in ["replicate", "n_measurements", "errors", "fit_seconds", "select_seconds", "coef", "w_true",
-                 "group_prob", "problem_seed", "design_seed"]:
+                 "group_prob", "problem_seed", "design_seed", "true_groups", "fit_groups"]:
         np.testing.assert_array_equal(getattr(back, name), getattr(job, name))
     assert (back.experiment, back.method, back.strategy, back.setting) == ("E3", "gss_ep", "design", {})
     assert back.config == {"n_steps": 3, "array": [0, 1]}
@@ -80,3 +90,27 @@ def test_tidy_tables(tmp_path, rng):
     job = read_job(a)
     np.testing.assert_allclose(finals[finals.method == "gss_ep"]["error"], job.errors[:, -1])
     assert json.loads(curves["setting"].iloc[0]) == {}
+
+
+def test_merge_and_summary_round_trip(tmp_path, rng):
+    first = make_job(rng, R=3)
+    second = make_job(rng, R=2)
+    second.replicate = np.array([4, 3])
+    merged = merge_jobs([second, first])
+    np.testing.assert_array_equal(merged.replicate, [0, 1, 2, 3, 4])
+    np.testing.assert_array_equal(merged.errors[3], second.errors[1])
+    other = make_job(rng, method="ss_ep", strategy="random", with_probs=False)
+    path = write_summary(tmp_path / "E3.h5", [merged, other])
+    back = read_summary(path)
+    assert set(back) == {(0, "gss_ep", "design"), (0, "ss_ep", "random")}
+    np.testing.assert_array_equal(back[0, "gss_ep", "design"].coef, merged.coef)
+    assert back[0, "ss_ep", "random"].group_prob is None
+
+
+def test_merge_rejects_mismatched_jobs(rng):
+    a, b = make_job(rng), make_job(rng)
+    with pytest.raises(ValueError, match="replicates overlap"):
+        merge_jobs([a, b])
+    b.method = "ss_ep"
+    with pytest.raises(ValueError, match="different kinds"):
+        merge_jobs([a, b])

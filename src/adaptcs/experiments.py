@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,14 +44,16 @@ class SyntheticExperiment:
     noise_var: float = 1.0
     layout: str = "round_robin"
     strategies: tuple = ("random",)
-    extra: dict = field(default_factory=dict)
+    figures: tuple = ("errors", "fit_times")
 
 
 SYNTHETIC = {
-    "E1": SyntheticExperiment("E1", n_initial=64),
+    "E1": SyntheticExperiment("E1", n_initial=64, figures=("errors", "example", "group_probs", "fit_times")),
     "E2": SyntheticExperiment("E2", n_initial=64,
-                              settings=tuple({"label_noise": f} for f in (0.1, 0.2, 0.4, 0.6, 1.0))),
-    "E3": SyntheticExperiment("E3", n_initial=32, n_steps=32, strategies=("design", "random")),
+                              settings=tuple({"label_noise": f} for f in (0.1, 0.2, 0.4, 0.6, 1.0)),
+                              figures=("errors",)),
+    "E3": SyntheticExperiment("E3", n_initial=32, n_steps=32, strategies=("design", "random"),
+                              figures=("curves", "example", "fit_times")),
 }
 
 
@@ -139,6 +141,7 @@ def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy
         select_seconds=np.stack([r.select_seconds for r in results]),
         coef=np.stack([r.coef for r in results]), w_true=np.stack([c.problem.w_true for c in cases]),
         group_prob=None if group_probs[0] is None else np.stack(group_probs),
+        true_groups=np.stack([c.problem.groups for c in cases]), fit_groups=np.stack([c.fit_groups for c in cases]),
         problem_seed=np.asarray([c.problem_seed for c in cases], dtype=np.int64),
         design_seed=np.asarray([c.design_seed for c in cases], dtype=np.int64),
         config={"experiment": experiment, "setting_index": setting_index, "method": method,
@@ -150,7 +153,7 @@ def _spec(experiment: str, **overrides) -> SyntheticExperiment:
     if experiment not in SYNTHETIC:
         raise ValueError(f"experiment must be one of {sorted(SYNTHETIC)}; got {experiment!r}")
     spec = SYNTHETIC[experiment]
-    unknown = set(overrides) - set(SyntheticExperiment.__dataclass_fields__) - {"name"}
+    unknown = set(overrides) - set(SyntheticExperiment.__dataclass_fields__) - {"name", "settings", "figures"}
     if unknown:
         raise ValueError(f"unknown experiment parameter(s): {sorted(unknown)}")
     return SyntheticExperiment(**{**spec.__dict__, **overrides})

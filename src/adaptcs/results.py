@@ -16,10 +16,16 @@ Datasets (R replicates, T = 1 + number of design steps, d coefficients, G groups
     ``select_seconds`` (R, T - 1): wall time of choosing each step's rows (s).
     ``coef`` (R, d): final estimate.
     ``w_true`` (R, d): the true signal.
+    ``true_groups`` (R, d) int: the group of each coefficient the signal was generated with.
+    ``fit_groups`` (R, d) int: the group labels the method was told (differ from ``true_groups`` in E2).
     ``group_prob`` (R, G): final group activation probabilities (only for methods that have them).
     ``problem_seed`` (R, k) int: the integers the problem's SeedSequence was built from.
     ``design_seed`` (R, k) int: the same for the design loop's generator.
 Every dataset carries ``units`` and ``description`` attributes.
+
+A summary file (:func:`write_summary`) holds the merged jobs of one experiment, one HDF5 group per
+(setting, method, strategy) at ``/{setting_index}/{method}/{strategy}`` with the same attributes and
+datasets as a job file.
 
 Writes are atomic: the file is written under a temporary name in the same folder and renamed into place
 only when complete, so a killed job never leaves a file that looks finished.
@@ -50,6 +56,8 @@ _DATASETS = {
     "select_seconds": ("s", "wall time of choosing each step's rows"),
     "coef": ("signal units", "final estimate of w"),
     "w_true": ("signal units", "true signal"),
+    "true_groups": ("1", "group of each coefficient in the generating model"),
+    "fit_groups": ("1", "group labels given to the method"),
     "group_prob": ("1", "final posterior probability that each group is active"),
     "problem_seed": ("1", "integers the problem's numpy SeedSequence was built from"),
     "design_seed": ("1", "integers the design loop's numpy SeedSequence was built from"),
@@ -74,6 +82,8 @@ class JobResult:
     w_true: np.ndarray
     problem_seed: np.ndarray
     design_seed: np.ndarray
+    true_groups: np.ndarray
+    fit_groups: np.ndarray
     group_prob: np.ndarray | None = None
     config: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
@@ -105,28 +115,77 @@ def write_job(path, job: JobResult) -> Path:
 
     Returns the final path. Any failure removes the temporary file and leaves no file at ``path``.
     """
+    return _atomic_h5(path, lambda f: _write_job_group(f, job))
+
+
+def read_job(path) -> JobResult:
+    """Read one job file (raises ``ValueError`` if it is not an adaptcs result of a known version)."""
+    with h5py.File(path, "r", locking=False) as f:
+        _check_format(f, path)
+        return _read_job_group(f)
+
+
+def merge_jobs(jobs) -> JobResult:
+    """Concatenate jobs of the same (experiment, setting, method, strategy) along replicates, sorted."""
+    jobs = list(jobs)
+    if not jobs:
+        raise ValueError("no jobs to merge")
+    first = jobs[0]
+    key = (first.experiment, first.setting_index, first.method, first.strategy)
+    for job in jobs[1:]:
+        if (job.experiment, job.setting_index, job.method, job.strategy) != key:
+            raise ValueError(f"cannot merge jobs of different kinds: {key} and "
+                             f"{(job.experiment, job.setting_index, job.method, job.strategy)}")
+        if not np.array_equal(job.n_measurements, first.n_measurements):
+            raise ValueError(f"cannot merge jobs with different measurement schedules ({key})")
+    replicate = np.concatenate([j.replicate for j in jobs])
+    if len(np.unique(replicate)) != len(replicate):
+        raise ValueError(f"replicates overlap between the jobs being merged ({key})")
+    order = np.argsort(replicate, kind="stable")
+
+    def stacked(name):
+        parts = [getattr(j, name) for j in jobs]
+        return None if parts[0] is None else np.concatenate(parts)[order]
+
+    arrays = {name: stacked(name) for name in _DATASETS if name != "n_measurements"}
+    return JobResult(experiment=first.experiment, setting_index=first.setting_index, setting=first.setting,
+                     method=first.method, strategy=first.strategy, n_measurements=first.n_measurements,
+                     config=first.config, versions=first.versions, blas=first.blas, created=first.created,
+                     **arrays)
+
+
+def write_summary(path, jobs) -> Path:
+    """Write merged jobs of one experiment to one file, a group per (setting, method, strategy); atomic."""
+    jobs = list(jobs)
+
+    def write(f):
+        f.attrs["format"] = FORMAT
+        f.attrs["format_version"] = FORMAT_VERSION
+        for job in jobs:
+            _write_job_group(f.create_group(f"{job.setting_index}/{job.method}/{job.strategy}"), job)
+
+    return _atomic_h5(path, write)
+
+
+def read_summary(path) -> dict[tuple[int, str, str], JobResult]:
+    """Read a summary file: ``{(setting_index, method, strategy): JobResult}``."""
+    out = {}
+    with h5py.File(path, "r", locking=False) as f:
+        _check_format(f, path)
+        for setting in f:
+            for method in f[setting]:
+                for strategy in f[setting][method]:
+                    out[int(setting), method, strategy] = _read_job_group(f[setting][method][strategy])
+    return out
+
+
+def _atomic_h5(path, write) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with h5py.File(tmp, "w", locking=False) as f:
-            f.attrs["format"] = FORMAT
-            f.attrs["format_version"] = FORMAT_VERSION
-            f.attrs["experiment"] = job.experiment
-            f.attrs["setting_index"] = int(job.setting_index)
-            f.attrs["setting"] = json.dumps(job.setting, sort_keys=True)
-            f.attrs["method"] = job.method
-            f.attrs["strategy"] = job.strategy
-            f.attrs["config"] = json.dumps(job.config, sort_keys=True, default=_json_default)
-            f.attrs["versions"] = json.dumps(job.versions or environment_versions(), sort_keys=True)
-            f.attrs["blas"] = json.dumps(job.blas or blas_info())
-            f.attrs["created"] = job.created or datetime.now(UTC).isoformat(timespec="seconds")
-            for name in _DATASETS:
-                value = getattr(job, name)
-                if value is None:
-                    continue
-                dset = f.create_dataset(name, data=np.asarray(value))
-                dset.attrs["units"], dset.attrs["description"] = _DATASETS[name]
+            write(f)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -134,32 +193,52 @@ def write_job(path, job: JobResult) -> Path:
     return path
 
 
-def read_job(path) -> JobResult:
-    """Read one job file (raises ``ValueError`` if it is not an adaptcs result of a known version)."""
-    with h5py.File(path, "r", locking=False) as f:
-        if f.attrs.get("format") != FORMAT:
-            raise ValueError(f"{path}: not an adaptcs result file")
-        if int(f.attrs["format_version"]) != FORMAT_VERSION:
-            raise ValueError(f"{path}: result format version {f.attrs['format_version']} is not supported "
-                             f"(this adaptcs reads version {FORMAT_VERSION})")
-        arrays = {name: f[name][()] for name in _DATASETS if name in f}
-        return JobResult(
-            experiment=str(f.attrs["experiment"]), setting_index=int(f.attrs["setting_index"]),
-            setting=json.loads(f.attrs["setting"]), method=str(f.attrs["method"]),
-            strategy=str(f.attrs["strategy"]), config=json.loads(f.attrs["config"]),
-            versions=json.loads(f.attrs["versions"]), blas=json.loads(f.attrs["blas"]),
-            created=str(f.attrs["created"]), group_prob=arrays.pop("group_prob", None), **arrays)
+def _check_format(f, path) -> None:
+    if f.attrs.get("format") != FORMAT:
+        raise ValueError(f"{path}: not an adaptcs result file")
+    if int(f.attrs["format_version"]) != FORMAT_VERSION:
+        raise ValueError(f"{path}: result format version {f.attrs['format_version']} is not supported "
+                         f"(this adaptcs reads version {FORMAT_VERSION})")
 
 
-def curves_table(paths) -> pd.DataFrame:
-    """Tidy table of error curves: one row per (job, replicate, step).
+def _write_job_group(g, job: JobResult) -> None:
+    g.attrs["format"] = FORMAT
+    g.attrs["format_version"] = FORMAT_VERSION
+    g.attrs["experiment"] = job.experiment
+    g.attrs["setting_index"] = int(job.setting_index)
+    g.attrs["setting"] = json.dumps(job.setting, sort_keys=True)
+    g.attrs["method"] = job.method
+    g.attrs["strategy"] = job.strategy
+    g.attrs["config"] = json.dumps(job.config, sort_keys=True, default=_json_default)
+    g.attrs["versions"] = json.dumps(job.versions or environment_versions(), sort_keys=True)
+    g.attrs["blas"] = json.dumps(job.blas or blas_info())
+    g.attrs["created"] = job.created or datetime.now(UTC).isoformat(timespec="seconds")
+    for name, (units, description) in _DATASETS.items():
+        value = getattr(job, name)
+        if value is None:
+            continue
+        dset = g.create_dataset(name, data=np.asarray(value))
+        dset.attrs["units"], dset.attrs["description"] = units, description
+
+
+def _read_job_group(g) -> JobResult:
+    arrays = {name: g[name][()] for name in _DATASETS if name in g}
+    return JobResult(
+        experiment=str(g.attrs["experiment"]), setting_index=int(g.attrs["setting_index"]),
+        setting=json.loads(g.attrs["setting"]), method=str(g.attrs["method"]), strategy=str(g.attrs["strategy"]),
+        config=json.loads(g.attrs["config"]), versions=json.loads(g.attrs["versions"]),
+        blas=json.loads(g.attrs["blas"]), created=str(g.attrs["created"]),
+        group_prob=arrays.pop("group_prob", None), **arrays)
+
+
+def jobs_table(jobs) -> pd.DataFrame:
+    """Tidy table of error curves from JobResults: one row per (job, replicate, step).
 
     Columns: experiment, setting_index, setting (JSON), method, strategy, replicate, step,
     n_measurements, error, fit_seconds.
     """
     frames = []
-    for path in paths:
-        job = read_job(path)
+    for job in jobs:
         R, T = job.errors.shape
         frames.append(pd.DataFrame({
             "experiment": job.experiment, "setting_index": job.setting_index,
@@ -168,13 +247,22 @@ def curves_table(paths) -> pd.DataFrame:
             "n_measurements": np.tile(job.n_measurements, R), "error": job.errors.ravel(),
             "fit_seconds": job.fit_seconds.ravel()}))
     if not frames:
-        raise ValueError("no result files given")
+        raise ValueError("no results given")
     return pd.concat(frames, ignore_index=True)
+
+
+def curves_table(paths) -> pd.DataFrame:
+    """:func:`jobs_table` of the job files at ``paths``."""
+    return jobs_table(read_job(path) for path in paths)
 
 
 def final_table(paths) -> pd.DataFrame:
     """One row per (job, replicate): the error and fit time after the last step."""
-    curves = curves_table(paths)
+    return final_rows(curves_table(paths))
+
+
+def final_rows(curves: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a tidy curves table at each replicate's last step."""
     last = curves.groupby(["experiment", "setting_index", "method", "strategy", "replicate"])["step"].transform("max")
     return curves[curves["step"] == last].drop(columns="step").reset_index(drop=True)
 
