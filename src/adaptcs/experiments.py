@@ -9,11 +9,13 @@ its table compares noise levels on equal signals.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from adaptcs.data.synthetic import (
     EXPERIMENT_INDEX,
@@ -157,3 +159,22 @@ def _spec(experiment: str, **overrides) -> SyntheticExperiment:
     if unknown:
         raise ValueError(f"unknown experiment parameter(s): {sorted(unknown)}")
     return SyntheticExperiment(**{**spec.__dict__, **overrides})
+
+
+def problem_manifest(experiment: str, replicates) -> pd.DataFrame:
+    """One row per (setting, replicate): seeds, active groups and signal size of the problems used."""
+    spec = _spec(experiment)
+    rows = []
+    for setting_index, setting in enumerate(spec.settings):
+        for replicate in replicates:
+            case = synthetic_case(experiment, setting_index, int(replicate))
+            p = case.problem
+            active = np.unique(p.groups[p.w_true != 0])
+            rows.append({"experiment": experiment, "setting_index": setting_index,
+                         "setting": json.dumps(setting, sort_keys=True), "replicate": int(replicate),
+                         "problem_seed": " ".join(map(str, case.problem_seed)),
+                         "design_seed": " ".join(map(str, case.design_seed)),
+                         "active_groups": " ".join(map(str, active)), "n_nonzero": int(np.count_nonzero(p.w_true)),
+                         "signal_norm": float(np.linalg.norm(p.w_true)),
+                         "labels_changed": float(np.mean(case.fit_groups != p.groups))})
+    return pd.DataFrame(rows)

@@ -179,6 +179,31 @@ def read_summary(path) -> dict[tuple[int, str, str], JobResult]:
     return out
 
 
+def aggregate_runs(run_paths, *, summary_path, curves_path) -> None:
+    """Merge job files by (setting, method, strategy) into a summary HDF5 and a tidy curves CSV."""
+    groups: dict[tuple, list[JobResult]] = {}
+    for path in run_paths:
+        job = read_job(path)
+        groups.setdefault((job.setting_index, job.method, job.strategy), []).append(job)
+    merged = [merge_jobs(jobs) for _, jobs in sorted(groups.items())]
+    write_summary(summary_path, merged)
+    write_csv(jobs_table(merged), curves_path)
+
+
+def write_csv(frame: pd.DataFrame, path) -> Path:
+    """Write a table as CSV atomically (temporary file, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        frame.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
 def _atomic_h5(path, write) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

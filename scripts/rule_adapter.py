@@ -1,0 +1,59 @@
+"""The one `script:` adapter of the workflow: read the snakemake object, call the library, write the outputs.
+
+Dispatches on the rule name, so every rule's glue is a few lines here and all logic lives in adaptcs.
+"""
+
+import sys
+from pathlib import Path
+
+sm = snakemake  # noqa: F821 (injected by Snakemake's script directive)
+try:
+    import adaptcs  # noqa: F401
+except ImportError:  # a conda environment with the dependencies only: use this repository's source tree
+    sys.path.insert(0, str(Path(sm.scriptdir).parent / "src"))
+
+from adaptcs.workflow import setup_logging  # noqa: E402
+
+setup_logging(sm.log[0])
+
+
+def run_synthetic():
+    from adaptcs.experiments import run_synthetic_job
+    from adaptcs.results import write_job
+
+    job = run_synthetic_job(sm.wildcards.experiment, int(sm.wildcards.setting), sm.wildcards.method,
+                            sm.wildcards.strategy, sm.params.replicates, method_params=dict(sm.params.method_params),
+                            progress=True, **dict(sm.params.overrides))
+    job.config["workflow_config"] = dict(sm.config)
+    write_job(sm.output[0], job)
+
+
+def aggregate():
+    from adaptcs.results import aggregate_runs
+
+    aggregate_runs(list(sm.input), summary_path=sm.output.summary, curves_path=sm.output.curves)
+
+
+def plot_figure():
+    from adaptcs.plotting import FIGURES, save
+    from adaptcs.results import read_summary
+
+    figure = FIGURES[sm.wildcards.kind](read_summary(sm.input[0]), sm.wildcards.experiment)
+    save(figure, [sm.output.pdf, sm.output.png])
+
+
+def make_table():
+    from adaptcs.tables import write_tables
+
+    write_tables(sm.input[0], markdown_path=sm.output.markdown, csv_path=sm.output.csv)
+
+
+def problem_manifest():
+    from adaptcs.experiments import problem_manifest
+    from adaptcs.results import write_csv
+
+    write_csv(problem_manifest(sm.wildcards.experiment, range(sm.params.replicates)), sm.output[0])
+
+
+{"run_synthetic": run_synthetic, "aggregate": aggregate, "plot_figure": plot_figure, "make_table": make_table,
+ "problem_manifest": problem_manifest}[sm.rule]()

@@ -1,0 +1,107 @@
+"""Tables like the paper's Tables 3 and 4, from tidy result tables (never from inference).
+
+Every row reports the final relative error as mean +- std over replicates and a paired comparison with
+the best row of the same setting: a Wilcoxon signed-rank test on the per-replicate errors (every method
+sees the same signals, so the errors pair up by replicate).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import wilcoxon
+
+ALPHA = 0.05
+
+
+def summary_table(finals: pd.DataFrame) -> pd.DataFrame:
+    """Mean, std and paired test against the best method per setting.
+
+    Parameters
+    ----------
+    finals : DataFrame
+        One row per (setting, method, strategy, replicate) with an ``error`` column
+        (:func:`adaptcs.results.final_rows`).
+
+    Returns
+    -------
+    DataFrame with columns experiment, setting_index, setting, method, strategy, mean, std, n,
+    best (bool), p_value (against the best row; NaN for the best itself), significant (p < 0.05).
+    """
+    keys = ["experiment", "setting_index", "setting", "method", "strategy"]
+    rows = []
+    for (experiment, setting_index, setting), block in finals.groupby(keys[:3], sort=True):
+        errors = {k: g.set_index("replicate")["error"] for k, g in block.groupby(["method", "strategy"])}
+        means = {k: v.mean() for k, v in errors.items()}
+        best = min(means, key=means.get)
+        for (method, strategy), err in errors.items():
+            p_value = np.nan if (method, strategy) == best else paired_p_value(err, errors[best])
+            rows.append({"experiment": experiment, "setting_index": setting_index, "setting": setting,
+                         "method": method, "strategy": strategy, "mean": err.mean(), "std": err.std(ddof=0),
+                         "n": len(err), "best": (method, strategy) == best, "p_value": p_value,
+                         "significant": bool(p_value < ALPHA) if np.isfinite(p_value) else False})
+    return pd.DataFrame(rows)
+
+
+def paired_p_value(a: pd.Series, b: pd.Series) -> float:
+    """Two-sided Wilcoxon signed-rank p-value on the replicates both series share (1 if all differences are 0)."""
+    common = a.index.intersection(b.index)
+    diff = a.loc[common].to_numpy() - b.loc[common].to_numpy()
+    if len(common) < 2 or np.all(diff == 0):
+        return 1.0
+    return float(wilcoxon(a.loc[common], b.loc[common]).pvalue)
+
+
+def to_markdown(table: pd.DataFrame) -> str:
+    """Markdown: one row per (method, strategy), one column per setting; cells ``mean +- std``.
+
+    The best cell of each setting is in bold; a dagger marks cells *not* significantly different from the
+    best (paired Wilcoxon test, p >= 0.05).
+    """
+    settings = table[["setting_index", "setting"]].drop_duplicates().sort_values("setting_index")
+    header = [_setting_label(s) for s in settings["setting"]]
+    lines = ["| method | strategy | " + " | ".join(header) + " |",
+             "|---|---|" + "---|" * len(header)]
+    for (method, strategy), block in table.groupby(["method", "strategy"], sort=True):
+        cells = []
+        for setting_index in settings["setting_index"]:
+            row = block[block["setting_index"] == setting_index]
+            if row.empty:
+                cells.append("")
+                continue
+            row = row.iloc[0]
+            cell = f"{row['mean']:.2f} +- {row['std']:.2f}"
+            if row["best"]:
+                cell = f"**{cell}**"
+            elif not row["significant"]:
+                cell += " \u2020"
+            cells.append(cell)
+        lines.append(f"| {method} | {strategy} | " + " | ".join(cells) + " |")
+    n = sorted(set(table["n"]))
+    lines.append("")
+    lines.append(f"Final relative error, mean +- std over {', '.join(map(str, n))} replicates. Bold: best in its "
+                 f"column; \u2020: not significantly different from the best (paired Wilcoxon signed-rank test, "
+                 f"p >= {ALPHA}).")
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(curves_csv, *, markdown_path, csv_path) -> pd.DataFrame:
+    """Read a tidy curves CSV, write the experiment's table as Markdown and CSV; returns the table."""
+    from adaptcs.results import final_rows, write_csv
+
+    curves = pd.read_csv(curves_csv, dtype={"setting": str})
+    table = summary_table(final_rows(curves))
+    write_csv(table, csv_path)
+    Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(markdown_path).write_text(to_markdown(table))
+    return table
+
+
+def _setting_label(setting_json: str) -> str:
+    setting = json.loads(setting_json)
+    if not setting:
+        return "error"
+    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(setting.items()))

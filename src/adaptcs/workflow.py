@@ -1,0 +1,110 @@
+"""Helpers for the Snakemake workflow: the job grid from a validated config, file paths, logging.
+
+Kept in the library (not in rule files) so that they are unit-tested and ``snakemake --lint`` stays clean.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass
+
+from adaptcs.design import has_posterior_covariance
+from adaptcs.experiments import SYNTHETIC, synthetic_case
+from adaptcs.models.registry import METHODS, make_estimator
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """One grid job: a chunk of replicates of one (experiment, setting, method, strategy)."""
+
+    experiment: str
+    setting: int
+    method: str
+    strategy: str
+    chunk: int
+    replicates: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        """Path of the job's files below a results folder, without suffix."""
+        return f"{self.experiment}/setting{self.setting}/{self.method}-{self.strategy}-chunk{self.chunk}"
+
+
+def supports_design(method: str) -> bool:
+    """Whether ``method`` exposes a posterior covariance (and so can choose its own rows)."""
+    case = synthetic_case("E1", 0, 0)
+    return has_posterior_covariance(make_estimator(method, case.fit_groups, case.prior))
+
+
+def experiment_options(config: dict, experiment: str) -> dict:
+    """The experiment's entry of the config with defaults filled in from its definition."""
+    spec = SYNTHETIC[experiment]
+    entry = config["experiments"][experiment]
+    settings = entry.get("settings", list(range(len(spec.settings))))
+    bad = [s for s in settings if not 0 <= s < len(spec.settings)]
+    if bad:
+        raise ValueError(f"config: experiments.{experiment}.settings has {bad}; {experiment} has settings "
+                         f"0..{len(spec.settings) - 1} ({list(spec.settings)})")
+    unknown = [m for m in entry["methods"] if m not in METHODS]
+    if unknown:
+        raise ValueError(f"config: experiments.{experiment}.methods has unknown {unknown}; known: {sorted(METHODS)}")
+    overrides = {"n_steps": entry["n_steps"]} if "n_steps" in entry else {}
+    return {"replicates": entry["replicates"], "methods": list(entry["methods"]), "settings": list(settings),
+            "strategies": list(entry.get("strategies", spec.strategies)), "overrides": overrides}
+
+
+def run_jobs(config: dict) -> list[RunJob]:
+    """Every grid job of the config. Methods without a posterior covariance run only with random rows."""
+    chunk_size = config.get("replicates_per_job", 10)
+    jobs = []
+    for experiment in config["experiments"]:
+        opts = experiment_options(config, experiment)
+        replicates = list(range(opts["replicates"]))
+        chunks = [tuple(replicates[i:i + chunk_size]) for i in range(0, len(replicates), chunk_size)]
+        for setting in opts["settings"]:
+            for method in opts["methods"]:
+                strategies = opts["strategies"] if supports_design(method) else ["random"]
+                for strategy in strategies:
+                    for chunk, reps in enumerate(chunks):
+                        jobs.append(RunJob(experiment, setting, method, strategy, chunk, reps))
+    return jobs
+
+
+def find_job(jobs: list[RunJob], experiment: str, setting: int, method: str, strategy: str, chunk: int) -> RunJob:
+    """The job matching these wildcards (``ValueError`` if the config has no such job)."""
+    for job in jobs:
+        if (job.experiment, job.setting, job.method, job.strategy, job.chunk) == (
+                experiment, int(setting), method, strategy, int(chunk)):
+            return job
+    raise ValueError(f"no job {experiment}/setting{setting}/{method}-{strategy}-chunk{chunk} in the config")
+
+
+def figure_kinds(experiment: str) -> list[str]:
+    """The figures made for an experiment."""
+    return list(SYNTHETIC[experiment].figures)
+
+
+def figure_and_table_paths(results: str, experiments) -> list[str]:
+    """Every figure (PDF and PNG) and table (Markdown and CSV) of the given experiments."""
+    paths = []
+    for experiment in experiments:
+        paths += [f"{results}/figures/{experiment}_{kind}.{ext}" for kind in figure_kinds(experiment)
+                  for ext in ("pdf", "png")]
+        paths += [f"{results}/tables/{experiment}.{ext}" for ext in ("md", "csv")]
+    return paths
+
+
+def setup_logging(log_path: str) -> None:
+    """Send log records and uncaught errors of a workflow script to its ``log:`` file."""
+    handler = logging.FileHandler(log_path, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+    def log_uncaught(kind, value, tb):
+        logging.getLogger("adaptcs").error("job failed", exc_info=(kind, value, tb))
+        sys.__excepthook__(kind, value, tb)
+
+    sys.excepthook = log_uncaught

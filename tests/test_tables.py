@@ -1,0 +1,40 @@
+"""Paper-style tables: mean +- std and paired tests against the best method."""
+
+import numpy as np
+import pandas as pd
+
+from adaptcs.tables import paired_p_value, summary_table, to_markdown
+
+
+def finals(errors_by_method, setting='{"label_noise": 0.1}', setting_index=0):
+    rows = []
+    for method, errors in errors_by_method.items():
+        for replicate, error in enumerate(errors):
+            rows.append({"experiment": "E2", "setting_index": setting_index, "setting": setting, "method": method,
+                         "strategy": "random", "replicate": replicate, "error": error})
+    return pd.DataFrame(rows)
+
+
+def test_paired_test_flags_consistent_differences(rng):
+    base = rng.uniform(0.2, 0.4, 12)
+    table = summary_table(finals({"gss_ep": base, "ss_ep": base + 0.3, "g_ard": base + rng.normal(0, 0.01, 12)}))
+    by_method = table.set_index("method")
+    assert by_method.loc["gss_ep", "best"] or by_method.loc["g_ard", "best"]
+    assert by_method.loc["ss_ep", "significant"] and by_method.loc["ss_ep", "p_value"] < 0.01
+    assert by_method.loc["ss_ep", "mean"] == np.mean(base + 0.3)
+    assert by_method.loc["ss_ep", "n"] == 12
+
+
+def test_identical_errors_are_not_significant():
+    a = pd.Series([0.1, 0.2, 0.3])
+    assert paired_p_value(a, a) == 1.0
+
+
+def test_markdown_has_a_column_per_setting(rng):
+    both = pd.concat([finals({"gss_ep": [0.1, 0.2], "ss_ep": [0.5, 0.6]}),
+                      finals({"gss_ep": [0.9, 0.8], "ss_ep": [0.5, 0.6]}, '{"label_noise": 1.0}', 4)])
+    text = to_markdown(summary_table(both))
+    assert "| method | strategy | label noise 0.1 | label noise 1.0 |" in text
+    assert "**0.15 +- 0.05**" in text  # gss_ep is best at 0.1
+    assert "**0.55 +- 0.05**" in text  # ss_ep is best at 1.0
+    assert "\u2020" in text  # two replicates cannot make a difference significant

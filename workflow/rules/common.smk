@@ -1,0 +1,20 @@
+# Shared state of the workflow: the results folder and the job grid, built by the library from the
+# validated config (adaptcs.workflow), so the rules themselves hold no logic.
+import adaptcs
+from adaptcs import workflow as wf
+
+RESULTS = config["results"]
+EXPERIMENTS = list(config["experiments"])
+JOBS = wf.run_jobs(config)
+CODE_VERSION = adaptcs.__version__
+RUN_FILES = [f"{RESULTS}/runs/{job.name}.h5" for job in JOBS]
+FIGURES_AND_TABLES = wf.figure_and_table_paths(RESULTS, EXPERIMENTS)
+
+
+wildcard_constraints:
+    experiment="E[0-9]+",
+    setting=r"\d+",
+    method="[a-z_]+",
+    strategy="design|random|pool",
+    chunk=r"\d+",
+    kind="[a-z_]+",

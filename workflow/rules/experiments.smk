@@ -1,0 +1,25 @@
+# One job per (experiment, setting, method, strategy, chunk of replicates); see adaptcs.workflow.run_jobs.
+
+
+rule run_synthetic:
+    output:
+        f"{RESULTS}/runs/{{experiment}}/setting{{setting}}/{{method}}-{{strategy}}-chunk{{chunk}}.h5",
+    log:
+        f"{RESULTS}/logs/runs/{{experiment}}/setting{{setting}}/{{method}}-{{strategy}}-chunk{{chunk}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/runs/{{experiment}}/setting{{setting}}/{{method}}-{{strategy}}-chunk{{chunk}}.tsv"
+    params:
+        replicates=lambda wc: list(
+            wf.find_job(JOBS, wc.experiment, wc.setting, wc.method, wc.strategy, wc.chunk).replicates
+        ),
+        overrides=lambda wc: wf.experiment_options(config, wc.experiment)["overrides"],
+        method_params=lambda wc: config.get("method_params", {}).get(wc.method, {}),
+        code_version=CODE_VERSION,
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=lambda wc, attempt: 60 * attempt,
+    conda:
+        "../envs/adaptcs.yaml"
+    script:
+        "../../scripts/rule_adapter.py"
