@@ -23,7 +23,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--replicates", type=int, default=50)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--methods", nargs="*", default=["gss_ep", "ss_ep"])
+    parser.add_argument("--methods", nargs="*", default=["gss_ep", "ss_ep", "g_ard"])
     parser.add_argument("--strategies", nargs="*", default=["design", "random"])
     args = parser.parse_args()
 

@@ -91,8 +91,7 @@ class WoodburyPosterior:
         self.var = prior_var - self.var_reduction
         self.eta = model.Xty + shift
         self.mean = self.matvec(self.eta)
-        self._log_det = float(np.sum(np.log(prior_var)) - 2.0 * np.sum(np.log(np.diag(C)))
-                              + model.n * np.log(s2))
+        self._n, self._noise_var = model.n, s2
 
     def matvec(self, v: np.ndarray) -> np.ndarray:
         """``V v`` for v of shape (d,) or (d, k); O(n d k)."""
@@ -105,8 +104,11 @@ class WoodburyPosterior:
         return (Z * Z) @ self.prior_var - np.einsum("ik,ik->k", AZ, AZ)
 
     def log_det(self) -> float:
-        """``log|V|`` by Sylvester's identity: ``sum log l - log|K| + n log s2``."""
-        return self._log_det
+        """``log|V|`` by Sylvester's identity: ``sum log l - log|K| + n log s2`` (-inf if some l is 0)."""
+        if np.any(self.prior_var == 0.0):
+            return -np.inf
+        return float(np.sum(np.log(self.prior_var)) - 2.0 * np.sum(np.log(np.diag(self.chol)))
+                     + self._n * np.log(self._noise_var))
 
 
 class DirectPosterior:

@@ -1,0 +1,76 @@
+"""Group lasso: optimality conditions, the constraint, agreement with an independent proximal-gradient solve."""
+
+import numpy as np
+import pytest
+
+from adaptcs.models import GroupLasso
+from adaptcs.models.group_lasso import duality_gap, group_penalty
+
+from conftest import random_group_problem
+
+pytestmark = pytest.mark.slow  # the first fit compiles skglm with numba (about 10 s)
+
+
+def members_of(groups):
+    return [np.flatnonzero(groups == g) for g in np.unique(groups)]
+
+
+def fista(X, y, alpha, members, n_iter=20000):
+    """Independent solver: accelerated proximal gradient with block soft-thresholding."""
+    step = 1.0 / np.linalg.norm(X, 2) ** 2
+    w = z = np.zeros(X.shape[1])
+    t = 1.0
+    for _ in range(n_iter):
+        u = z - step * (X.T @ (X @ z - y))
+        w_new = np.zeros_like(u)
+        for m in members:
+            norm = np.linalg.norm(u[m])
+            threshold = step * alpha * np.sqrt(len(m))
+            if norm > threshold:
+                w_new[m] = (1 - threshold / norm) * u[m]
+        t_new = (1 + np.sqrt(1 + 4 * t * t)) / 2
+        z = w_new + (t - 1) / t_new * (w_new - w)
+        w, t = w_new, t_new
+    return w
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_penalised_form_kkt_and_independent_solver(seed):
+    rng = np.random.default_rng(seed)
+    X, y, groups, _w = random_group_problem(rng, 20, 6, 3, 0.3)
+    members = members_of(groups)
+    alpha = 0.3 * max(np.linalg.norm((X.T @ y)[m]) / np.sqrt(len(m)) for m in members)
+    est = GroupLasso(groups, alpha=alpha).fit(X, y)
+    assert est.converged_ and est.duality_gap_ <= 1e-8 * duality_gap(X, y, est.coef_, alpha, members)[0]
+    grad = X.T @ (y - X @ est.coef_)
+    for m in members:
+        norm = np.linalg.norm(est.coef_[m])
+        if norm > 1e-10:  # active: X_g^T r = alpha sqrt(d_g) w_g / ||w_g||
+            np.testing.assert_allclose(grad[m], alpha * np.sqrt(len(m)) * est.coef_[m] / norm, atol=1e-5)
+        else:  # inactive: ||X_g^T r|| <= alpha sqrt(d_g)
+            assert np.linalg.norm(grad[m]) <= alpha * np.sqrt(len(m)) * (1 + 1e-6)
+    np.testing.assert_allclose(est.coef_, fista(X, y, alpha, members), atol=1e-6)
+
+
+@pytest.mark.parametrize("k", [0.5, 2.0, 5.0])
+def test_constrained_form_meets_the_constraint(rng, k):
+    X, y, groups, _w = random_group_problem(rng, 20, 6, 3, 0.3)
+    members = members_of(groups)
+    est = GroupLasso(groups, k=k).fit(X, y)
+    assert est.converged_
+    assert abs(group_penalty(est.coef_, members) - k) <= 1e-6 * k
+    # it is the penalised solution at alpha_, so an independent solve at that alpha agrees
+    np.testing.assert_allclose(est.coef_, fista(X, y, est.alpha_, members), atol=1e-5)
+
+
+def test_loose_constraint_and_bad_input(rng):
+    X, y, groups, _w = random_group_problem(rng, 30, 4, 2, 0.3)
+    with pytest.raises(ValueError, match="exactly one of alpha"):
+        GroupLasso(groups).fit(X, y)
+    with pytest.raises(ValueError, match="exactly one of alpha"):
+        GroupLasso(groups, alpha=1.0, k=1.0).fit(X, y)
+    with pytest.raises(ValueError, match="k must be finite"):
+        GroupLasso(groups, k=-1.0).fit(X, y)
+    est = GroupLasso(groups, k=1e6).fit(X, y)  # never binds: close to least squares
+    np.testing.assert_allclose(est.coef_, np.linalg.lstsq(X, y, rcond=None)[0], atol=1e-3)
+    assert not hasattr(est, "cov_matvec")
