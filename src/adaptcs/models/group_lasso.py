@@ -20,6 +20,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from adaptcs.models import _validation as val
 
+COARSE_TOL = 1e-6  # duality-gap tolerance (relative to ||y||^2 / 2) while bracketing alpha
+
 
 def group_penalty(w: np.ndarray, members: list[np.ndarray]) -> float:
     """``sum_g sqrt(d_g) ||w_g||_2``."""
@@ -52,7 +54,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
     k : float, optional
         Bound of the constrained form, ``sum_g sqrt(d_g) ||w_g|| <= k`` (the paper uses k = 8 in E1).
     tol : float
-        Relative duality-gap target of each penalised solve.
+        Duality-gap target of each penalised solve, relative to the objective at w = 0 (``||y||^2 / 2``).
     k_tol : float
         Relative accuracy of the constraint, ``|penalty - k| <= k_tol * k`` (constrained form).
     max_iter : int
@@ -109,6 +111,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         if self.warm_start and hasattr(self, "coef_") and self.coef_.shape[0] == d:
             solver.set_start(self.coef_)
 
+        gap_tol = tol
         if self.alpha is not None:
             alpha = val.check_positive_scalar(self.alpha, "alpha")
             w = solver.solve(alpha)
@@ -117,10 +120,10 @@ class GroupLasso(RegressorMixin, BaseEstimator):
             k = val.check_positive_scalar(self.k, "k")
             k_tol = val.check_positive_scalar(self.k_tol, "k_tol")
             start_alpha = getattr(self, "alpha_", None) if self.warm_start else None
-            alpha, w, converged = self._search_alpha(solver, k, k_tol, max_iter, start_alpha)
+            alpha, w, converged, gap_tol = self._search_alpha(solver, k, k_tol, max_iter, start_alpha)
 
-        primal, gap = duality_gap(X, y, w, alpha, members)
-        if gap > tol * max(primal, 1e-300):
+        _primal, gap = duality_gap(X, y, w, alpha, members)
+        if gap > gap_tol * solver.scale:
             converged = False
         if not converged:
             warnings.warn(f"GroupLasso: not converged (duality gap {gap:.2e}, penalty "
@@ -137,26 +140,37 @@ class GroupLasso(RegressorMixin, BaseEstimator):
 
     @staticmethod
     def _search_alpha(solver, k, tol, max_iter, start_alpha):
-        """alpha with penalty(w(alpha)) = k: geometric descent from alpha_max, then Illinois on log alpha."""
+        """alpha with penalty(w(alpha)) = k: geometric descent from alpha_max, then Illinois on log alpha.
+
+        Returns (alpha, w, converged, gap_tol): bracketing solves and the answer when the constraint does
+        not bind use the looser gap tolerance ``COARSE_TOL`` (near-interpolating solves are slow, and there
+        the answer is itself the small-alpha limit); the final solves of a binding constraint use the full one.
+        """
+        coarse = max(solver.tol, COARSE_TOL)
         alpha_max = solver.alpha_max()
         if alpha_max == 0.0:  # y is orthogonal to every group: w = 0 for every alpha
-            return 1.0, solver.solve(1.0), True
-        # Bracket: hi has penalty <= k, lo has penalty >= k.
+            return 1.0, solver.solve(1.0), True, solver.tol
+        # Bracket: hi has penalty <= k, lo has penalty >= k. The penalty grows as alpha falls; when n < d it
+        # levels off at the least-penalty interpolant's, and if that is below k the constraint never binds.
         hi, p_hi = alpha_max, 0.0
         alpha = min(start_alpha, alpha_max) if start_alpha else alpha_max / 2
         lo = p_lo = None
-        while solver.n_solves < max_iter and alpha > alpha_max * 1e-8:
-            w = solver.solve(alpha)
+        while solver.n_solves < max_iter:
+            w = solver.solve(alpha, coarse)
             p = group_penalty(w, solver.members)
             if p >= k:
                 lo, p_lo = alpha, p
                 break
+            levelled = p - p_hi <= 1e-4 * p and hi < alpha_max
             hi, p_hi = alpha, p
-            alpha /= 2
-        if lo is None:  # the constraint does not bind even for tiny alpha: the least-penalty fit
-            return alpha, solver.solve(alpha), solver.n_solves < max_iter
-        if abs(p_lo - k) <= tol * k:
-            return lo, solver.solve(lo), True
+            if levelled or alpha < alpha_max * 1e-6:
+                return alpha, w, True, coarse  # the constraint does not bind: the (near) least-penalty fit
+            alpha /= 4
+        if lo is None:
+            return hi, solver.solve(hi, coarse), False, coarse
+        w = solver.solve(lo)
+        if abs(group_penalty(w, solver.members) - k) <= tol * k:
+            return lo, w, True, solver.tol
         # Illinois regula falsi on f(log alpha) = penalty - k, f(lo) >= 0 >= f(hi).
         a, fa, b, fb = np.log(lo), p_lo - k, np.log(hi), p_hi - k
         side = 0
@@ -165,7 +179,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
             w = solver.solve(float(np.exp(c)))
             fc = group_penalty(w, solver.members) - k
             if abs(fc) <= tol * k:
-                return float(np.exp(c)), w, True
+                return float(np.exp(c)), w, True, solver.tol
             if fc > 0:
                 a, fa = c, fc
                 if side == -1:
@@ -176,7 +190,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
                 if side == 1:
                     fa /= 2
                 side = 1
-        return float(np.exp(c)), w, False
+        return float(np.exp(c)), w, False, solver.tol
 
     def predict(self, X):
         """``X @ coef_`` for rows X of shape (k, d)."""
@@ -192,6 +206,7 @@ class _PenalisedSolver:
 
         self.X, self.y, self.members, self.weights, self.tol = X, y, members, weights, tol
         self.n_solves = 0
+        self.scale = 0.5 * float(y @ y)  # the objective at w = 0: gaps are relative to it
         self._est = SkglmGroupLasso(groups=[m.tolist() for m in members], weights=weights, fit_intercept=False,
                                     warm_start=True, tol=tol, max_iter=1000, max_epochs=100_000)
 
@@ -202,18 +217,19 @@ class _PenalisedSolver:
         Xty = self.X.T @ self.y
         return max(float(np.linalg.norm(Xty[m]) / c) for m, c in zip(self.members, self.weights, strict=True))
 
-    def solve(self, alpha: float) -> np.ndarray:
-        """Solve at ``alpha``, tightening skglm's own (KKT-violation) tolerance until the relative duality
-        gap is below ``tol``."""
+    def solve(self, alpha: float, tol: float | None = None) -> np.ndarray:
+        """Solve at ``alpha``, tightening skglm's own (KKT-violation) tolerance until the duality gap is
+        below ``tol * ||y||^2 / 2`` (``tol`` defaults to the solver's)."""
         n = self.X.shape[0]
-        inner_tol = self.tol
+        tol = self.tol if tol is None else tol
+        inner_tol = tol
         for _ in range(4):
             self._est.set_params(alpha=alpha / n, tol=inner_tol)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)  # judged by the duality gap instead
                 self._est.fit(self.X, self.y)
-            primal, gap = duality_gap(self.X, self.y, self._est.coef_, alpha, self.members)
-            if gap <= self.tol * primal:
+            _primal, gap = duality_gap(self.X, self.y, self._est.coef_, alpha, self.members)
+            if gap <= tol * self.scale:
                 break
             inner_tol /= 100
         self.n_solves += 1
