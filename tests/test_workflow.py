@@ -24,10 +24,11 @@ TINY_CONFIG = {
     "results": "out",
     "replicates_per_job": 2,
     "experiments": {
-        "E1": {"replicates": 2, "methods": ["gss_ep", "ss_ep", "g_ard", "g_lasso"]},
+        "E1": {"replicates": 2, "methods": ["gss_ep", "ss_ep", "g_ard", "g_lasso", "gss_mcmc"]},
         "E2": {"replicates": 2, "methods": ["gss_ep", "ss_ep"], "settings": [0, 4]},
         "E3": {"replicates": 2, "methods": ["gss_ep", "ss_ep", "g_ard"], "n_steps": 3},
     },
+    "method_params": {"gss_mcmc": {"n_samples": 200, "burn_in": 50}},
 }
 
 
@@ -58,7 +59,7 @@ def test_lint_is_clean(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile, runs", [("config/config.yaml", 31), ("config/paper.yaml", 124)])
+@pytest.mark.parametrize("configfile, runs", [("config/config.yaml", 34), ("config/paper.yaml", 196)])
 def test_dry_runs_of_shipped_configs(tmp_path, configfile, runs):
     proc = snakemake(tmp_path, "-n", "--configfile", str(REPO / configfile))
     jobs = planned_jobs(proc)
@@ -69,7 +70,7 @@ def test_dry_runs_of_shipped_configs(tmp_path, configfile, runs):
 def test_dry_run_with_the_slurm_profile(tmp_path):
     proc = snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "workflow/profiles/slurm"),
                      "--configfile", str(REPO / "config/paper.yaml"))
-    assert planned_jobs(proc)["run_synthetic"] == 124
+    assert planned_jobs(proc)["run_synthetic"] == 196
 
 
 @pytest.mark.slow
@@ -86,7 +87,10 @@ def test_tiny_end_to_end_run(tmp_path):
 
     curves = pd.read_csv(out / "summary/E3_curves.csv")
     assert len(curves) == 3 * 2 * 2 * 4  # methods x strategies x replicates x steps
-    assert set(pd.read_csv(out / "summary/E1_curves.csv")["method"]) == {"gss_ep", "ss_ep", "g_ard", "g_lasso"}
+    assert set(pd.read_csv(out / "summary/E1_curves.csv")["method"]) == {"gss_ep", "ss_ep", "g_ard", "g_lasso",
+                                                                        "gss_mcmc"}
+    gibbs = read_job(out / "runs/E1/setting0/gss_mcmc-random-chunk0.h5")
+    assert gibbs.config["method_params"] == {"n_samples": 200, "burn_in": 50} and gibbs.group_prob.shape == (2, 128)
     assert set(read_summary(out / "summary/E2.h5")) == {(s, m, "random") for s in (0, 4) for m in ("gss_ep", "ss_ep")}
     for name in ["E1_errors", "E1_example", "E1_group_probs", "E1_fit_times", "E2_errors", "E3_curves"]:
         assert (out / f"figures/{name}.png").stat().st_size > 5000
@@ -137,8 +141,8 @@ def test_schema_lists_exactly_the_registered_methods():
 
 def test_job_grid():
     jobs = run_jobs({**TINY_CONFIG, "replicates_per_job": 1})
-    # E1: 4 methods x 2 chunks; E2: 2 settings x 2 methods x 2 chunks; E3: 3 methods x 2 strategies x 2 chunks
-    assert len(jobs) == 4 * 2 + 2 * 2 * 2 + 3 * 2 * 2
+    # E1: 5 methods x 2 chunks; E2: 2 settings x 2 methods x 2 chunks; E3: 3 methods x 2 strategies x 2 chunks
+    assert len(jobs) == 5 * 2 + 2 * 2 * 2 + 3 * 2 * 2
     job = find_job(jobs, "E3", "0", "ss_ep", "design", "1")
     assert job == RunJob("E3", 0, "ss_ep", "design", 1, (1,))
     assert job.name == "E3/setting0/ss_ep-design-chunk1"

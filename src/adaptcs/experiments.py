@@ -68,6 +68,7 @@ class SyntheticCase:
     prior: PriorInfo
     problem_seed: tuple
     design_seed: tuple
+    method_seed: tuple
 
 
 def synthetic_case(experiment: str, setting_index: int, replicate: int, **overrides) -> SyntheticCase:
@@ -90,7 +91,8 @@ def synthetic_case(experiment: str, setting_index: int, replicate: int, **overri
     prior = PriorInfo(p0_group=spec.n_active / spec.n_groups, p0_coef=n_active_coefs / spec.d,
                       v0=1.0 / 3.0, noise_var=spec.noise_var)  # Uniform[-1, 1] has variance 1/3
     design_seed = (EXPERIMENT_INDEX[experiment], setting_index, replicate, 1)
-    return SyntheticCase(problem, fit_groups, prior, problem_seed, design_seed)
+    method_seed = (EXPERIMENT_INDEX[experiment], setting_index, replicate, 2)
+    return SyntheticCase(problem, fit_groups, prior, problem_seed, design_seed, method_seed)
 
 
 def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy: str, replicates,
@@ -123,6 +125,9 @@ def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy
         case = synthetic_case(experiment, setting_index, replicate, **overrides)
         p = case.problem
         estimator = make_estimator(method, case.fit_groups, case.prior, **method_params)
+        if "random_state" in estimator.get_params() and "random_state" not in method_params:
+            # samplers get their own stream, derived from the problem's key (never shared with the data)
+            estimator.set_params(random_state=int(np.random.SeedSequence(list(case.method_seed)).generate_state(1)[0]))
         start = time.perf_counter()
         result = run_sequential_design(estimator, p.w_true, p.X, p.y, spec.n_steps, strategy=strategy,
                                        noise_var=p.noise_var, row_norm=float(np.sqrt(spec.d)),

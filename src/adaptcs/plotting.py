@@ -19,6 +19,8 @@ matplotlib.use("Agg")  # files only; no display is ever needed
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES  # noqa: E402
+
 METHOD_COLORS = {"gss_ep": "C0", "ss_ep": "C1", "gss_mcmc": "C2", "g_ard": "C3", "g_lasso": "C4",
                  "g_hs": "C5", "bg_lasso": "C6"}
 STRATEGY_STYLES = {"design": "-", "random": "--", "pool": ":"}
@@ -36,8 +38,16 @@ def _color(method: str) -> str:
 
 
 def _label(method: str, strategy: str, summary) -> str:
+    """Method name, the strategy when the summary has several, and the sweeps of a shortened Gibbs run."""
     strategies = {k[2] for k in summary}
-    return method if len(strategies) == 1 else f"{method} ({strategy})"
+    label = method if len(strategies) == 1 else f"{method} ({strategy})"
+    job = next(j for (_, m, s), j in summary.items() if (m, s) == (method, strategy))
+    params = job.config.get("method_params", {})
+    if "n_samples" in params or "burn_in" in params:  # a sampler run shorter (or longer) than the paper's
+        sweeps = params.get("n_samples", PAPER_N_SAMPLES) + params.get("burn_in", PAPER_BURN_IN)
+        if sweeps != PAPER_N_SAMPLES + PAPER_BURN_IN:
+            label += f"\n{sweeps:,} sweeps"
+    return label
 
 
 def _ordered(summary):

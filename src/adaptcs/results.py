@@ -21,6 +21,7 @@ Datasets (R replicates, T = 1 + number of design steps, d coefficients, G groups
     ``group_prob`` (R, G): final group activation probabilities (only for methods that have them).
     ``problem_seed`` (R, k) int: the integers the problem's SeedSequence was built from.
     ``design_seed`` (R, k) int: the same for the design loop's generator.
+    (Samplers draw from a third stream, SeedSequence(experiment, setting, replicate, 2).)
 Every dataset carries ``units`` and ``description`` attributes.
 
 A summary file (:func:`write_summary`) holds the merged jobs of one experiment, one HDF5 group per

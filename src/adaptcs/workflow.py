@@ -5,6 +5,7 @@ Kept in the library (not in rule files) so that they are unit-tested and ``snake
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ class RunJob:
         return f"{self.experiment}/setting{self.setting}/{self.method}-{self.strategy}-chunk{self.chunk}"
 
 
+@functools.cache
 def supports_design(method: str) -> bool:
     """Whether ``method`` exposes a posterior covariance (and so can choose its own rows)."""
     case = synthetic_case("E1", 0, 0)

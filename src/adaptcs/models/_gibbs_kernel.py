@@ -22,7 +22,6 @@ import numpy as np
 from numba import njit
 
 SPIKE_SLAB, HORSESHOE, GAMMA = 0, 1, 2
-_BISECTIONS = 60
 
 
 @njit(cache=True)
@@ -38,66 +37,61 @@ def _log_prior(kind, lam, shape, rate):
     return (shape - 1.0) * np.log(lam) - rate * lam  # Gamma(shape, rate), unnormalised
 
 
+_LIKELIHOOD = -1  # ``which`` code of a likelihood term in _value_slope (else a prior kind)
+
+
 @njit(cache=True)
-def _lik_interval(s, q2, x, level):
-    """{lam >= 0: L(lam) > level} for one eigen-direction; contains x. L rises to its mode, then falls."""
-    mode = (q2 - s) / (s * s) if q2 > s else 0.0
-    lo = 0.0
-    if _lik(0.0, s, q2) <= level:  # left end in (0, min(mode, x)], where L increases
-        a, b = 0.0, min(mode, x)
-        for _ in range(_BISECTIONS):
-            mid = 0.5 * (a + b)
-            if _lik(mid, s, q2) > level:
-                b = mid
-            else:
-                a = mid
-        lo = b
-    a = max(mode, x)  # right end: L decreases past the mode and tends to -inf
-    step = max(a, 1e-12)
-    b = a + step
-    while _lik(b, s, q2) > level:
-        a = b
-        step *= 2.0
-        b = a + step
-    for _ in range(_BISECTIONS):
-        mid = 0.5 * (a + b)
-        if _lik(mid, s, q2) > level:
-            a = mid
+def _value_slope(which, lam, p1, p2):
+    """Value and derivative in lam of a likelihood term (p1 = s, p2 = q2) or of a log prior (shape, rate)."""
+    if which == _LIKELIHOOD:
+        t = 1.0 + lam * p1
+        return 0.5 * (p2 * lam / t - np.log(t)), 0.5 * (p2 - p1 - lam * p1 * p1) / (t * t)
+    if which == HORSESHOE:
+        return -0.5 * np.log(lam) - np.log1p(lam), -0.5 / lam - 1.0 / (1.0 + lam)
+    return (p1 - 1.0) * np.log(lam) - p2 * lam, (p1 - 1.0) / lam - p2
+
+
+@njit(cache=True)
+def _crossing(which, p1, p2, level, inside, outside):
+    """The point between ``inside`` (value > level) and ``outside`` (value <= level) where the value crosses
+    ``level``, for a function monotone between them: safeguarded Newton (bisection when Newton leaves the
+    bracket), to a relative 1e-12."""
+    a, b = inside, outside
+    x = 0.5 * (a + b)
+    for _ in range(100):
+        f, df = _value_slope(which, x, p1, p2)
+        f -= level
+        if f > 0.0:
+            a = x
         else:
-            b = mid
-    return lo, a
+            b = x
+        if abs(b - a) <= 1e-12 * max(abs(a), abs(b)):
+            break
+        step_ok = df != 0.0
+        if step_ok:
+            newton = x - f / df
+            step_ok = min(a, b) < newton < max(a, b)
+        x = newton if step_ok else 0.5 * (a + b)
+    return a
 
 
 @njit(cache=True)
-def _prior_interval(kind, shape, rate, x, level):
-    """{lam > 0: log prior(lam) > level}; contains x. Decreasing (horseshoe, Gamma with shape <= 1) or unimodal."""
-    mode = 0.0
-    if kind == GAMMA and shape > 1.0:
-        mode = (shape - 1.0) / rate
+def _interval(which, p1, p2, mode, x, level):
+    """{lam >= 0: value(lam) > level} for a function that rises to ``mode`` (possibly 0) and then falls to
+    -inf; it contains x."""
     lo = 0.0
-    if mode > 0.0:
-        a, b = 0.0, min(mode, x)
-        for _ in range(_BISECTIONS):
-            mid = 0.5 * (a + b)
-            if mid > 0.0 and _log_prior(kind, mid, shape, rate) > level:
-                b = mid
-            else:
-                a = mid
-        lo = b
+    if mode > 0.0 and (which != _LIKELIHOOD or _lik(0.0, p1, p2) <= level):
+        left = min(mode, x)
+        # below the mode the function increases; a prior's log density tends to -inf at 0
+        lo = _crossing(which, p1, p2, level, left, 0.0)
     a = max(mode, x)
     step = max(a, 1e-12)
     b = a + step
-    while _log_prior(kind, b, shape, rate) > level:
+    while _value_slope(which, b, p1, p2)[0] > level:
         a = b
         step *= 2.0
         b = a + step
-    for _ in range(_BISECTIONS):
-        mid = 0.5 * (a + b)
-        if _log_prior(kind, mid, shape, rate) > level:
-            a = mid
-        else:
-            b = mid
-    return lo, a
+    return lo, _crossing(which, p1, p2, level, a, b)
 
 
 @njit(cache=True)
@@ -111,12 +105,14 @@ def slice_step(kind, lam, s, q2, shape, rate, u):
     for k in range(s.shape[0]):
         if s[k] <= 0.0:
             continue
+        mode = (q2[k] - s[k]) / (s[k] * s[k]) if q2[k] > s[k] else 0.0
         level = _lik(lam, s[k], q2[k]) + np.log(u[k])
-        a, b = _lik_interval(s[k], q2[k], lam, level)
+        a, b = _interval(_LIKELIHOOD, s[k], q2[k], mode, lam, level)
         lo = max(lo, a)
         hi = min(hi, b)
+    mode = (shape - 1.0) / rate if kind == GAMMA and shape > 1.0 else 0.0
     level = _log_prior(kind, lam, shape, rate) + np.log(u[s.shape[0]])
-    a, b = _prior_interval(kind, shape, rate, lam, level)
+    a, b = _interval(kind, shape, rate, mode, lam, level)
     lo = max(lo, a)
     hi = min(hi, b)
     if not hi > lo:  # only rounding can get here: stay
@@ -139,6 +135,22 @@ def refactor(XT, lam_per_coef, tau2, s2, Cinv):
 
 
 @njit(cache=True)
+def draw_coefficients(XT, y, s2, D, Cinv, normals):
+    """One draw of w ~ N(S X^T y / s2, S), S = (X^T X / s2 + D^{-1})^{-1}, in O(n d + n^2).
+
+    Bhattacharya, Chakraborty & Mallick (2016): u ~ N(0, D), delta ~ N(0, I_n), v = X u / sqrt(s2) + delta,
+    a = (X D X^T / s2 + I)^{-1} (y / sqrt(s2) - v) = s2 C^{-1} (y / sqrt(s2) - v), w = u + D X^T a / sqrt(s2).
+    ``normals`` holds d + n standard normal numbers.
+    """
+    d = XT.shape[0]
+    sd = np.sqrt(s2)
+    u = np.sqrt(D) * normals[:d]
+    v = (XT.T @ u) / sd + normals[d:]
+    a = s2 * (Cinv @ (y / sd - v))
+    return u + D * (XT @ a) / sd
+
+
+@njit(cache=True)
 def run_sweeps(XT, y, s2, ptr, lam, tau2, Cinv, kind, prior_logit, v0, shape, rate, uniforms, normals,
                sweep0, refactor_every, burn_in, thin, w_out, lam_out, out_start):
     """Run ``uniforms.shape[0]`` sweeps from sweep number ``sweep0``; kept samples go to w_out/lam_out.
@@ -146,10 +158,8 @@ def run_sweeps(XT, y, s2, ptr, lam, tau2, Cinv, kind, prior_logit, v0, shape, ra
     XT : (d, n) rows of X^T with each group's coefficients contiguous (``ptr`` delimits them).
     Returns the number of samples written (starting at row ``out_start``).
     """
-    n = y.shape[0]
     d = XT.shape[0]
     G = ptr.shape[0] - 1
-    sd = np.sqrt(s2)
     lam_coef = np.empty(d)
     written = 0
     for t in range(uniforms.shape[0]):
@@ -192,12 +202,7 @@ def run_sweeps(XT, y, s2, ptr, lam, tau2, Cinv, kind, prior_logit, v0, shape, ra
                 lam_coef[j] = lam[g]
         if (sweep + 1) % refactor_every == 0:
             refactor(XT, lam_coef, tau2, s2, Cinv)
-        # w | lam, y ~ N(S X^T y / s2, S), S = (X^T X / s2 + D^{-1})^{-1}  (Bhattacharya et al. 2016)
-        D = tau2 * lam_coef
-        u = np.sqrt(D) * normals[t, :d]
-        v = (XT.T @ u) / sd + normals[t, d:]
-        alpha = s2 * (Cinv @ (y / sd - v))
-        w = u + D * (XT @ alpha) / sd
+        w = draw_coefficients(XT, y, s2, tau2 * lam_coef, Cinv, normals[t])
         if sweep >= burn_in and (sweep - burn_in) % thin == 0:
             w_out[out_start + written] = w
             lam_out[out_start + written] = lam

@@ -26,6 +26,7 @@ from adaptcs.models import _validation as val
 log = logging.getLogger(__name__)
 
 _BLOCK = 250  # sweeps per compiled call (random numbers are drawn per block)
+PAPER_N_SAMPLES, PAPER_BURN_IN = 10000, 1000  # the paper's protocol: 11,000 sweeps, the first 1,000 discarded
 
 
 class _GroupGibbs(RegressorMixin, BaseEstimator):
@@ -176,8 +177,8 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
 
     _kind = kernel.SPIKE_SLAB
 
-    def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, n_samples=10000, burn_in=1000, thin=1,
-                 refactor_every=10, random_state=None, warm_start=False):
+    def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES,
+                 burn_in=PAPER_BURN_IN, thin=1, refactor_every=10, random_state=None, warm_start=False):
         self.groups = groups
         self.p0 = p0
         self.v0 = v0
@@ -224,7 +225,7 @@ class GroupHorseshoe(_GroupGibbs):
 
     _kind = kernel.HORSESHOE
 
-    def __init__(self, groups, tau=1.0, noise_var=1.0, *, n_samples=10000, burn_in=1000, thin=1,
+    def __init__(self, groups, tau=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
                  refactor_every=10, random_state=None, warm_start=False):
         self.groups = groups
         self.tau = tau
@@ -257,7 +258,7 @@ class BayesianGroupLasso(_GroupGibbs):
 
     _kind = kernel.GAMMA
 
-    def __init__(self, groups, gamma=1.0, noise_var=1.0, *, n_samples=10000, burn_in=1000, thin=1,
+    def __init__(self, groups, gamma=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
                  refactor_every=10, random_state=None, warm_start=False):
         self.groups = groups
         self.gamma = gamma

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adaptcs.models.gibbs import BayesianGroupLasso, GroupHorseshoe, GroupSpikeSlabGibbs
 from adaptcs.models.group_ard import GroupARD
 from adaptcs.models.group_lasso import GroupLasso
+from adaptcs.models.matching import bg_lasso_gamma, horseshoe_tau
 from adaptcs.models.spike_slab_ep import GroupSpikeSlabEP, SpikeSlabEP
 
 
@@ -63,11 +65,32 @@ def _g_lasso(groups, prior: PriorInfo, **overrides):
     return GroupLasso(groups, **params)
 
 
+def _gss_mcmc(groups, prior: PriorInfo, **overrides):
+    params = {"p0": prior.p0_group, "v0": prior.v0, "noise_var": prior.noise_var} | overrides
+    return GroupSpikeSlabGibbs(groups, **params)
+
+
+def _g_hs(groups, prior: PriorInfo, **overrides):
+    tau = horseshoe_tau(float(np.mean(prior.p0_group)), prior.v0)  # matched to the GSS marginal of a coefficient
+    params = {"tau": tau, "noise_var": prior.noise_var} | overrides
+    return GroupHorseshoe(groups, **params)
+
+
+def _bg_lasso(groups, prior: PriorInfo, **overrides):
+    group_size = int(np.median(np.unique(np.asarray(groups), return_counts=True)[1]))
+    gamma = bg_lasso_gamma(float(np.mean(prior.p0_group)), prior.v0, group_size)
+    params = {"gamma": gamma, "noise_var": prior.noise_var} | overrides
+    return BayesianGroupLasso(groups, **params)
+
+
 METHODS: dict[str, Callable] = {
     "gss_ep": _gss_ep,
     "ss_ep": _ss_ep,
     "g_ard": _g_ard,
     "g_lasso": _g_lasso,
+    "gss_mcmc": _gss_mcmc,
+    "g_hs": _g_hs,
+    "bg_lasso": _bg_lasso,
 }
 
 

@@ -1,0 +1,138 @@
+"""The collapsed Gibbs samplers: exact enumeration, the slice step's target, the fast Gaussian draw,
+rank updates, prior matching, and the estimator contract."""
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.integrate import quad
+
+from adaptcs.models import _gibbs_kernel as kernel
+from adaptcs.models import exact_group_spike_slab
+from adaptcs.models.gibbs import BayesianGroupLasso, GroupHorseshoe, GroupSpikeSlabGibbs
+from adaptcs.models.matching import bg_lasso_gamma, horseshoe_tau, spike_slab_quantile
+
+from conftest import random_group_problem
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gss_mcmc_agrees_with_enumeration(seed):
+    rng = np.random.default_rng(seed)
+    X, y, groups, _w = random_group_problem(rng, 12, 5, 2, 0.5, p0=0.4)
+    exact = exact_group_spike_slab(X, y, groups, 0.4, 1.0, 0.5)
+    est = GroupSpikeSlabGibbs(groups, 0.4, 1.0, 0.5, n_samples=20000, burn_in=500, random_state=seed).fit(X, y)
+    # Monte Carlo error of a probability from 20,000 correlated draws is below 0.01 here
+    np.testing.assert_allclose(est.group_prob_, exact.group_prob, atol=0.03)
+    np.testing.assert_allclose(est.coef_, exact.mean, atol=0.05 * max(1.0, np.abs(exact.mean).max()))
+    np.testing.assert_allclose(est.coef_var_, exact.var, atol=0.05 * max(1.0, exact.var.max()))
+
+
+def _target_cdf(kind, s, q2, shape, rate):
+    """CDF of prior(lam) prod_k exp(L_k(lam)), normalised numerically (integrated in t = sqrt(lam))."""
+    def log_density_t(t):  # density of t = sqrt(lam): f(lam) * 2 t
+        lam = t * t
+        value = sum(kernel._lik(lam, sk, qk) for sk, qk in zip(s, q2, strict=True))
+        return value + kernel._log_prior(kind, lam, shape, rate) + np.log(2 * t)
+
+    peak = max(log_density_t(t) for t in np.geomspace(1e-4, 1e3, 400))
+
+    def density(t):
+        return np.exp(log_density_t(t) - peak) if t > 0 else 0.0
+
+    total = quad(density, 0, np.inf, limit=500)[0]
+    return lambda lam: quad(density, 0, np.sqrt(lam), limit=500)[0] / total
+
+
+@pytest.mark.parametrize("kind, shape, rate", [(kernel.HORSESHOE, 1.0, 1.0), (kernel.GAMMA, 2.5, 3.0),
+                                               (kernel.GAMMA, 1.0, 0.5)])
+def test_slice_step_reproduces_its_target(kind, shape, rate):
+    s = np.array([0.8, 2.0, 0.1])
+    q2 = np.array([3.0, 0.5, 0.2])
+    rng = np.random.default_rng(0)
+    lam, chain = 1.0, []
+    for u in rng.random((40000, 5)):
+        lam = kernel.slice_step(kind, lam, s, q2, shape, rate, u)
+        chain.append(lam)
+    sample = np.array(chain[1000::10])  # thinned: nearly independent draws
+    cdf = _target_cdf(kind, s, q2, shape, rate)
+    result = stats.kstest(sample, np.vectorize(cdf))
+    assert result.pvalue > 1e-3, result
+
+
+def test_fast_gaussian_draw_has_the_right_moments(rng):
+    n, d, s2 = 6, 4, 0.7
+    X = rng.normal(size=(n, d))
+    y = rng.normal(size=n)
+    D = rng.uniform(0.2, 2.0, d)
+    C = s2 * np.eye(n) + (X * D) @ X.T
+    Cinv = np.linalg.inv(C)
+    S = np.linalg.inv(X.T @ X / s2 + np.diag(1 / D))
+    mu = S @ X.T @ y / s2
+    XT = np.ascontiguousarray(X.T)
+    draws = np.array([kernel.draw_coefficients(XT, y, s2, D, Cinv, z) for z in rng.standard_normal((40000, d + n))])
+    assert np.all(np.abs(draws.mean(axis=0) - mu) < 4 * np.sqrt(np.diag(S) / 40000))
+    assert np.linalg.norm(np.cov(draws.T) - S) / np.linalg.norm(S) < 0.03
+
+
+@pytest.mark.parametrize("cls, kwargs", [(GroupHorseshoe, {"tau": 0.3}), (BayesianGroupLasso, {"gamma": 2.0}),
+                                         (GroupSpikeSlabGibbs, {"p0": 0.3})])
+def test_rank_updates_keep_the_inverse_exact(rng, cls, kwargs):
+    """Without refactoring, the updated C^{-1} still matches a fresh inverse after many sweeps."""
+    X, y, groups, _w = random_group_problem(rng, 10, 4, 3, 0.5)
+    est = cls(groups, noise_var=0.5, n_samples=300, burn_in=0, refactor_every=10**6, random_state=1, **kwargs)
+    est.fit(X, y)
+    # the same random numbers with a fresh inverse after every sweep give the same chain
+    again = cls(groups, noise_var=0.5, n_samples=300, burn_in=0, refactor_every=1, random_state=1, **kwargs)
+    again.fit(X, y)
+    np.testing.assert_allclose(again.group_var_samples_, est.group_var_samples_, rtol=1e-6, atol=1e-10)
+    np.testing.assert_allclose(again.samples_, est.samples_, rtol=1e-6, atol=1e-8)
+
+
+def test_matching_helpers_reproduce_e1():
+    assert bg_lasso_gamma(4 / 128, 1 / 3, 4) == pytest.approx(np.sqrt(120), rel=1e-12)
+    assert horseshoe_tau(4 / 128, 1 / 3) == pytest.approx(0.0106, rel=0.01)
+    with pytest.raises(ValueError, match="must exceed"):
+        spike_slab_quantile(0.005, 1.0)
+
+
+@pytest.mark.parametrize("cls, kwargs", [(GroupHorseshoe, {"tau": 0.5}), (BayesianGroupLasso, {"gamma": 1.0}),
+                                         (GroupSpikeSlabGibbs, {"p0": 0.3})])
+def test_estimator_contract(rng, cls, kwargs):
+    X, y, groups, _w = random_group_problem(rng, 15, 4, 3, 0.5)
+    a = cls(groups, noise_var=0.5, n_samples=400, burn_in=100, random_state=7, **kwargs).fit(X, y)
+    b = cls(groups, noise_var=0.5, n_samples=400, burn_in=100, random_state=7, **kwargs).fit(X, y)
+    np.testing.assert_array_equal(a.samples_, b.samples_)
+    assert a.samples_.shape == (400, 12) and a.group_var_samples_.shape == (400, 4)
+    np.testing.assert_allclose(a.coef_, a.samples_.mean(axis=0))
+    v = rng.normal(size=12)
+    np.testing.assert_allclose(a.cov_matvec(v), np.cov(a.samples_.T) @ v, rtol=1e-10)
+    mean, std = a.predict(X[:2], return_std=True)
+    np.testing.assert_allclose(std**2, np.einsum("ij,jk,ik->i", X[:2], np.cov(a.samples_.T), X[:2]) + 0.5)
+    thinned = cls(groups, noise_var=0.5, n_samples=400, burn_in=100, thin=4, random_state=7, **kwargs).fit(X, y)
+    assert thinned.samples_.shape == (100, 12)
+    np.testing.assert_array_equal(thinned.samples_, a.samples_[::4])
+    with pytest.raises(ValueError, match="n_samples"):
+        cls(groups, n_samples=0, **kwargs).fit(X, y)
+
+
+def test_group_probabilities_on_a_clear_problem(rng):
+    X, y, groups, w = random_group_problem(rng, 30, 5, 3, 0.1, p0=0.4)
+    est = GroupSpikeSlabGibbs(groups, 0.4, 1.0, 0.1, n_samples=2000, burn_in=200, random_state=0).fit(X, y)
+    active = np.bincount(groups, weights=w != 0) > 0
+    assert np.all(est.group_prob_[active] > 0.9) and np.all(est.group_prob_[~active] < 0.1)
+
+
+def test_warm_start_continues_from_the_last_state(rng, monkeypatch):
+    X, y, groups, _w = random_group_problem(rng, 15, 4, 3, 0.5)
+    est = GroupHorseshoe(groups, 0.5, 0.5, n_samples=50, burn_in=0, random_state=0, warm_start=True).fit(X, y)
+    monkeypatch.setattr(GroupHorseshoe, "_initial", lambda *a: pytest.fail("warm start must not reinitialise"))
+    est.fit(X, y)
+
+
+def test_bad_hyperparameters(rng):
+    X, y, groups, _w = random_group_problem(rng, 10, 3, 2, 0.5)
+    with pytest.raises(ValueError, match="tau"):
+        GroupHorseshoe(groups, tau=0.0).fit(X, y)
+    with pytest.raises(ValueError, match="gamma"):
+        BayesianGroupLasso(groups, gamma=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="p0"):
+        GroupSpikeSlabGibbs(groups, p0=1.5).fit(X, y)
