@@ -17,8 +17,8 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from adaptcs.experiments import synthetic_case
-from adaptcs.models.registry import METHODS, make_estimator
+from adaptcs.experiments import case_estimator, synthetic_case
+from adaptcs.models.registry import METHODS
 
 # mean, std of the error and seconds per fit of the paper's R code (Table 3 and section 7.1)
 PAPER = {"gss_ep": (0.29, 0.11, 1.6), "ss_ep": (0.71, 0.20, None), "g_ard": (0.39, 0.12, 2.56),
@@ -41,7 +41,7 @@ def main() -> None:
             case = synthetic_case("E1", 0, replicate)
             p = case.problem
             for method in args.methods:
-                estimator = make_estimator(method, case.fit_groups, case.prior)
+                estimator = case_estimator(method, case)
                 start = time.perf_counter()
                 estimator.fit(p.X, p.y)
                 elapsed = time.perf_counter() - start

@@ -17,13 +17,13 @@ from adaptcs.workflow import setup_logging  # noqa: E402
 setup_logging(sm.log[0])
 
 
-def run_synthetic():
-    from adaptcs.experiments import run_synthetic_job
+def run_job():
+    from adaptcs.experiments import run_job
     from adaptcs.results import write_job
 
-    job = run_synthetic_job(sm.wildcards.experiment, int(sm.wildcards.setting), sm.wildcards.method,
-                            sm.wildcards.strategy, sm.params.replicates, method_params=dict(sm.params.method_params),
-                            progress=True, **dict(sm.params.overrides))
+    job = run_job(sm.wildcards.experiment, int(sm.wildcards.setting), sm.wildcards.method, sm.wildcards.strategy,
+                  sm.params.replicates, method_params=dict(sm.params.method_params), progress=True,
+                  n_steps=sm.params.n_steps, data_options=dict(sm.params.data_options))
     job.config["workflow_config"] = dict(sm.config)
     write_job(sm.output[0], job)
 
@@ -52,8 +52,10 @@ def problem_manifest():
     from adaptcs.experiments import problem_manifest
     from adaptcs.results import write_csv
 
-    write_csv(problem_manifest(sm.wildcards.experiment, range(sm.params.replicates)), sm.output[0])
+    manifest = problem_manifest(sm.wildcards.experiment, range(sm.params.replicates), sm.params.settings,
+                                dict(sm.params.data_options))
+    write_csv(manifest, sm.output[0])
 
 
-{"run_synthetic": run_synthetic, "aggregate": aggregate, "plot_figure": plot_figure, "make_table": make_table,
+{"run_job": run_job, "aggregate": aggregate, "plot_figure": plot_figure, "make_table": make_table,
  "problem_manifest": problem_manifest}[sm.rule]()

@@ -27,7 +27,9 @@ TINY_CONFIG = {
         "E1": {"replicates": 2, "methods": ["gss_ep", "ss_ep", "g_ard", "g_lasso", "gss_mcmc"]},
         "E2": {"replicates": 2, "methods": ["gss_ep", "ss_ep"], "settings": [0, 4]},
         "E3": {"replicates": 2, "methods": ["gss_ep", "ss_ep", "g_ard"], "n_steps": 3},
+        "E5": {"replicates": 1, "digits": [3], "methods": ["gss_ep"], "n_steps": 2},
     },
+    "mnist": {"source": "embedded"},
     "method_params": {"gss_mcmc": {"n_samples": 200, "burn_in": 50}},
 }
 
@@ -59,18 +61,18 @@ def test_lint_is_clean(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile, runs", [("config/config.yaml", 34), ("config/paper.yaml", 196)])
+@pytest.mark.parametrize("configfile, runs", [("config/config.yaml", 43), ("config/paper.yaml", 636)])
 def test_dry_runs_of_shipped_configs(tmp_path, configfile, runs):
     proc = snakemake(tmp_path, "-n", "--configfile", str(REPO / configfile))
     jobs = planned_jobs(proc)
-    assert jobs["run_synthetic"] == runs
-    assert jobs["aggregate"] == 3 and jobs["make_table"] == 3 and jobs["plot_figure"] == 8
+    assert jobs["run_job"] == runs
+    assert jobs["aggregate"] == 6 and jobs["make_table"] == 6 and jobs["plot_figure"] == 15
 
 
 def test_dry_run_with_the_slurm_profile(tmp_path):
     proc = snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "workflow/profiles/slurm"),
                      "--configfile", str(REPO / "config/paper.yaml"))
-    assert planned_jobs(proc)["run_synthetic"] == 196
+    assert planned_jobs(proc)["run_job"] == 636
 
 
 @pytest.mark.slow
@@ -100,17 +102,22 @@ def test_tiny_end_to_end_run(tmp_path):
     assert (out / "logs/runs/E1/setting0/gss_ep-random-chunk0.log").read_text().count("replicate") == 2
     assert (out / "benchmarks/runs/E1/setting0/gss_ep-random-chunk0.tsv").exists()
 
+    mnist = read_job(out / "runs/E5/setting3/gss_ep-design-chunk0.h5")
+    assert mnist.w_true.shape == (1, 784) and mnist.psnr.shape == (1,) and 0 < mnist.ssim[0] <= 1
+    assert list(mnist.checkpoint_n) == [128] and mnist.checkpoint_coef.shape == (1, 1, 784)
+    assert (out / "figures/E5_images.png").stat().st_size > 5000
+
     # A second run has nothing to do.
     assert planned_jobs(snakemake(tmp_path, "-n", config=TINY_CONFIG)) == {}
 
     # Deleting one run file reruns that job and only what depends on it.
     (out / "runs/E2/setting4/ss_ep-random-chunk0.h5").unlink()
     jobs = planned_jobs(snakemake(tmp_path, "-n", config=TINY_CONFIG))
-    assert jobs == {"run_synthetic": 1, "aggregate": 1, "make_table": 1, "plot_figure": 1, "default": 1}
+    assert jobs == {"run_job": 1, "aggregate": 1, "make_table": 1, "plot_figure": 1, "default": 1}
 
     # Figures and tables again from the summaries alone, no inference.
     jobs = planned_jobs(snakemake(tmp_path, "-n", "figures", "-R", "plot_figure", "make_table", config=TINY_CONFIG))
-    assert "run_synthetic" not in jobs and jobs["plot_figure"] == 8
+    assert "run_job" not in jobs and jobs["plot_figure"] == 10
 
     # The HTML report.
     snakemake(tmp_path, "--report", str(tmp_path / "report.html"), config=TINY_CONFIG)
@@ -124,6 +131,9 @@ def test_tiny_end_to_end_run(tmp_path):
     ({"experiments": {"E7": {"replicates": 2, "methods": ["gss_ep"]}}}, "Additional properties"),
     ({"experiments": {"E2": {"replicates": 2, "methods": ["gss_ep"], "settings": [9]}}}, "settings has [9]"),
     ({"replicate_per_job": 3}, "Additional properties"),
+    ({"experiments": {"E4": {"replicates": 2, "methods": ["gss_ep"], "digits": [10]}}}, "10 is greater than"),
+    ({"experiments": {"E4": {"replicates": 2, "methods": ["gss_ep"], "settings": [0]}}}, "selects settings by digits"),
+    ({"mnist": {"source": "internet"}}, "'internet' is not one of"),
 ])
 def test_invalid_config_fails_before_any_job(tmp_path, change, message):
     config = {**TINY_CONFIG, **change}
@@ -141,8 +151,9 @@ def test_schema_lists_exactly_the_registered_methods():
 
 def test_job_grid():
     jobs = run_jobs({**TINY_CONFIG, "replicates_per_job": 1})
-    # E1: 5 methods x 2 chunks; E2: 2 settings x 2 methods x 2 chunks; E3: 3 methods x 2 strategies x 2 chunks
-    assert len(jobs) == 5 * 2 + 2 * 2 * 2 + 3 * 2 * 2
+    # E1: 5 methods x 2 chunks; E2: 2 settings x 2 methods x 2 chunks; E3: 3 methods x 2 strategies x 2 chunks;
+    # E5: 2 strategies x 1 chunk
+    assert len(jobs) == 5 * 2 + 2 * 2 * 2 + 3 * 2 * 2 + 2
     job = find_job(jobs, "E3", "0", "ss_ep", "design", "1")
     assert job == RunJob("E3", 0, "ss_ep", "design", 1, (1,))
     assert job.name == "E3/setting0/ss_ep-design-chunk1"

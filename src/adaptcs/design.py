@@ -144,6 +144,10 @@ class SequentialDesignResult:
         Final group probabilities, for methods that have them.
     select_seconds : ndarray, shape (T - 1,)
         Wall time spent choosing the rows of each step (eigenvectors, pool scores).
+    checkpoint_n : ndarray of int, shape (K,)
+        Numbers of rows at which the estimate was kept (those of ``checkpoints`` that were reached).
+    checkpoint_coef : ndarray, shape (K, d)
+        The estimates at those numbers of rows.
     """
 
     n_measurements: np.ndarray
@@ -154,6 +158,8 @@ class SequentialDesignResult:
     y: np.ndarray
     group_prob: np.ndarray | None
     select_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    checkpoint_n: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    checkpoint_coef: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
 
 def has_posterior_covariance(estimator) -> bool:
@@ -163,7 +169,8 @@ def has_posterior_covariance(estimator) -> bool:
 
 def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: str, noise_var: float,
                           row_norm: float, rng: np.random.Generator, pool=None, batch_size: int = 1,
-                          callback: Callable[[int, int, float], None] | None = None) -> SequentialDesignResult:
+                          callback: Callable[[int, int, float], None] | None = None,
+                          checkpoints=()) -> SequentialDesignResult:
     """Measure, refit, repeat: the sequential design loop for any estimator.
 
     Parameters
@@ -195,6 +202,8 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         Rows added per step (top-k eigenvectors by subspace iteration for "design").
     callback : callable, optional
         Called as ``callback(step, n_measurements, error)`` after every step (progress reporting).
+    checkpoints : iterable of int
+        Numbers of rows at which to keep a copy of the estimate (e.g. for pictures of reconstructions).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
@@ -227,6 +236,8 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
 
     rows_X, rows_y = [X], [y]
     n_measurements, errors, fit_seconds, select_seconds = [], [], [], []
+    wanted = {int(c) for c in checkpoints}
+    kept_n, kept_coef = [], []
 
     def fit_and_record(X_all, y_all):
         start = time.perf_counter()
@@ -234,6 +245,9 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         fit_seconds.append(time.perf_counter() - start)
         n_measurements.append(X_all.shape[0])
         errors.append(relative_error(est.coef_, w_true, norm_true))
+        if X_all.shape[0] in wanted:
+            kept_n.append(X_all.shape[0])
+            kept_coef.append(np.asarray(est.coef_).copy())
 
     X_all, y_all = X, y
     fit_and_record(X_all, y_all)
@@ -265,4 +279,5 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         n_measurements=np.asarray(n_measurements, dtype=np.int64), errors=np.asarray(errors),
         fit_seconds=np.asarray(fit_seconds), coef=np.asarray(est.coef_).copy(), X=X_all, y=y_all,
         group_prob=None if group_prob is None else np.asarray(group_prob).copy(),
-        select_seconds=np.asarray(select_seconds))
+        select_seconds=np.asarray(select_seconds), checkpoint_n=np.asarray(kept_n, dtype=np.int64),
+        checkpoint_coef=np.asarray(kept_coef).reshape(len(kept_n), d))

@@ -1,4 +1,6 @@
-"""The synthetic experiments E1-E3 of EXPERIMENTS.md as functions of (setting, replicate), and a job runner.
+"""The experiments of EXPERIMENTS.md as functions of (setting, replicate), and the job runner.
+
+Synthetic experiments E1-E3 are defined here; the MNIST experiments E4-E6 in :mod:`adaptcs.experiments_mnist`.
 
 A job runs many replicates of one (experiment, setting, method, strategy) through the sequential design
 loop (zero steps for E1 and E2) and returns a :class:`adaptcs.results.JobResult`. Problems depend only on
@@ -26,6 +28,7 @@ from adaptcs.data.synthetic import (
     problem_rng,
 )
 from adaptcs.design import run_sequential_design
+from adaptcs.metrics import image_quality
 from adaptcs.models.registry import PriorInfo, make_estimator
 from adaptcs.results import JobResult
 
@@ -60,7 +63,7 @@ SYNTHETIC = {
 
 
 @dataclass
-class SyntheticCase:
+class Case:
     """One problem and what the methods are told about it."""
 
     problem: GroupSparseProblem
@@ -71,7 +74,7 @@ class SyntheticCase:
     method_seed: tuple
 
 
-def synthetic_case(experiment: str, setting_index: int, replicate: int, **overrides) -> SyntheticCase:
+def synthetic_case(experiment: str, setting_index: int, replicate: int, **overrides) -> Case:
     """The problem of (experiment, setting, replicate); ``overrides`` replace fields of the experiment."""
     spec = _spec(experiment, **overrides)
     if not 0 <= setting_index < len(spec.settings):
@@ -92,18 +95,41 @@ def synthetic_case(experiment: str, setting_index: int, replicate: int, **overri
                       v0=1.0 / 3.0, noise_var=spec.noise_var)  # Uniform[-1, 1] has variance 1/3
     design_seed = (EXPERIMENT_INDEX[experiment], setting_index, replicate, 1)
     method_seed = (EXPERIMENT_INDEX[experiment], setting_index, replicate, 2)
-    return SyntheticCase(problem, fit_groups, prior, problem_seed, design_seed, method_seed)
+    return Case(problem, fit_groups, prior, problem_seed, design_seed, method_seed)
 
 
-def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy: str, replicates,
-                      *, method_params: dict | None = None, progress: bool = False, **overrides) -> JobResult:
-    """Run ``replicates`` of one (experiment, setting, method, strategy).
+def case_estimator(method: str, case: Case, method_params: dict | None = None):
+    """The estimator of ``method`` for one case: the paper's hyper-parameters, the user's overrides, and for
+    samplers a random stream of their own derived from the case's key (never shared with the data)."""
+    method_params = dict(method_params or {})
+    estimator = make_estimator(method, case.fit_groups, case.prior, **method_params)
+    if "random_state" in estimator.get_params() and "random_state" not in method_params:
+        seed = np.random.SeedSequence(list(case.method_seed)).generate_state(1)[0]
+        estimator.set_params(random_state=int(seed))
+    return estimator
+
+
+def experiment_spec(experiment: str):
+    """The definition of a synthetic or MNIST experiment."""
+    from adaptcs.experiments_mnist import MNIST
+
+    if experiment in SYNTHETIC:
+        return SYNTHETIC[experiment]
+    if experiment in MNIST:
+        return MNIST[experiment]
+    raise ValueError(f"experiment must be one of {sorted(SYNTHETIC) + sorted(MNIST)}; got {experiment!r}")
+
+
+def run_job(experiment: str, setting_index: int, method: str, strategy: str, replicates, *,
+            method_params: dict | None = None, progress: bool = False, n_steps: int | None = None,
+            data_options: dict | None = None) -> JobResult:
+    """Run ``replicates`` of one (experiment, setting, method, strategy) through the design loop.
 
     Parameters
     ----------
-    experiment : {"E1", "E2", "E3"}
+    experiment : {"E1", ..., "E6"}
     setting_index : int
-        Index into the experiment's settings (E2: the label-noise fraction).
+        Index into the experiment's settings (E2: label-noise fraction; E4-E6: digit and prior knowledge).
     method : str
         A name of :data:`adaptcs.models.registry.METHODS`.
     strategy : {"design", "random", "pool"}
@@ -112,34 +138,61 @@ def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy
         Estimator parameters that replace the paper's (e.g. ``{"tol": 1e-5}``).
     progress : bool
         Log a line per replicate (level INFO) with its final error and time.
-    **overrides
-        Fields of :class:`SyntheticExperiment` to change (e.g. ``n_steps=8``).
+    n_steps : int, optional
+        Design steps (default: the experiment's).
+    data_options : dict, optional
+        MNIST only: ``source``, ``cache_dir``, ``path`` (see :func:`adaptcs.data.mnist.load_mnist`) and
+        ``groups`` ("similarity" or "blocks").
     """
-    spec = _spec(experiment, **overrides)
+    from adaptcs.experiments_mnist import MNIST, cached_mnist, mnist_case
+
+    spec = experiment_spec(experiment)
     replicates = [int(r) for r in replicates]
     if not replicates:
         raise ValueError("replicates must not be empty")
     method_params = dict(method_params or {})
-    rows = []
+    data_options = dict(data_options or {})
+    steps = spec.n_steps if n_steps is None else int(n_steps)
+    is_image = experiment in MNIST
+    if is_image:
+        unknown = set(data_options) - {"source", "cache_dir", "path", "groups"}
+        if unknown:
+            raise ValueError(f"unknown MNIST option(s): {sorted(unknown)}")
+        data = cached_mnist(data_options.get("source", "embedded"), data_options.get("cache_dir"),
+                            data_options.get("path"))
+
+        def make_case(replicate):
+            return mnist_case(experiment, setting_index, replicate, data=data,
+                              groups=data_options.get("groups", "similarity"))
+    else:
+        if data_options:
+            raise ValueError(f"{experiment} takes no data options; got {sorted(data_options)}")
+        overrides = {} if n_steps is None else {"n_steps": steps}
+
+        def make_case(replicate):
+            return synthetic_case(experiment, setting_index, replicate, **overrides)
+
+    cases, results, quality = [], [], []
     for i, replicate in enumerate(replicates):
-        case = synthetic_case(experiment, setting_index, replicate, **overrides)
+        case = make_case(replicate)
         p = case.problem
-        estimator = make_estimator(method, case.fit_groups, case.prior, **method_params)
-        if "random_state" in estimator.get_params() and "random_state" not in method_params:
-            # samplers get their own stream, derived from the problem's key (never shared with the data)
-            estimator.set_params(random_state=int(np.random.SeedSequence(list(case.method_seed)).generate_state(1)[0]))
+        estimator = case_estimator(method, case, method_params)
         start = time.perf_counter()
-        result = run_sequential_design(estimator, p.w_true, p.X, p.y, spec.n_steps, strategy=strategy,
-                                       noise_var=p.noise_var, row_norm=float(np.sqrt(spec.d)),
-                                       rng=problem_rng(*case.design_seed))
+        result = run_sequential_design(estimator, p.w_true, p.X, p.y, steps, strategy=strategy,
+                                       noise_var=p.noise_var, row_norm=float(np.sqrt(p.w_true.shape[0])),
+                                       rng=problem_rng(*case.design_seed),
+                                       checkpoints=getattr(spec, "checkpoints", ()))
+        if is_image:
+            quality.append(image_quality(result.coef, p.w_true, (28, 28)))
         if progress:
             log.info("%s setting %d %s/%s replicate %d (%d/%d): error %.3f at n=%d, %.2f s", experiment,
                      setting_index, method, strategy, replicate, i + 1, len(replicates), result.errors[-1],
                      result.n_measurements[-1], time.perf_counter() - start)
-        rows.append((case, result))
+        cases.append(case)
+        results.append(result)
 
-    cases, results = zip(*rows, strict=True)
     group_probs = [r.group_prob for r in results]
+    has_checkpoints = results[0].checkpoint_n.size > 0
     return JobResult(
         experiment=experiment, setting_index=setting_index, setting=dict(spec.settings[setting_index]),
         method=method, strategy=strategy, replicate=np.asarray(replicates, dtype=np.int64),
@@ -151,9 +204,25 @@ def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy
         true_groups=np.stack([c.problem.groups for c in cases]), fit_groups=np.stack([c.fit_groups for c in cases]),
         problem_seed=np.asarray([c.problem_seed for c in cases], dtype=np.int64),
         design_seed=np.asarray([c.design_seed for c in cases], dtype=np.int64),
+        checkpoint_n=results[0].checkpoint_n if has_checkpoints else None,
+        checkpoint_coef=np.stack([r.checkpoint_coef for r in results]) if has_checkpoints else None,
+        psnr=np.array([q[0] for q in quality]) if is_image else None,
+        ssim=np.array([q[1] for q in quality]) if is_image else None,
         config={"experiment": experiment, "setting_index": setting_index, "method": method,
                 "strategy": strategy, "replicates": replicates, "method_params": method_params,
-                "overrides": overrides})
+                "n_steps": steps, "data_options": data_options})
+
+
+def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy: str, replicates,
+                      *, method_params: dict | None = None, progress: bool = False, **overrides) -> JobResult:
+    """:func:`run_job` for E1-E3; ``overrides`` may set ``n_steps``."""
+    unknown = set(overrides) - {"n_steps"}
+    if unknown:
+        raise ValueError(f"unknown experiment parameter(s): {sorted(unknown)}")
+    if experiment not in SYNTHETIC:
+        raise ValueError(f"experiment must be one of {sorted(SYNTHETIC)}; got {experiment!r}")
+    return run_job(experiment, setting_index, method, strategy, replicates, method_params=method_params,
+                   progress=progress, n_steps=overrides.get("n_steps"))
 
 
 def _spec(experiment: str, **overrides) -> SyntheticExperiment:
@@ -166,20 +235,32 @@ def _spec(experiment: str, **overrides) -> SyntheticExperiment:
     return SyntheticExperiment(**{**spec.__dict__, **overrides})
 
 
-def problem_manifest(experiment: str, replicates) -> pd.DataFrame:
+def problem_manifest(experiment: str, replicates, settings=None, data_options: dict | None = None) -> pd.DataFrame:
     """One row per (setting, replicate): seeds, active groups and signal size of the problems used."""
-    spec = _spec(experiment)
+    from adaptcs.experiments_mnist import MNIST, cached_mnist, mnist_case
+
+    spec = experiment_spec(experiment)
+    settings = range(len(spec.settings)) if settings is None else settings
+    data_options = dict(data_options or {})
     rows = []
-    for setting_index, setting in enumerate(spec.settings):
+    for setting_index in settings:
         for replicate in replicates:
-            case = synthetic_case(experiment, setting_index, int(replicate))
+            if experiment in MNIST:
+                data = cached_mnist(data_options.get("source", "embedded"), data_options.get("cache_dir"),
+                                    data_options.get("path"))
+                case = mnist_case(experiment, setting_index, int(replicate), data=data,
+                                  groups=data_options.get("groups", "similarity"))
+            else:
+                case = synthetic_case(experiment, setting_index, int(replicate))
             p = case.problem
             active = np.unique(p.groups[p.w_true != 0])
             rows.append({"experiment": experiment, "setting_index": setting_index,
-                         "setting": json.dumps(setting, sort_keys=True), "replicate": int(replicate),
+                         "setting": json.dumps(spec.settings[setting_index], sort_keys=True),
+                         "replicate": int(replicate),
                          "problem_seed": " ".join(map(str, case.problem_seed)),
                          "design_seed": " ".join(map(str, case.design_seed)),
                          "active_groups": " ".join(map(str, active)), "n_nonzero": int(np.count_nonzero(p.w_true)),
                          "signal_norm": float(np.linalg.norm(p.w_true)),
-                         "labels_changed": float(np.mean(case.fit_groups != p.groups))})
+                         "labels_changed": float(np.mean(case.fit_groups != p.groups)),
+                         "p0_group": float(np.mean(case.prior.p0_group)), "v0": case.prior.v0})
     return pd.DataFrame(rows)

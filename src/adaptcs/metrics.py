@@ -22,3 +22,23 @@ def relative_error(w_hat, w_true, norm_true: float | None = None) -> float:
     if norm_true == 0.0:
         raise ValueError("w_true is zero: the relative error is undefined")
     return float(np.linalg.norm(w_hat - w_true) / norm_true)
+
+
+def image_quality(w_hat, w_true, shape: tuple[int, int]) -> tuple[float, float]:
+    """PSNR (dB) and SSIM of an image reconstruction, with pixel values in [0, 1].
+
+    The estimate is clipped to [0, 1] first (a linear estimator can leave the pixel range; the true image
+    is in it). Uses scikit-image with data range 1.
+
+    Parameters
+    ----------
+    w_hat, w_true : array-like, shape (h * w,)
+        Row-major pixels.
+    shape : (h, w)
+    """
+    from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+    truth = np.asarray(w_true, dtype=float).reshape(shape)
+    estimate = np.clip(np.asarray(w_hat, dtype=float), 0.0, 1.0).reshape(shape)
+    return (float(peak_signal_noise_ratio(truth, estimate, data_range=1.0)),
+            float(structural_similarity(truth, estimate, data_range=1.0)))

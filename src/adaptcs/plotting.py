@@ -91,19 +91,90 @@ def plot_errors(summary, experiment: str):
 
 
 def plot_curves(summary, experiment: str):
-    """Mean error against the number of rows, with the interquartile band, per method and strategy."""
+    """Mean error against the number of rows, with the interquartile band, per method and strategy (and per
+    setting other than the digit, e.g. E6's prior knowledge); replicates of all digits are pooled."""
+    lines: dict[tuple, list] = {}
+    for (_, method, strategy), job in _ordered(summary):
+        variant = {k: v for k, v in job.setting.items() if k not in ("digit", "label_noise")}
+        key = (method, strategy, json.dumps(variant, sort_keys=True))
+        lines.setdefault(key, []).append(job)
     with style():
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
-        for (_, method, strategy), job in _ordered(summary):
-            n = job.n_measurements
-            ax.fill_between(n, np.quantile(job.errors, 0.25, axis=0), np.quantile(job.errors, 0.75, axis=0),
-                            color=_color(method), alpha=0.15, linewidth=0)
-            ax.plot(n, job.errors.mean(axis=0), STRATEGY_STYLES.get(strategy, "-"), color=_color(method),
-                    label=_label(method, strategy, summary))
+        for i, ((method, strategy, variant), jobs) in enumerate(lines.items()):
+            n = jobs[0].n_measurements
+            errors = np.concatenate([j.errors for j in jobs])
+            color = _color(method) if len({k[2] for k in lines}) == 1 else f"C{i % 10}"
+            label = _label(method, strategy, summary)
+            if variant != "{}":
+                label += ", " + ", ".join(f"{v}" for v in json.loads(variant).values())
+            ax.fill_between(n, np.quantile(errors, 0.25, axis=0), np.quantile(errors, 0.75, axis=0),
+                            color=color, alpha=0.15, linewidth=0)
+            ax.plot(n, errors.mean(axis=0), STRATEGY_STYLES.get(strategy, "-"), color=color, label=label)
         ax.set_xlabel("number of measurements")
         ax.set_ylabel("relative error")
         ax.set_title(f"{experiment}: mean error (band: 25%-75% of replicates)")
         ax.legend()
+        fig.tight_layout()
+    return fig
+
+
+def plot_images(summary, experiment: str, n_images: int = 6, side: int = 28):
+    """Reconstructions as images. With checkpoints (E5): one image at each kept number of rows, a row per
+    method and strategy. Otherwise: the true images and each method's final reconstruction of them."""
+    items = [(k, j) for k, j in _ordered(summary) if k[0] == min(k[0] for k in summary)]
+    shared = sorted(set.intersection(*(set(j.replicate.tolist()) for _, j in items)))
+    with style():
+        if items[0][1].checkpoint_coef is not None:
+            job0 = items[0][1]
+            counts = list(job0.checkpoint_n)
+            fig, axes = plt.subplots(len(items) + 1, len(counts), squeeze=False,
+                                     figsize=(1.5 + 1.3 * len(counts), 1.4 * (len(items) + 1)))
+            row = list(job0.replicate).index(shared[0])
+            for ax in axes[0]:
+                ax.axis("off")
+            _show(axes[0, 0], job0.w_true[row], side, "truth")
+            for r, ((_, method, strategy), job) in enumerate(items, start=1):
+                i = list(job.replicate).index(shared[0])
+                for c, count in enumerate(counts):
+                    _show(axes[r, c], job.checkpoint_coef[i, c], side, f"n={count}" if r == 1 else None)
+                axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
+                                ha="right", va="center")
+        else:
+            chosen = shared[:n_images]
+            fig, axes = plt.subplots(len(items) + 1, len(chosen), squeeze=False,
+                                     figsize=(1.5 + 1.3 * len(chosen), 1.4 * (len(items) + 1)))
+            first = items[0][1]
+            for c, replicate in enumerate(chosen):
+                _show(axes[0, c], first.w_true[list(first.replicate).index(replicate)], side, None)
+            axes[0, 0].text(-0.1, 0.5, "truth", transform=axes[0, 0].transAxes, ha="right", va="center")
+            for r, ((_, method, strategy), job) in enumerate(items, start=1):
+                for c, replicate in enumerate(chosen):
+                    _show(axes[r, c], job.coef[list(job.replicate).index(replicate)], side, None)
+                axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
+                                ha="right", va="center")
+        fig.suptitle(f"{experiment}: reconstructions (grey scale 0-1)")
+        fig.tight_layout()
+    return fig
+
+
+def plot_importance(summary, experiment: str, n_images: int = 6, side: int = 28):
+    """Pixel importance: each pixel shaded by the posterior probability that its group is active."""
+    items = [(k, j) for k, j in _ordered(summary) if j.group_prob is not None and k[0] == min(k[0] for k in summary)]
+    if not items:
+        raise ValueError("no method in the summary has group probabilities")
+    (_, method, strategy), job = items[0]
+    chosen = list(job.replicate[:n_images])
+    with style():
+        fig, axes = plt.subplots(2, len(chosen), figsize=(1.5 + 1.3 * len(chosen), 3.0), squeeze=False)
+        for c, replicate in enumerate(chosen):
+            i = list(job.replicate).index(replicate)
+            prob = job.group_prob[i]
+            pixel_prob = prob if prob.shape[0] == job.w_true.shape[1] else prob[job.fit_groups[i]]
+            _show(axes[0, c], job.w_true[i], side, None)
+            _show(axes[1, c], pixel_prob, side, None, cmap="viridis")
+        axes[0, 0].text(-0.1, 0.5, "truth", transform=axes[0, 0].transAxes, ha="right", va="center")
+        axes[1, 0].text(-0.1, 0.5, f"P(active)\n{method}", transform=axes[1, 0].transAxes, ha="right", va="center")
+        fig.suptitle(f"{experiment}: pixel importance from group probabilities")
         fig.tight_layout()
     return fig
 
@@ -181,7 +252,8 @@ def plot_fit_times(summary, experiment: str):
 
 
 FIGURES = {"errors": plot_errors, "curves": plot_curves, "example": plot_example,
-           "group_probs": plot_group_probs, "fit_times": plot_fit_times}
+           "group_probs": plot_group_probs, "fit_times": plot_fit_times, "images": plot_images,
+           "importance": plot_importance}
 
 
 def save(fig, paths) -> None:
@@ -190,6 +262,15 @@ def save(fig, paths) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path)
     plt.close(fig)
+
+
+def _show(ax, pixels, side, title, cmap="gray"):
+    ax.imshow(np.asarray(pixels).reshape(side, side), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+    if title:
+        ax.set_title(title)
 
 
 def _stem(ax, values, color):

@@ -21,6 +21,9 @@ Datasets (R replicates, T = 1 + number of design steps, d coefficients, G groups
     ``group_prob`` (R, G): final group activation probabilities (only for methods that have them).
     ``problem_seed`` (R, k) int: the integers the problem's SeedSequence was built from.
     ``design_seed`` (R, k) int: the same for the design loop's generator.
+    ``checkpoint_n`` (K,) int and ``checkpoint_coef`` (R, K, d): estimates kept at some numbers of rows
+    (image experiments; optional).
+    ``psnr`` (R,) in dB and ``ssim`` (R,): image quality of the final estimate (image experiments; optional).
     (Samplers draw from a third stream, SeedSequence(experiment, setting, replicate, 2).)
 Every dataset carries ``units`` and ``description`` attributes.
 
@@ -62,7 +65,12 @@ _DATASETS = {
     "group_prob": ("1", "final posterior probability that each group is active"),
     "problem_seed": ("1", "integers the problem's numpy SeedSequence was built from"),
     "design_seed": ("1", "integers the design loop's numpy SeedSequence was built from"),
+    "checkpoint_n": ("rows", "numbers of rows at which estimates were kept"),
+    "checkpoint_coef": ("signal units", "estimates at checkpoint_n, per replicate"),
+    "psnr": ("dB", "peak signal-to-noise ratio of the final estimate (clipped to the pixel range [0, 1])"),
+    "ssim": ("1", "structural similarity of the final estimate (clipped to [0, 1]) with the true image"),
 }
+_OPTIONAL = ("group_prob", "checkpoint_n", "checkpoint_coef", "psnr", "ssim")
 
 
 @dataclass
@@ -86,6 +94,10 @@ class JobResult:
     true_groups: np.ndarray
     fit_groups: np.ndarray
     group_prob: np.ndarray | None = None
+    checkpoint_n: np.ndarray | None = None
+    checkpoint_coef: np.ndarray | None = None
+    psnr: np.ndarray | None = None
+    ssim: np.ndarray | None = None
     config: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
     blas: list = field(default_factory=list)
@@ -148,7 +160,8 @@ def merge_jobs(jobs) -> JobResult:
         parts = [getattr(j, name) for j in jobs]
         return None if parts[0] is None else np.concatenate(parts)[order]
 
-    arrays = {name: stacked(name) for name in _DATASETS if name != "n_measurements"}
+    arrays = {name: stacked(name) for name in _DATASETS if name not in ("n_measurements", "checkpoint_n")}
+    arrays["checkpoint_n"] = first.checkpoint_n
     return JobResult(experiment=first.experiment, setting_index=first.setting_index, setting=first.setting,
                      method=first.method, strategy=first.strategy, n_measurements=first.n_measurements,
                      config=first.config, versions=first.versions, blas=first.blas, created=first.created,
@@ -254,7 +267,7 @@ def _read_job_group(g) -> JobResult:
         setting=json.loads(g.attrs["setting"]), method=str(g.attrs["method"]), strategy=str(g.attrs["strategy"]),
         config=json.loads(g.attrs["config"]), versions=json.loads(g.attrs["versions"]),
         blas=json.loads(g.attrs["blas"]), created=str(g.attrs["created"]),
-        group_prob=arrays.pop("group_prob", None), **arrays)
+        **{name: arrays.pop(name, None) for name in _OPTIONAL}, **arrays)
 
 
 def jobs_table(jobs) -> pd.DataFrame:
@@ -272,6 +285,12 @@ def jobs_table(jobs) -> pd.DataFrame:
             "replicate": np.repeat(job.replicate, T), "step": np.tile(np.arange(T), R),
             "n_measurements": np.tile(job.n_measurements, R), "error": job.errors.ravel(),
             "fit_seconds": job.fit_seconds.ravel()}))
+        for name in ("psnr", "ssim"):  # image quality of the final estimate: on the last step's rows
+            values = getattr(job, name)
+            if values is not None:
+                column = np.full((R, T), np.nan)
+                column[:, -1] = values
+                frames[-1][name] = column.ravel()
     if not frames:
         raise ValueError("no results given")
     return pd.concat(frames, ignore_index=True)

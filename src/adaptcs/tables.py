@@ -39,10 +39,15 @@ def summary_table(finals: pd.DataFrame) -> pd.DataFrame:
         best = min(means, key=means.get)
         for (method, strategy), err in errors.items():
             p_value = np.nan if (method, strategy) == best else paired_p_value(err, errors[best])
-            rows.append({"experiment": experiment, "setting_index": setting_index, "setting": setting,
-                         "method": method, "strategy": strategy, "mean": err.mean(), "std": err.std(ddof=0),
-                         "n": len(err), "best": (method, strategy) == best, "p_value": p_value,
-                         "significant": bool(p_value < ALPHA) if np.isfinite(p_value) else False})
+            row = {"experiment": experiment, "setting_index": setting_index, "setting": setting,
+                   "method": method, "strategy": strategy, "mean": err.mean(), "std": err.std(ddof=0),
+                   "n": len(err), "best": (method, strategy) == best, "p_value": p_value,
+                   "significant": bool(p_value < ALPHA) if np.isfinite(p_value) else False}
+            rows_of = block[(block["method"] == method) & (block["strategy"] == strategy)]
+            for name in ("psnr", "ssim"):  # image experiments
+                if name in rows_of and rows_of[name].notna().any():
+                    row[name] = float(rows_of[name].mean())
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -74,6 +79,8 @@ def to_markdown(table: pd.DataFrame) -> str:
                 continue
             row = row.iloc[0]
             cell = f"{row['mean']:.2f} +- {row['std']:.2f}"
+            if "psnr" in row and np.isfinite(row["psnr"]):
+                cell += f" ({row['psnr']:.1f} dB, SSIM {row['ssim']:.2f})"
             if row["best"]:
                 cell = f"**{cell}**"
             elif not row["significant"]:
@@ -82,9 +89,10 @@ def to_markdown(table: pd.DataFrame) -> str:
         lines.append(f"| {method} | {strategy} | " + " | ".join(cells) + " |")
     n = sorted(set(table["n"]))
     lines.append("")
+    quality = " In brackets: mean PSNR and SSIM of the reconstructions." if "psnr" in table else ""
     lines.append(f"Final relative error, mean +- std over {', '.join(map(str, n))} replicates. Bold: best in its "
                  f"column; \u2020: not significantly different from the best (paired Wilcoxon signed-rank test, "
-                 f"p >= {ALPHA}).")
+                 f"p >= {ALPHA}).{quality}")
     return "\n".join(lines) + "\n"
 
 

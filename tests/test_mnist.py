@@ -1,0 +1,133 @@
+"""MNIST: the loaders (embedded, IDX files, verified download), group structures, oracle priors, E4-E6 cases."""
+
+import gzip
+import hashlib
+
+import numpy as np
+import pytest
+
+from adaptcs.data import mnist
+from adaptcs.experiments import run_job
+from adaptcs.experiments_mnist import MNIST, cached_mnist, mnist_case, oracle_prior
+
+
+@pytest.fixture(scope="module")
+def data():
+    return cached_mnist("embedded", None, None)
+
+
+def test_embedded_subset(data):
+    assert data.source == "embedded"
+    assert data.images.shape == (5000, 784) and data.images.dtype == float
+    assert data.images.min() == 0.0 and data.images.max() == 1.0
+    np.testing.assert_array_equal(np.bincount(data.labels), [500] * 10)
+
+
+def write_idx(path, array):
+    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def test_idx_files_from_a_path(tmp_path, rng):
+    images = rng.integers(0, 256, size=(7, 28, 28))
+    labels = rng.integers(0, 10, size=7)
+    write_idx(tmp_path / "train-images-idx3-ubyte.gz", images)
+    write_idx(tmp_path / "train-labels-idx1-ubyte.gz", labels)
+    loaded = mnist.load_mnist("path", path=tmp_path)
+    assert loaded.source == "path"
+    np.testing.assert_allclose(loaded.images, images.reshape(7, 784) / 255.0)
+    np.testing.assert_array_equal(loaded.labels, labels)
+    with pytest.raises(FileNotFoundError):
+        mnist.load_mnist("path", path=tmp_path / "missing")
+    with pytest.raises(ValueError, match="source must be one of"):
+        mnist.load_mnist("web")
+
+
+def test_verified_download_keeps_good_files_and_rejects_bad_ones(tmp_path):
+    payload = b"not really mnist"
+    source = tmp_path / "remote.bin"
+    source.write_bytes(payload)
+    good = hashlib.sha256(payload).hexdigest()
+    target = tmp_path / "cache" / "file.gz"
+    target.parent.mkdir()
+    mnist.fetch_verified(source.as_uri(), target, good)
+    assert target.read_bytes() == payload
+    bad_target = tmp_path / "cache" / "other.gz"
+    with pytest.raises(ValueError, match="does not match"):
+        mnist.fetch_verified(source.as_uri(), bad_target, "0" * 64)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["file.gz"]  # no partial file
+
+
+def test_auto_falls_back_to_the_embedded_subset(tmp_path, monkeypatch, caplog):
+    def offline(*args, **kwargs):
+        raise OSError("no network")
+
+    monkeypatch.setattr(mnist.urllib.request, "urlopen", offline)
+    loaded = mnist.load_mnist("auto", cache_dir=tmp_path)
+    assert loaded.source == "embedded" and "embedded" in caplog.text
+
+
+def test_group_builders(data, rng):
+    blocks = mnist.block_groups()
+    assert np.all(np.bincount(blocks) == 4) and blocks.max() == 195
+    assert blocks[0] == blocks[1] == blocks[28] == blocks[29] and blocks[2] != blocks[0]
+    patterns = data.images[data.labels == 3][:100]
+    a = mnist.similarity_groups(patterns, 4, np.random.default_rng(5))
+    b = mnist.similarity_groups(patterns, 4, np.random.default_rng(5))
+    np.testing.assert_array_equal(a, b)
+    assert np.all(np.bincount(a) == 4) and a.min() == 0 and a.max() == 195
+    # every group after its seed adds the closest pattern: groups are more alike than random ones
+    spread = np.mean([patterns[:, a == g].std(axis=1).mean() for g in range(196)])
+    shuffled = rng.permutation(a)
+    random_spread = np.mean([patterns[:, shuffled == g].std(axis=1).mean() for g in range(196)])
+    assert spread < 0.5 * random_spread
+    with pytest.raises(ValueError, match="must divide"):
+        mnist.similarity_groups(patterns[:, :10], 4, rng)
+
+
+def test_prior_knowledge(data):
+    patterns = data.images[data.labels == 3][:100]
+    groups = mnist.block_groups()
+    base = mnist.group_prior_knowledge(patterns, groups, 0.2, "none", np.random.default_rng(0))
+    informed = mnist.group_prior_knowledge(patterns, groups, 0.2, "prior", np.random.default_rng(0))
+    random = mnist.group_prior_knowledge(patterns, groups, 0.2, "prior_random", np.random.default_rng(0))
+    assert np.all(base == 0.2)
+    for p in (informed, random):
+        assert np.sum(p == 0.4) == 25 and np.sum(p == 0.1) == 25 and np.sum(p == 0.2) == 146
+    norms = np.sqrt(np.stack([np.bincount(groups, weights=img**2) for img in patterns])).mean(axis=0)
+    assert norms[informed == 0.4].min() >= norms[informed == 0.1].max()
+
+
+def test_oracle_prior_on_a_toy_image():
+    w = np.zeros(16)
+    w[[0, 1, 5]] = [0.5, 1.0, 0.75]
+    groups = np.arange(16) // 4  # 4 groups of 4: groups 0 and 1 have non-zero pixels
+    prior = oracle_prior(w, groups, 1.0)
+    assert prior.p0_group == 0.5 and prior.p0_coef == 3 / 16 and prior.v0 == pytest.approx(0.75**2)
+    with pytest.raises(ValueError, match="no non-zero pixel"):
+        oracle_prior(np.zeros(16), groups, 1.0)
+
+
+def test_cases_share_images_rows_and_groups(data):
+    e6 = MNIST["E6"]
+    none, prior = e6.setting_indices([3])[:2]
+    a = mnist_case("E6", none, 4, data=data)
+    b = mnist_case("E6", prior, 4, data=data)
+    np.testing.assert_array_equal(a.problem.X, b.problem.X)
+    np.testing.assert_array_equal(a.problem.w_true, b.problem.w_true)
+    assert a.design_seed == b.design_seed
+    assert np.ndim(b.prior.p0_group) == 1 and np.isscalar(a.prior.p0_group)
+    e4 = mnist_case("E4", 3, 0, data=data)
+    assert e4.problem.X.shape == (288, 784) and np.allclose(np.linalg.norm(e4.problem.X, axis=1), 28.0)
+    with pytest.raises(ValueError, match="replicate must be"):
+        mnist_case("E4", 3, 100, data=data)
+
+
+@pytest.mark.slow
+def test_tiny_e4_run():
+    job = run_job("E4", 3, "gss_ep", "random", [0, 1], data_options={"source": "embedded", "groups": "blocks"})
+    assert job.errors.shape == (2, 1) and np.all(job.errors < 0.5)
+    assert job.psnr.shape == (2,) and np.all(job.psnr > 15) and np.all((job.ssim > 0.5) & (job.ssim <= 1))
+    with pytest.raises(ValueError, match="unknown MNIST option"):
+        run_job("E4", 3, "gss_ep", "random", [0], data_options={"colour": True})
