@@ -38,7 +38,6 @@ only when complete, so a killed job never leaves a file that looks finished.
 from __future__ import annotations
 
 import json
-import os
 import platform
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,6 +46,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pandas as pd
+
+from adaptcs._io import atomic_write
 
 FORMAT = "adaptcs.results"
 FORMAT_VERSION = 1
@@ -206,30 +207,15 @@ def aggregate_runs(run_paths, *, summary_path, curves_path) -> None:
 
 def write_csv(frame: pd.DataFrame, path) -> Path:
     """Write a table as CSV atomically (temporary file, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        frame.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
 
 
 def _atomic_h5(path, write) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+    def write_h5(tmp):
         with h5py.File(tmp, "w", locking=False) as f:
             write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+
+    return atomic_write(path, write_h5)
 
 
 def _check_format(f, path) -> None:

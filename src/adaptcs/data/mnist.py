@@ -19,7 +19,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
-import os
 import shutil
 import urllib.request
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptcs._io import atomic_write
 from adaptcs.models import _validation as val
 
 log = logging.getLogger(__name__)
@@ -86,18 +86,15 @@ def download_official(cache_dir: Path, *, timeout: float = 30.0, base_url: str =
 
 def fetch_verified(url: str, target: Path, sha256: str, *, timeout: float = 30.0) -> Path:
     """Download ``url`` to ``target`` through a temporary file; keep it only if its SHA-256 matches."""
-    target = Path(target)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
+
+    def download(tmp):
         with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
             shutil.copyfileobj(response, out)
         actual = _sha256(tmp)
         if actual != sha256:
             raise ValueError(f"{url}: SHA-256 {actual} does not match the expected {sha256}; file discarded")
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+
+    return atomic_write(target, download)
 
 
 def read_idx(path) -> np.ndarray:

@@ -34,6 +34,16 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
 
     _kind: int
 
+    def __init__(self, groups, noise_var, *, n_samples, burn_in, thin, refactor_every, random_state, warm_start):
+        self.groups = groups
+        self.noise_var = noise_var
+        self.n_samples = n_samples
+        self.burn_in = burn_in
+        self.thin = thin
+        self.refactor_every = refactor_every
+        self.random_state = random_state
+        self.warm_start = warm_start
+
     def _prior(self, G: int, sizes: np.ndarray):
         """Returns (tau2, prior_logit (G,), v0, shape (G,), rate (G,))."""
         raise NotImplementedError
@@ -179,16 +189,10 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
 
     def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES,
                  burn_in=PAPER_BURN_IN, thin=1, refactor_every=10, random_state=None, warm_start=False):
-        self.groups = groups
         self.p0 = p0
         self.v0 = v0
-        self.noise_var = noise_var
-        self.n_samples = n_samples
-        self.burn_in = burn_in
-        self.thin = thin
-        self.refactor_every = refactor_every
-        self.random_state = random_state
-        self.warm_start = warm_start
+        super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
+                         refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
 
     def _prior(self, G, sizes):
         p0 = val.check_probability(self.p0, G, "p0")
@@ -227,15 +231,9 @@ class GroupHorseshoe(_GroupGibbs):
 
     def __init__(self, groups, tau=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
                  refactor_every=10, random_state=None, warm_start=False):
-        self.groups = groups
         self.tau = tau
-        self.noise_var = noise_var
-        self.n_samples = n_samples
-        self.burn_in = burn_in
-        self.thin = thin
-        self.refactor_every = refactor_every
-        self.random_state = random_state
-        self.warm_start = warm_start
+        super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
+                         refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
 
     def _prior(self, G, sizes):
         tau = val.check_positive_scalar(self.tau, "tau")
@@ -260,15 +258,9 @@ class BayesianGroupLasso(_GroupGibbs):
 
     def __init__(self, groups, gamma=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
                  refactor_every=10, random_state=None, warm_start=False):
-        self.groups = groups
         self.gamma = gamma
-        self.noise_var = noise_var
-        self.n_samples = n_samples
-        self.burn_in = burn_in
-        self.thin = thin
-        self.refactor_every = refactor_every
-        self.random_state = random_state
-        self.warm_start = warm_start
+        super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
+                         refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
 
     def _prior(self, G, sizes):
         gamma = val.check_positive_scalar(self.gamma, "gamma")
