@@ -21,6 +21,9 @@ from sklearn.utils.validation import check_is_fitted
 from adaptcs.models import _validation as val
 
 COARSE_TOL = 1e-6  # duality-gap tolerance (relative to ||y||^2 / 2) while bracketing alpha
+# Smallest alpha / alpha_max tried: below it, solves near interpolation get very slow, and when the constraint
+# cannot bind the answer is the small-alpha limit anyway (its penalty is then within about 1e-4 of the limit).
+MIN_ALPHA_RATIO = 1e-4
 
 
 def group_penalty(w: np.ndarray, members: list[np.ndarray]) -> float:
@@ -60,7 +63,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
     max_iter : int
         Cap on penalised solves in the search for alpha (constrained form).
     warm_start : bool
-        Start from the previous solution (and alpha).
+        Start the solver from the previous solution (the search for alpha starts afresh).
 
     Attributes
     ----------
@@ -119,8 +122,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         else:
             k = val.check_positive_scalar(self.k, "k")
             k_tol = val.check_positive_scalar(self.k_tol, "k_tol")
-            start_alpha = getattr(self, "alpha_", None) if self.warm_start else None
-            alpha, w, converged, gap_tol = self._search_alpha(solver, k, k_tol, max_iter, start_alpha)
+            alpha, w, converged, gap_tol = self._search_alpha(solver, k, k_tol, max_iter)
 
         _primal, gap = duality_gap(X, y, w, alpha, members)
         if gap > gap_tol * solver.scale:
@@ -139,7 +141,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         return self
 
     @staticmethod
-    def _search_alpha(solver, k, tol, max_iter, start_alpha):
+    def _search_alpha(solver, k, tol, max_iter):
         """alpha with penalty(w(alpha)) = k: geometric descent from alpha_max, then Illinois on log alpha.
 
         Returns (alpha, w, converged, gap_tol): bracketing solves and the answer when the constraint does
@@ -153,7 +155,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         # Bracket: hi has penalty <= k, lo has penalty >= k. The penalty grows as alpha falls; when n < d it
         # levels off at the least-penalty interpolant's, and if that is below k the constraint never binds.
         hi, p_hi = alpha_max, 0.0
-        alpha = min(start_alpha, alpha_max) if start_alpha else alpha_max / 2
+        alpha = alpha_max / 2
         lo = p_lo = None
         while solver.n_solves < max_iter:
             w = solver.solve(alpha, coarse)
@@ -163,7 +165,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
                 break
             levelled = p - p_hi <= 1e-4 * p and hi < alpha_max
             hi, p_hi = alpha, p
-            if levelled or alpha < alpha_max * 1e-6:
+            if levelled or alpha < alpha_max * MIN_ALPHA_RATIO:
                 return alpha, w, True, coarse  # the constraint does not bind: the (near) least-penalty fit
             alpha /= 4
         if lo is None:
