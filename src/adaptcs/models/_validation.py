@@ -91,6 +91,20 @@ def check_groups(groups, d: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     return labels, index.astype(np.intp).ravel()
 
 
+def group_members(coef_group: np.ndarray, n_groups: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Coefficients sorted by group (stable), and the coefficient indices of each group.
+
+    Returns
+    -------
+    order : ndarray of intp, shape (d,)
+        Coefficient indices with each group's contiguous.
+    members : list of G ndarrays
+        ``members[g]`` are the coefficients of group g, in increasing order.
+    """
+    order = np.argsort(coef_group, kind="stable")
+    return order, np.split(order, np.cumsum(np.bincount(coef_group, minlength=n_groups))[:-1])
+
+
 def check_probability(p, n_groups: int, name: str = "p0") -> np.ndarray:
     """Validate a prior probability: a scalar or one value per group, each strictly inside (0, 1).
 

@@ -72,10 +72,9 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
         thin = val.check_count(self.thin, "thin")
         refactor_every = val.check_count(self.refactor_every, "refactor_every")
         G = labels.shape[0]
-        order = np.argsort(coef_group, kind="stable")
+        order, members = val.group_members(coef_group, G)
         sizes = np.bincount(coef_group, minlength=G)
         ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        members = np.split(order, ptr[1:-1])
         prior = self._prior(G, sizes)
         tau2, prior_logit, v0, shape, rate = prior
 

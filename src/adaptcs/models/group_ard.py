@@ -195,8 +195,7 @@ class GroupARD(RegressorMixin, BaseEstimator):
             start = self.group_var_
         else:
             start = np.zeros(G)
-        order = np.argsort(coef_group, kind="stable")
-        members = np.split(order, np.cumsum(np.bincount(coef_group, minlength=G))[:-1])
+        _order, members = val.group_members(coef_group, G)
 
         state = _EvidenceState(X, y, noise_var, coef_group, start)
         trace = [state.log_evidence()]

@@ -107,8 +107,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
             raise ValueError("give exactly one of alpha (penalised form) and k (constrained form)")
         tol = val.check_positive_scalar(self.tol, "tol")
         max_iter = val.check_count(self.max_iter, "max_iter")
-        order = np.argsort(coef_group, kind="stable")
-        members = np.split(order, np.cumsum(np.bincount(coef_group))[:-1])
+        _order, members = val.group_members(coef_group, labels.shape[0])
         weights = np.sqrt([len(m) for m in members])
         solver = _PenalisedSolver(X, y, members, weights, tol)
         if self.warm_start and hasattr(self, "coef_") and self.coef_.shape[0] == d:
