@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import blas, lapack
+from sklearn.utils.validation import check_is_fitted
+
+from adaptcs.models import _validation as val
 
 
 class LinearGaussianModel:
@@ -148,3 +151,43 @@ class DirectPosterior:
     def log_det(self) -> float:
         """``log|V| = -log|P|``."""
         return self._log_det
+
+
+class GaussianPosteriorMixin:
+    """``cov_matvec`` and ``predict`` for estimators whose fit leaves ``coef_``, ``n_features_in_``, the
+    posterior object ``_posterior`` (Woodbury or direct form) and the noise variance ``_noise_var``."""
+
+    def cov_matvec(self, v):
+        """Posterior covariance times ``v``, without forming the covariance.
+
+        Parameters
+        ----------
+        v : array-like, shape (d,) or (d, k)
+
+        Returns
+        -------
+        ndarray, same shape as ``v``
+            ``V v``; O(n d k) from the cached factor of the last fit.
+        """
+        check_is_fitted(self, "coef_")
+        return self._posterior.matvec(val.check_vector_or_block(v, self.n_features_in_))
+
+    def predict(self, X, return_std: bool = False):
+        """Predictive mean ``x^T m`` (and standard deviation ``sqrt(x^T V x + s2)``, noise included).
+
+        Parameters
+        ----------
+        X : array-like, shape (k, d)
+        return_std : bool
+
+        Returns
+        -------
+        mean : ndarray, shape (k,)
+        std : ndarray, shape (k,), only if ``return_std``
+        """
+        check_is_fitted(self, "coef_")
+        X = val.check_rows(X, self.n_features_in_)
+        mean = X @ self.coef_
+        if not return_std:
+            return mean
+        return mean, np.sqrt(np.maximum(self._posterior.quad_rows(X), 0.0) + self._noise_var)

@@ -21,10 +21,9 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import brentq
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted
 
 from adaptcs.models import _validation as val
-from adaptcs.models._gaussian import LinearGaussianModel
+from adaptcs.models._gaussian import GaussianPosteriorMixin, LinearGaussianModel
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -125,7 +124,7 @@ class _EvidenceState:
         return np.flatnonzero((self.group_var > 0) | (grad0 > 0))
 
 
-class GroupARD(RegressorMixin, BaseEstimator):
+class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     """Group ARD: Gaussian prior per group with variances set by maximising the evidence.
 
     Parameters
@@ -229,17 +228,3 @@ class GroupARD(RegressorMixin, BaseEstimator):
         self._posterior = post
         self._noise_var = noise_var
         return self
-
-    def cov_matvec(self, v):
-        """Posterior covariance times ``v`` (shape (d,) or (d, k)), without forming it; O(n d k)."""
-        check_is_fitted(self, "coef_")
-        return self._posterior.matvec(val.check_vector_or_block(v, self.n_features_in_))
-
-    def predict(self, X, return_std: bool = False):
-        """Predictive mean (and standard deviation including the noise) at rows X of shape (k, d)."""
-        check_is_fitted(self, "coef_")
-        X = val.check_rows(X, self.n_features_in_)
-        mean = X @ self.coef_
-        if not return_std:
-            return mean
-        return mean, np.sqrt(np.maximum(self._posterior.quad_rows(X), 0.0) + self._noise_var)

@@ -21,10 +21,9 @@ import numpy as np
 from scipy.special import expit, log_expit, logit
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted
 
 from adaptcs.models import _validation as val
-from adaptcs.models._gaussian import LinearGaussianModel
+from adaptcs.models._gaussian import GaussianPosteriorMixin, LinearGaussianModel
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -133,7 +132,7 @@ def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity
                  + 0.5 * d * _LOG_2PI + 0.5 * post.log_det() + 0.5 * float(post.eta @ post.mean))
 
 
-class GroupSpikeSlabEP(RegressorMixin, BaseEstimator):
+class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     """Group spike-and-slab linear regression fitted by EP (the paper's GSS-EP).
 
     Parameters
@@ -285,41 +284,6 @@ class GroupSpikeSlabEP(RegressorMixin, BaseEstimator):
         self._noise_var = noise_var
         return self
 
-    def cov_matvec(self, v):
-        """Posterior covariance times ``v``, without forming the covariance.
-
-        Parameters
-        ----------
-        v : array-like, shape (d,) or (d, k)
-
-        Returns
-        -------
-        ndarray, same shape as ``v``
-            ``V v``; O(n d k) from the cached factor of the last fit.
-        """
-        check_is_fitted(self, "coef_")
-        v = val.check_vector_or_block(v, self.n_features_in_)
-        return self._posterior.matvec(v)
-
-    def predict(self, X, return_std: bool = False):
-        """Predictive mean ``x^T m`` (and standard deviation ``sqrt(x^T V x + s2)``, noise included).
-
-        Parameters
-        ----------
-        X : array-like, shape (k, d)
-        return_std : bool
-
-        Returns
-        -------
-        mean : ndarray, shape (k,)
-        std : ndarray, shape (k,), only if ``return_std``
-        """
-        check_is_fitted(self, "coef_")
-        X = val.check_rows(X, self.n_features_in_)
-        mean = X @ self.coef_
-        if not return_std:
-            return mean
-        return mean, np.sqrt(self._posterior.quad_rows(X) + self._noise_var)
 
 
 class SpikeSlabEP(GroupSpikeSlabEP):
