@@ -93,7 +93,8 @@ def test_ss_ep_is_exact_for_orthogonal_columns(seed):
     np.testing.assert_allclose(ep.coef_, exact.mean, atol=1e-8)
     np.testing.assert_allclose(ep.group_prob_, exact.group_prob, atol=1e-8)
     assert ep.log_evidence_ == pytest.approx(exact.log_evidence, abs=1e-8)
-    unclamped = ep.sites_.var < 0.5 * ep.v_inf  # damping blends a clamped site towards v_inf only geometrically
+    # damping blends a clamped site towards v_inf_ratio * v0 only geometrically
+    unclamped = ep.sites_.var < 0.5 * ep.v_inf_ratio * 1.3
     np.testing.assert_allclose(ep.coef_var_[unclamped], exact.var[unclamped], rtol=1e-7)
 
 
@@ -146,8 +147,8 @@ def test_fixed_point_equals_dense_reference_ep(seed):
     rng = np.random.default_rng(seed)
     noise_var = [1.0, 0.3][seed % 2]
     X, y, groups, _w = random_group_problem(rng, [10, 16, 30][seed % 3], 5, 3, noise_var)
-    mean, group_prob, log_evidence = reference_ep(X, y, groups, np.full(5, 0.3), 1.0, noise_var)
-    ep = GroupSpikeSlabEP(groups, 0.3, 1.0, noise_var, damping=0.5, damping_decay=1.0, tol=1e-13,
+    mean, group_prob, log_evidence = reference_ep(X, y, groups, np.full(5, 0.3), 1.0, noise_var, v_inf=300.0)
+    ep = GroupSpikeSlabEP(groups, 0.3, 1.0, noise_var, damping=0.5, damping_decay=1.0, tol=1e-11,
                           max_iter=5000).fit(X, y)
     assert ep.converged_
     np.testing.assert_allclose(ep.coef_, mean, atol=1e-9)
@@ -159,7 +160,7 @@ def test_default_schedule_reaches_the_reference_fixed_point():
     """The paper's decaying damping stops at tol, close to the same fixed point."""
     rng = np.random.default_rng(7)
     X, y, groups, _w = random_group_problem(rng, 16, 5, 3, 0.3)
-    mean, group_prob, log_evidence = reference_ep(X, y, groups, np.full(5, 0.3), 1.0, 0.3)
+    mean, group_prob, log_evidence = reference_ep(X, y, groups, np.full(5, 0.3), 1.0, 0.3, v_inf=300.0)
     ep = GroupSpikeSlabEP(groups, 0.3, 1.0, 0.3).fit(X, y)
     np.testing.assert_allclose(ep.coef_, mean, atol=1e-3)
     np.testing.assert_allclose(ep.group_prob_, group_prob, atol=1e-3)
@@ -321,7 +322,7 @@ GOOD_GROUPS = [0, 0, 1, 1]
     ({"tol": 0.0}, GOOD_X, GOOD_Y, "tol must be finite and > 0"),
     ({"max_iter": 0}, GOOD_X, GOOD_Y, "max_iter must be an integer"),
     ({"max_iter": 10.5}, GOOD_X, GOOD_Y, "max_iter must be an integer"),
-    ({"v_inf": -1.0}, GOOD_X, GOOD_Y, "v_inf must be finite and > 0"),
+    ({"v_inf_ratio": -1.0}, GOOD_X, GOOD_Y, "v_inf_ratio must be finite and > 0"),
 ])
 def test_bad_input_raises_naming_the_argument(kwargs, X, y, match):
     params = {"groups": GOOD_GROUPS, **kwargs}

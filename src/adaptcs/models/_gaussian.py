@@ -53,6 +53,15 @@ class LinearGaussianModel:
         self.use_woodbury = self.n < self.d if form == "auto" else form == "woodbury"
         self._XtX = None if self.use_woodbury else (self.X.T @ self.X) / self.noise_var
 
+    def signal_to_noise(self, prior_var: np.ndarray) -> float:
+        """``max_i sum_j X_ij^2 prior_var_j / s2``: the prior signal-to-noise ratio of the most informative row.
+
+        Dimensionless and unchanged by rescaling X or y. Posterior variances computed as differences (the
+        Woodbury form) lose about ``eps * signal_to_noise`` of their relative accuracy.
+        """
+        with np.errstate(over="ignore"):
+            return float(np.max((self.X * self.X) @ prior_var) / self.noise_var)
+
     def posterior(self, prior_var: np.ndarray, shift: np.ndarray) -> WoodburyPosterior | DirectPosterior:
         """Posterior for the diagonal term with variances ``prior_var`` (d,) and natural means ``shift`` (d,)."""
         if self.use_woodbury:
@@ -106,6 +115,10 @@ class WoodburyPosterior:
         AZ = self.A @ Z.T  # (n, k)
         return (Z * Z) @ self.prior_var - np.einsum("ik,ik->k", AZ, AZ)
 
+    def log_det_marginal(self) -> float:
+        """``log|K|``, ``K = s2 I + X L X^T`` (the covariance of y), from its Cholesky factor."""
+        return float(2.0 * np.sum(np.log(np.diag(self.chol))))
+
     def log_det(self) -> float:
         """``log|V|`` by Sylvester's identity: ``sum log l - log|K| + n log s2`` (-inf if some l is 0)."""
         if np.any(self.prior_var == 0.0):
@@ -137,6 +150,7 @@ class DirectPosterior:
         self.eta = model.Xty + shift
         self.mean = self.matvec(self.eta)
         self._log_det = float(-2.0 * np.sum(np.log(np.diag(R))))
+        self._log_det_marginal = float(model.n * np.log(model.noise_var) + np.sum(np.log(prior_var)) - self._log_det)
 
     def matvec(self, v: np.ndarray) -> np.ndarray:
         """``V v`` for v of shape (d,) or (d, k)."""
@@ -148,6 +162,10 @@ class DirectPosterior:
         W = self._Rinv @ Z.T
         return np.einsum("ik,ik->k", W, W)
 
+    def log_det_marginal(self) -> float:
+        """``log|K| = n log s2 + sum log l + log|P|`` (Sylvester), ``K = s2 I + X L X^T``."""
+        return self._log_det_marginal
+
     def log_det(self) -> float:
         """``log|V| = -log|P|``."""
         return self._log_det
@@ -155,7 +173,9 @@ class DirectPosterior:
 
 class GaussianPosteriorMixin:
     """``cov_matvec`` and ``predict`` for estimators whose fit leaves ``coef_``, ``n_features_in_``, the
-    posterior object ``_posterior`` (Woodbury or direct form) and the noise variance ``_noise_var``."""
+    posterior object ``_posterior`` (Woodbury or direct form, possibly of rescaled data), ``_cov_unit``
+    (what its covariance is multiplied by to be in the units of the coefficients) and the noise variance
+    ``_noise_var``."""
 
     def cov_matvec(self, v):
         """Posterior covariance times ``v``, without forming the covariance.
@@ -170,7 +190,7 @@ class GaussianPosteriorMixin:
             ``V v``; O(n d k) from the cached factor of the last fit.
         """
         check_is_fitted(self, "coef_")
-        return self._posterior.matvec(val.check_vector_or_block(v, self.n_features_in_))
+        return self._posterior.matvec(val.check_vector_or_block(v, self.n_features_in_)) * self._cov_unit
 
     def predict(self, X, return_std: bool = False):
         """Predictive mean ``x^T m`` (and standard deviation ``sqrt(x^T V x + s2)``, noise included).
@@ -190,4 +210,5 @@ class GaussianPosteriorMixin:
         mean = X @ self.coef_
         if not return_std:
             return mean
-        return mean, np.sqrt(np.maximum(self._posterior.quad_rows(X), 0.0) + self._noise_var)
+        quad = np.maximum(self._posterior.quad_rows(X), 0.0) * self._cov_unit
+        return mean, np.sqrt(quad + self._noise_var)

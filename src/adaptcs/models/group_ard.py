@@ -226,5 +226,6 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         self.n_iter_ = n_iter
         self.converged_ = converged
         self._posterior = post
+        self._cov_unit = 1.0
         self._noise_var = noise_var
         return self

@@ -24,8 +24,15 @@ from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs.models import _validation as val
 from adaptcs.models._gaussian import GaussianPosteriorMixin, LinearGaussianModel
+from adaptcs.models._scaling import DataScale
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
+# converged_ needs the undamped change below RESIDUAL_FACTOR * tol (the damped one is below tol when EP stops)
+RESIDUAL_FACTOR = 10.0
+# Refuse problems whose prior signal-to-noise ratio double precision cannot resolve at all; distrust fits whose
+# variances may have lost MAX_VARIANCE_ERROR relative accuracy to cancellation (about eps * signal-to-noise).
+MAX_SIGNAL_TO_NOISE = 1e20
+MAX_VARIANCE_ERROR = 1e-3
 
 
 @dataclass
@@ -73,11 +80,12 @@ def _cavity(post, sites: EPSites, coef_group_logit) -> _Cavity:
     """Remove each site from the posterior marginals (ALGORITHMS.md: cavity for site j)."""
     marg_mean, marg_var = post.mean, post.var
     # 1/V_jj - 1/vt_j, written so it does not cancel when V_jj is within rounding of vt_j.
-    cav_prec = post.var_reduction / (marg_var * sites.var)
-    valid = cav_prec > 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):  # a variance lost to rounding (0) gives no cavity
+        cav_prec = post.var_reduction / (marg_var * sites.var)
+    valid = (cav_prec > 0.0) & (marg_var > 0.0)
     safe_prec = np.where(valid, cav_prec, 1.0)
     var = 1.0 / safe_prec
-    mean = var * (marg_mean / marg_var - sites.mean / sites.var)
+    mean = var * (marg_mean / np.where(valid, marg_var, 1.0) - sites.mean / sites.var)
     valid &= np.isfinite(var) & np.isfinite(mean)
     return _Cavity(var=var, mean=mean, logit=coef_group_logit - sites.logit, valid=valid)
 
@@ -115,21 +123,29 @@ def _damped(old: EPSites, new: EPSites, valid: np.ndarray, xi: float) -> EPSites
 
 def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity,
                   prior_logit: np.ndarray, coef_group: np.ndarray, v0: float) -> float:
-    """EP approximation of ``log p(y | X)`` (seed eq. 28, as restated in ALGORITHMS.md)."""
-    n, d, s2 = model.n, model.d, model.noise_var
+    """EP approximation of ``log p(y | X)`` (seed eq. 28, as restated in ALGORITHMS.md), rearranged for accuracy.
+
+    The Gaussian terms of eq. 28 (``log s1``, the sites' ``-1/2 log(2 pi vt) - mt^2 / (2 vt)``, ``d/2 log 2 pi``,
+    ``1/2 log|V|`` and ``1/2 u^T V u``) add up to ``log N(y | X mt, K)``, ``K = s2 I + X diag(vt) X^T``. With
+    little noise, ``y^T y / (2 s2)`` and ``u^T V u / 2`` are huge and cancel; here the quadratic form is taken
+    as the minimum ``r^T K^{-1} r = |y - X m|^2 / s2 + sum_j (m_j - mt_j)^2 / vt_j`` (a sum of positive terms,
+    first-order insensitive to rounding in m), and ``log|K|`` from the Cholesky factor.
+    """
     vt, mt, pt = sites.var, sites.mean, sites.logit
     vc, mc, pc = cav.var, cav.mean, cav.logit
-    log_s1 = -0.5 * n * (_LOG_2PI + np.log(s2)) - model.yty / (2.0 * s2)
+    m = post.mean
+    resid = model.y - model.X @ m
+    quad = float(resid @ resid) / model.noise_var + float(np.sum((m - mt) ** 2 / vt))
+    log_gauss = -0.5 * (model.n * _LOG_2PI + post.log_det_marginal() + quad)
     log_kappa = np.logaddexp(log_expit(pc) + _log_normal_at_zero(mc, vc + v0),
                              log_expit(-pc) + _log_normal_at_zero(mc, vc))
     log_bern_norm = np.logaddexp(log_expit(pt) + log_expit(pc), log_expit(-pt) + log_expit(-pc))
-    log_s2 = log_kappa - log_bern_norm - 0.5 * (_LOG_2PI + np.log(vt)) - _log_normal_at_zero(mc - mt, vt + vc)
+    log_sites = log_kappa - log_bern_norm - _log_normal_at_zero(mc - mt, vt + vc)
     G = prior_logit.shape[0]
     sum_on = np.bincount(coef_group, weights=log_expit(pt), minlength=G)
     sum_off = np.bincount(coef_group, weights=log_expit(-pt), minlength=G)
     log_groups = np.logaddexp(log_expit(prior_logit) + sum_on, log_expit(-prior_logit) + sum_off)
-    return float(log_s1 + np.sum(log_s2) + np.sum(log_groups) - 0.5 * np.sum(mt * mt / vt)
-                 + 0.5 * d * _LOG_2PI + 0.5 * post.log_det() + 0.5 * float(post.eta @ post.mean))
+    return float(log_gauss + np.sum(log_sites) + np.sum(log_groups))
 
 
 class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
@@ -151,11 +167,15 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     damping_decay : float in (0, 1]
         Factor applied to ``xi`` after every iteration.
     tol : float
-        Convergence threshold on the largest change of the posterior mean and of the group probabilities.
+        Convergence threshold, scale-free: the largest change of the posterior mean between two iterations,
+        in units of ``max_j sqrt(m_j^2 + V_jj)`` (the size of the largest coefficient), and the largest
+        change of a group probability, must both fall below ``tol``.
     max_iter : int
         Iteration cap; reaching it sets ``converged_ = False`` and warns.
-    v_inf : float
-        Site variance used where moment matching gives a non-positive one.
+    v_inf_ratio : float
+        Where moment matching gives a non-positive site variance, the site gets the variance
+        ``v_inf_ratio * v0`` (300 is the paper's v_inf = 100 at its v0 = 1/3). Relative to ``v0`` so that
+        the fit does not depend on the units of X and y.
     warm_start : bool
         Start from the sites of the previous fit (same number of coefficients) instead of the prior.
 
@@ -172,12 +192,24 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         EP approximation of ``log p(y | X)`` (nats).
     n_iter_ : int
     converged_ : bool
+        True when EP stopped (change below ``tol``) at a fixed point: the change an undamped update would
+        make, ``fixed_point_residual_``, is below ``10 tol``. A run ended by the decaying damping before it
+        reached a fixed point, or by ``max_iter``, is not converged (and warns).
+    fixed_point_residual_ : float
+        The last change divided by the damping used for it (same units as ``tol``).
     sites_ : EPSites
-        The fitted sites (used by ``warm_start``).
+        The fitted sites, in the units of the coefficients (used by ``warm_start``).
+
+    Notes
+    -----
+    The fit is equivariant to the units of the data: X and y are divided internally by powers of two
+    (exactly) so that they are of unit size, and the convergence test and the clamped site variance are
+    relative, so fitting ``(c X, y)`` with ``v0 / c^2`` gives the coefficients of ``(X, y)`` with ``v0``
+    divided by ``c``, for any c within the floating-point range.
     """
 
     def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
-                 max_iter=1000, v_inf=100.0, warm_start=False):
+                 max_iter=1000, v_inf_ratio=300.0, warm_start=False):
         self.groups = groups
         self.p0 = p0
         self.v0 = v0
@@ -186,7 +218,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         self.damping_decay = damping_decay
         self.tol = tol
         self.max_iter = max_iter
-        self.v_inf = v_inf
+        self.v_inf_ratio = v_inf_ratio
         self.warm_start = warm_start
 
     def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -202,7 +234,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         val.check_fraction(self.damping_decay, "damping_decay")
         val.check_positive_scalar(self.tol, "tol")
         val.check_count(self.max_iter, "max_iter")
-        val.check_positive_scalar(self.v_inf, "v_inf")
+        val.check_positive_scalar(self.v_inf_ratio, "v_inf_ratio")
         return labels, coef_group, p0, v0, noise_var
 
     def fit(self, X, y):
@@ -224,63 +256,115 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         labels, coef_group, p0, v0, noise_var = self._check_params(d)
         prior_logit = logit(p0)  # p3_g, shape (G,)
         G = labels.shape[0]
+        # Work on data of unit size (exact power-of-two rescaling); see the class Notes.
+        scale = DataScale.of(X, y)
+        unit = scale.coef
+        v0_s = scale.scaled_variance(v0, "v0")
+        v_inf = float(self.v_inf_ratio) * v0_s
 
         if self.warm_start and hasattr(self, "sites_"):
             if self.sites_.var.shape[0] != d:
                 raise ValueError(f"warm_start: the previous fit had {self.sites_.var.shape[0]} coefficients, "
                                  f"X has {d} columns")
-            sites = self.sites_.copy()
+            sites = EPSites(self.sites_.var / unit**2, self.sites_.mean / unit, self.sites_.logit.copy())
         else:
-            sites = EPSites.initial(p0[coef_group], v0)
+            sites = EPSites.initial(p0[coef_group], v0_s)
 
-        model = LinearGaussianModel(X, y, noise_var)
+        model = LinearGaussianModel(X / scale.x, y / scale.y, scale.scaled_noise(noise_var))
+        prior_snr = model.signal_to_noise(np.full(d, v0_s))
+        if not 1.0 / MAX_SIGNAL_TO_NOISE < prior_snr < MAX_SIGNAL_TO_NOISE:
+            raise ValueError(f"{type(self).__name__}: v0 * |x_i|^2 / noise_var = {prior_snr:.3g} for the most "
+                             f"informative row, outside what double precision can resolve "
+                             f"({1 / MAX_SIGNAL_TO_NOISE:.0e} to {MAX_SIGNAL_TO_NOISE:.0e}); v0 or noise_var is "
+                             "probably in the wrong units")
 
         def group_logit_of(s: EPSites) -> np.ndarray:
             return prior_logit + np.bincount(coef_group, weights=s.logit, minlength=G)
 
-        post = model.posterior(sites.var, sites.mean / sites.var)
+        try:
+            post = model.posterior(sites.var, sites.mean / sites.var)
+        except np.linalg.LinAlgError as exc:
+            raise ValueError(f"{type(self).__name__}: the posterior cannot be factorised at the start of EP "
+                             f"({exc}); X, y, v0 and noise_var are numerically degenerate together") from None
         group_logit = group_logit_of(sites)
         group_prob = expit(group_logit)
         xi = float(self.damping)
-        converged = False
+        stopped = False  # by the paper's rule: the damped change fell below tol
+        failure = None
         n_iter = 0
+        change = residual = np.inf
         for n_iter in range(1, self.max_iter + 1):  # noqa: B007 (read after the loop)
             cav = _cavity(post, sites, group_logit[coef_group])
-            sites = _damped(sites, _matched_sites(cav, v0, self.v_inf), cav.valid, xi)
-            xi *= self.damping_decay
-            new_post = model.posterior(sites.var, sites.mean / sites.var)
-            group_logit = group_logit_of(sites)
-            new_group_prob = expit(group_logit)
-            # Converge on the group probabilities rather than their log-odds: the log-odds of a group
-            # that is surely on or off can drift by more than tol while its probability no longer moves.
-            change = max(np.max(np.abs(new_post.mean - post.mean)), np.max(np.abs(new_group_prob - group_prob)))
-            post, group_prob = new_post, new_group_prob
+            new_sites = _damped(sites, _matched_sites(cav, v0_s, v_inf), cav.valid, xi)
+            step_weight, xi = xi, xi * self.damping_decay
+            try:
+                new_post = model.posterior(new_sites.var, new_sites.mean / new_sites.var)
+            except np.linalg.LinAlgError as exc:  # rounding broke positive definiteness: keep the last posterior
+                failure = f"the posterior lost positive definiteness at iteration {n_iter} ({exc})"
+                break
+            new_group_logit = group_logit_of(new_sites)
+            new_group_prob = expit(new_group_logit)
+            # Scale-free test: changes of the mean relative to the size of the largest coefficient, and
+            # changes of the group probabilities (not their log-odds, which drift for groups surely on/off).
+            size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
+            change = max(np.max(np.abs(new_post.mean - post.mean)) / size,
+                         np.max(np.abs(new_group_prob - group_prob)))
+            if not np.isfinite(change):  # keep the last finite posterior
+                failure = f"non-finite posterior at iteration {n_iter}"
+                break
+            sites, post, group_logit, group_prob = new_sites, new_post, new_group_logit, new_group_prob
+            # The change an undamped update would make: small at a fixed point, whatever the damping.
+            residual = change / step_weight
             if change < self.tol:
-                converged = True
+                stopped = True
                 break
 
-        if not converged:
+        # The decaying damping ends every run eventually (its steps sum to damping / (1 - damping_decay)), so
+        # stopping is not enough: the fit has converged only if the undamped update would barely move it.
+        converged = stopped and failure is None and residual < RESIDUAL_FACTOR * self.tol
+        snr = model.signal_to_noise(sites.var)
+        if snr * np.finfo(float).eps > MAX_VARIANCE_ERROR:
+            converged = False
+            warnings.warn(f"{type(self).__name__}: ill-conditioned fit: site variance x |x_i|^2 / noise_var reaches "
+                          f"{snr:.3g}, so posterior variances may be off by more than {MAX_VARIANCE_ERROR:g} relative; "
+                          "the fit is marked not converged", ConvergenceWarning, stacklevel=2)
+        if failure is not None:
+            warnings.warn(f"{type(self).__name__}: EP stopped: {failure}; the fit is not converged",
+                          ConvergenceWarning, stacklevel=2)
+        elif stopped and not converged:
+            warnings.warn(f"{type(self).__name__}: EP was stopped by the decaying damping after {n_iter} iterations, "
+                          f"not at a fixed point (an undamped update would still change the fit by {residual:.3g} "
+                          f"> {RESIDUAL_FACTOR:g} tol)", ConvergenceWarning, stacklevel=2)
+        elif not converged:
             warnings.warn(f"{type(self).__name__}: EP did not converge in {self.max_iter} iterations "
                           f"(last change {change:.3g} > tol={self.tol})", ConvergenceWarning, stacklevel=2)
 
         cav = _cavity(post, sites, group_logit[coef_group])
-        if np.all(cav.valid):
-            log_ev = _log_evidence(model, post, sites, cav, prior_logit, coef_group, v0)
+        if not np.all(cav.valid):  # some sites could not be updated: not an EP fixed point
+            converged = False
+        if failure is not None:
+            log_ev = float("nan")
+        elif np.all(cav.valid):
+            log_ev = _log_evidence(model, post, sites, cav, prior_logit, coef_group, v0_s) \
+                - model.n * np.log(scale.y)
         else:
             warnings.warn(f"{type(self).__name__}: {np.count_nonzero(~cav.valid)} site(s) have no valid cavity at "
-                          "the end of EP; log_evidence_ is NaN", RuntimeWarning, stacklevel=2)
+                          "the end of EP (posterior variances lost to rounding); log_evidence_ is NaN and the fit "
+                          "is marked not converged", ConvergenceWarning, stacklevel=2)
             log_ev = float("nan")
 
         self.n_features_in_ = d
         self.group_labels_ = labels
-        self.sites_ = sites
-        self.coef_ = post.mean
-        self.coef_var_ = post.var
+        self.sites_ = EPSites(sites.var * unit**2, sites.mean * unit, sites.logit)
+        self.coef_ = post.mean * unit
+        self.coef_var_ = post.var * unit**2
         self.group_prob_ = group_prob
         self.log_evidence_ = log_ev
         self.n_iter_ = n_iter
         self.converged_ = converged
+        self.fixed_point_residual_ = float(residual)
         self._posterior = post
+        self._cov_unit = unit**2
         self._noise_var = noise_var
         return self
 
@@ -294,9 +378,9 @@ class SpikeSlabEP(GroupSpikeSlabEP):
     """
 
     def __init__(self, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
-                 max_iter=1000, v_inf=100.0, warm_start=False):
+                 max_iter=1000, v_inf_ratio=300.0, warm_start=False):
         super().__init__(None, p0, v0, noise_var, damping=damping, damping_decay=damping_decay, tol=tol,
-                         max_iter=max_iter, v_inf=v_inf, warm_start=warm_start)
+                         max_iter=max_iter, v_inf_ratio=v_inf_ratio, warm_start=warm_start)
 
     def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         index = np.arange(d, dtype=np.intp)
