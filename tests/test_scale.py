@@ -132,3 +132,110 @@ def test_e1_fits_converge_at_fixed_points():
         p = e1_problem(1.0, replicate)
         est = gss(p, V0).fit(p.X, p.y)
         assert est.converged_, replicate
+
+
+# --- the other estimators -----------------------------------------------------------------------------------
+
+
+def dense_log_evidence(X, y, group_var, groups, noise_var):
+    """log N(y | 0, s2 I + X A X^T) by dense linear algebra (independent of GroupARD's rank updates)."""
+    cov = noise_var * np.eye(X.shape[0]) + (X * group_var[groups]) @ X.T
+    sign, logdet = np.linalg.slogdet(cov)
+    return -0.5 * (X.shape[0] * np.log(2 * np.pi) + logdet + y @ np.linalg.solve(cov, y))
+
+
+@pytest.mark.parametrize("c", [1e-150, 1e-3, 1e6, 1e150])
+def test_group_ard_is_equivariant_to_the_units_of_X(c):
+    from adaptcs.models import GroupARD
+
+    p = e1_problem(1.0)
+    ref = GroupARD(p.groups).fit(p.X, p.y)
+    fit = GroupARD(p.groups).fit(c * p.X, p.y)
+    np.testing.assert_allclose(c * fit.coef_, ref.coef_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(c**2 * fit.group_var_, ref.group_var_, rtol=1e-8, atol=1e-10)
+    assert fit.log_evidence_ == pytest.approx(ref.log_evidence_, abs=1e-6)  # the covariance of y is unchanged
+
+
+def test_group_ard_with_very_little_noise_maximises_the_evidence():
+    """y x 1e6 at unit noise variance (signal-to-noise 1e13) used to raise the root finder's ValueError."""
+    from adaptcs.models import GroupARD
+
+    p = e1_problem(1.0)
+    y = 1e6 * p.y
+    fit = GroupARD(p.groups).fit(p.X, y)
+    assert fit.converged_
+    best = dense_log_evidence(p.X, y, fit.group_var_, p.groups, 1.0)
+    assert fit.log_evidence_ == pytest.approx(best, rel=1e-9)
+    for g in np.flatnonzero(fit.group_var_ > 0)[:6]:
+        for factor in (0.99, 1.01):
+            moved = fit.group_var_.copy()
+            moved[g] *= factor
+            assert dense_log_evidence(p.X, y, moved, p.groups, 1.0) < best
+
+
+def test_group_ard_refuses_noise_in_the_wrong_units():
+    from adaptcs.models import GroupARD
+
+    p = e1_problem(1.0)
+    with pytest.raises(ValueError, match="wrong units"):
+        GroupARD(p.groups).fit(p.X, 1e150 * p.y)
+
+
+@pytest.mark.parametrize("c", [1e-150, 1e150])
+def test_group_lasso_is_equivariant_and_returns_at_extreme_scales(c):
+    """(c X, y) with alpha is (X, y) with alpha / c, and with bound k it is (X, y) with k c; coefficients / c.
+    X or y of 1e150 used to keep the solver busy for more than 600 s."""
+    from adaptcs.models import GroupLasso
+
+    p = e1_problem(1.0)
+    ref = GroupLasso(p.groups, alpha=20.0).fit(p.X, p.y)
+    fit = GroupLasso(p.groups, alpha=20.0 * c).fit(c * p.X, p.y)
+    np.testing.assert_allclose(c * fit.coef_, ref.coef_, rtol=1e-5, atol=1e-6 * np.abs(ref.coef_).max())
+    ref_k = GroupLasso(p.groups, k=8.0).fit(p.X, p.y)
+    fit_k = GroupLasso(p.groups, k=8.0 / c).fit(c * p.X, p.y)
+    assert fit_k.converged_ and ref_k.converged_
+    np.testing.assert_allclose(c * fit_k.coef_, ref_k.coef_, rtol=1e-4, atol=1e-5 * np.abs(ref_k.coef_).max())
+    by_y = GroupLasso(p.groups, alpha=20.0 * c).fit(p.X, c * p.y)
+    np.testing.assert_allclose(by_y.coef_ / c, ref.coef_, rtol=1e-5, atol=1e-6 * np.abs(ref.coef_).max())
+
+
+def test_group_lasso_meets_a_small_bound():
+    """k = 0.008 used to exhaust the search (the bound was asked for more accurately than the solver gives)."""
+    from adaptcs.models import GroupLasso
+
+    p = e1_problem(1.0)
+    fit = GroupLasso(p.groups, k=0.008).fit(p.X, p.y)
+    assert fit.converged_ and fit.penalty_ == pytest.approx(0.008, rel=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("c, rtol", [(2.0**-10, 1e-12), (2.0**10, 1e-12), (1e-3, 1e-2), (1e3, 1e-2)])
+def test_samplers_are_equivariant_to_the_units_of_X(c, rtol):
+    """Same seed, same model in other units: the same chain (the spike and slab's used to ignore tau^2).
+    Bit for bit when c is a power of two; otherwise up to rounding, which a long chain amplifies."""
+    from adaptcs.models import BayesianGroupLasso, GroupHorseshoe, GroupSpikeSlabGibbs
+
+    p = e1_problem(1.0)
+    short = {"n_samples": 100, "burn_in": 20, "random_state": 3}
+    pairs = [(GroupSpikeSlabGibbs(p.groups, P0_GROUP, V0 / c**2, **short),
+              GroupSpikeSlabGibbs(p.groups, P0_GROUP, V0, **short)),
+             (GroupHorseshoe(p.groups, 0.0106 / c, **short), GroupHorseshoe(p.groups, 0.0106, **short)),
+             (BayesianGroupLasso(p.groups, 120**0.5 * c, **short), BayesianGroupLasso(p.groups, 120**0.5, **short))]
+    for scaled, ref in pairs:
+        scaled.fit(c * p.X, p.y)
+        ref.fit(p.X, p.y)
+        np.testing.assert_allclose(c * scaled.coef_, ref.coef_, rtol=rtol, atol=rtol * np.abs(ref.coef_).max())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("c", [1e-150, 1e150])
+def test_samplers_refuse_a_prior_in_the_wrong_units(c):
+    """X x 1e150 with the paper's prior used to raise LinAlgError from the compiled kernel."""
+    from adaptcs.models import BayesianGroupLasso, GroupHorseshoe, GroupSpikeSlabGibbs
+
+    p = e1_problem(1.0)
+    short = {"n_samples": 20, "burn_in": 5, "random_state": 0}
+    for est in (GroupSpikeSlabGibbs(p.groups, P0_GROUP, V0, **short), GroupHorseshoe(p.groups, 0.0106, **short),
+                BayesianGroupLasso(p.groups, 120**0.5, **short)):
+        with pytest.raises(ValueError, match="wrong units"):
+            est.fit(c * p.X, p.y)

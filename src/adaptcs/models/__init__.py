@@ -1,9 +1,10 @@
 """Inference methods: scikit-learn style estimators (see ARCHITECTURE.md, "Estimator contract")."""
 
 from adaptcs.models.enumeration import ExactPosterior, exact_group_spike_slab
+from adaptcs.models.gibbs import BayesianGroupLasso, GroupHorseshoe, GroupSpikeSlabGibbs
 from adaptcs.models.group_ard import GroupARD
 from adaptcs.models.group_lasso import GroupLasso
 from adaptcs.models.spike_slab_ep import EPSites, GroupSpikeSlabEP, SpikeSlabEP
 
-__all__ = ["EPSites", "ExactPosterior", "GroupARD", "GroupLasso", "GroupSpikeSlabEP", "SpikeSlabEP",
-           "exact_group_spike_slab"]
+__all__ = ["BayesianGroupLasso", "EPSites", "ExactPosterior", "GroupARD", "GroupHorseshoe", "GroupLasso",
+           "GroupSpikeSlabEP", "GroupSpikeSlabGibbs", "SpikeSlabEP", "exact_group_spike_slab"]

@@ -183,7 +183,7 @@ def run_sweeps(XT, y, s2, ptr, lam, tau2, Cinv, kind, prior_logit, v0, shape, ra
             if kind == SPIKE_SLAB:
                 log_odds = prior_logit[g]
                 for k in range(s.shape[0]):
-                    log_odds += _lik(v0, s[k], q2[k])
+                    log_odds += _lik(tau2 * v0, s[k], q2[k])  # prior variance of the slab: tau2 v0
                 new = v0 if uniforms[t, g, 0] * (1.0 + np.exp(-log_odds)) < 1.0 else 0.0
             else:
                 new = slice_step(kind, lam[g], tau2 * s, tau2 * q2, shape[g], rate[g],

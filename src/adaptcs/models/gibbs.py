@@ -22,11 +22,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from adaptcs.models import _gibbs_kernel as kernel
 from adaptcs.models import _validation as val
+from adaptcs.models._scaling import DataScale
 
 log = logging.getLogger(__name__)
 
 _BLOCK = 250  # sweeps per compiled call (random numbers are drawn per block)
 PAPER_N_SAMPLES, PAPER_BURN_IN = 10000, 1000  # the paper's protocol: 11,000 sweeps, the first 1,000 discarded
+MAX_SIGNAL_TO_NOISE = 1e20  # prior signal-to-noise ratios outside [1e-20, 1e20] are refused (wrong units)
 
 
 class _GroupGibbs(RegressorMixin, BaseEstimator):
@@ -50,6 +52,11 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
 
     def _initial(self, X, y, members, prior) -> np.ndarray:
         return np.ones(len(members))
+
+    def _typical_group_var(self, prior) -> float:
+        """A typical prior value of lam_g (times tau^2 the prior variance of a coefficient), for range checks."""
+        _tau2, _logit, _v0, shape, rate = prior
+        return float(np.mean(shape / rate))
 
     def fit(self, X, y):
         """Run ``burn_in + n_samples`` sweeps and keep every ``thin``-th sample after the burn-in.
@@ -77,6 +84,19 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
         ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         prior = self._prior(G, sizes)
         tau2, prior_logit, v0, shape, rate = prior
+        # Work on data of unit size (exact power-of-two rescaling): the prior covariance of w_g, tau^2 lam_g I,
+        # is in the units of w^2, so only tau^2 changes (tau^2 / unit^2); draws of w are scaled back by unit.
+        scale = DataScale.of(X, y)
+        unit = scale.coef
+        X, y = X / scale.x, y / scale.y
+        noise_s = scale.scaled_noise(noise_var)
+        tau2_s = scale.scaled_variance(tau2, "the prior scale")
+        snr = tau2_s * self._typical_group_var(prior) * float(np.max(np.einsum("ij,ij->i", X, X))) / noise_s
+        if not 1.0 / MAX_SIGNAL_TO_NOISE < snr < MAX_SIGNAL_TO_NOISE:
+            raise ValueError(f"{type(self).__name__}: prior variance x |x_i|^2 / noise_var = {snr:.3g} for the most "
+                             "informative row, outside what double precision can resolve "
+                             f"({1 / MAX_SIGNAL_TO_NOISE:.0e} to {MAX_SIGNAL_TO_NOISE:.0e}); the prior scale or "
+                             "noise_var is probably in the wrong units")
 
         XT = np.ascontiguousarray(X[:, order].T)  # (d, n), each group's rows contiguous
         if self.warm_start and hasattr(self, "group_var_samples_") and self.group_var_samples_.shape[1] == G:
@@ -84,7 +104,11 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
         else:
             lam = self._initial(X, y, members, prior).astype(float)
         Cinv = np.empty((n, n))
-        kernel.refactor(XT, lam[np.repeat(np.arange(G), sizes)], tau2, noise_var, Cinv)
+        try:
+            kernel.refactor(XT, lam[np.repeat(np.arange(G), sizes)], tau2_s, noise_s, Cinv)
+        except np.linalg.LinAlgError as exc:
+            raise ValueError(f"{type(self).__name__}: s2 I + X D X^T is numerically singular at the start ({exc}); "
+                             "X, the prior scale and noise_var are degenerate together") from None
 
         rng = np.random.default_rng(self.random_state)
         total = burn_in + n_samples
@@ -97,19 +121,25 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
             m = min(_BLOCK, total - sweep0)
             uniforms = rng.random((m, G, width))
             normals = rng.standard_normal((m, d + n))
-            written += kernel.run_sweeps(XT, y, noise_var, ptr, lam, tau2, Cinv, self._kind, prior_logit, v0,
-                                         shape, rate, uniforms, normals, sweep0, refactor_every, burn_in, thin,
-                                         w_out, lam_out, written)
+            try:
+                written += kernel.run_sweeps(XT, y, noise_s, ptr, lam, tau2_s, Cinv, self._kind, prior_logit, v0,
+                                             shape, rate, uniforms, normals, sweep0, refactor_every, burn_in, thin,
+                                             w_out, lam_out, written)
+            except (np.linalg.LinAlgError, ZeroDivisionError, FloatingPointError) as exc:
+                raise ValueError(f"{type(self).__name__}: the sampler broke down numerically after {sweep0} sweeps "
+                                 f"({type(exc).__name__}: {exc}); X, y, the prior scale and noise_var are probably "
+                                 "in inconsistent units") from None
             done = (sweep0 + m) / total
             if done >= next_report:
                 log.info("%s: %d/%d sweeps (%.0f%%), %.1f s", type(self).__name__, sweep0 + m, total,
                          100 * done, time.perf_counter() - start)
                 next_report = np.floor(done * 10) / 10 + 0.1
         if not np.all(np.isfinite(w_out)):
-            raise FloatingPointError(f"{type(self).__name__}: the sampler produced non-finite values")
+            raise ValueError(f"{type(self).__name__}: the sampler produced non-finite values; X, y, the prior scale "
+                             "and noise_var are probably in inconsistent units")
 
         samples = np.empty_like(w_out)
-        samples[:, order] = w_out  # back to the caller's coefficient order
+        samples[:, order] = w_out * unit  # back to the caller's coefficient order and units
         self.n_features_in_ = d
         self.group_labels_ = labels
         self.samples_ = samples
@@ -198,6 +228,9 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
         v0 = val.check_positive_scalar(self.v0, "v0")
         return 1.0, np.log(p0) - np.log1p(-p0), v0, np.ones(G), np.ones(G)
 
+    def _typical_group_var(self, prior) -> float:
+        return float(prior[2])  # v0
+
     def _initial(self, X, y, members, prior):
         """Switch on the round(p0 G) groups whose least-squares fit alone leaves the smallest residual."""
         _tau2, prior_logit, v0, _shape, _rate = prior
@@ -238,12 +271,17 @@ class GroupHorseshoe(_GroupGibbs):
         tau = val.check_positive_scalar(self.tau, "tau")
         return tau * tau, np.zeros(G), 1.0, np.ones(G), np.ones(G)
 
+    def _typical_group_var(self, prior) -> float:
+        return 1.0  # the half-Cauchy's scale (its mean is infinite)
+
 
 class BayesianGroupLasso(_GroupGibbs):
     """Bayesian group lasso by collapsed Gibbs sampling (the paper's BG-LASSO).
 
-    lam_g ~ Gamma(shape (d_g + 1) / 2, rate d_g gamma^2 / 2), the variance mixture that makes the marginal
-    prior of w_g proportional to exp(-gamma sqrt(d_g) ||w_g||).
+    The group variance ~ Gamma(shape (d_g + 1) / 2, rate d_g gamma^2 / 2), the variance mixture that makes the
+    marginal prior of w_g proportional to exp(-gamma sqrt(d_g) ||w_g||). It is sampled as tau^2 lam_g with
+    tau = 1 / gamma and lam_g ~ Gamma((d_g + 1) / 2, rate d_g / 2), so ``group_var_samples_`` hold the
+    dimensionless lam_g and ``group_var_`` the variances tau^2 lam_g.
 
     Parameters
     ----------
@@ -262,5 +300,7 @@ class BayesianGroupLasso(_GroupGibbs):
                          refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
 
     def _prior(self, G, sizes):
+        # Parametrised with tau^2 = 1 / gamma^2 and lam_g ~ Gamma((d_g + 1) / 2, rate d_g / 2), the same prior on
+        # tau^2 lam_g, so that gamma (the only quantity with units) enters through tau^2 alone.
         gamma = val.check_positive_scalar(self.gamma, "gamma")
-        return 1.0, np.zeros(G), 1.0, (sizes + 1.0) / 2.0, sizes * gamma**2 / 2.0
+        return 1.0 / gamma**2, np.zeros(G), 1.0, (sizes + 1.0) / 2.0, sizes / 2.0

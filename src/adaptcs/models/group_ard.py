@@ -24,8 +24,11 @@ from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs.models import _validation as val
 from adaptcs.models._gaussian import GaussianPosteriorMixin, LinearGaussianModel
+from adaptcs.models._scaling import DataScale
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
+MAX_SIGNAL_TO_NOISE = 1e20  # mean(y^2) / noise_var beyond this cannot be resolved in double precision
+_CANCELLATION = 1e-8  # rank updates whose factors 1 + delta sigma fall below this are replaced by a refactorisation
 
 
 def optimal_group_variance(s: np.ndarray, q: np.ndarray) -> float:
@@ -63,6 +66,8 @@ def optimal_group_variance(s: np.ndarray, q: np.ndarray) -> float:
 
     if gradient(upper) >= 0.0:  # only rounding can put the root at the bracket's end
         return upper
+    if not (np.isfinite(upper) and np.isfinite(gradient(0.0))):
+        raise np.linalg.LinAlgError(f"non-finite evidence gradient for a group (s={s}, q^2={q2})")
     return float(brentq(gradient, 0.0, upper, xtol=1e-14, rtol=1e-12))
 
 
@@ -100,12 +105,20 @@ class _EvidenceState:
         lam = self.group_var[g]
         # Remove the group's own term: M = S (I - lam S)^{-1}, X_g^T C_g^{-1} y = (I - lam S)^{-1} X_g^T C^{-1} y.
         shrink = 1.0 - lam * sigma
+        if lam > 0.0 and np.min(shrink) < _CANCELLATION:  # the group dominates C: removing it by formula cancels
+            self.group_var[g] = 0.0
+            self.refactor()
+            return self.update_group(members, g) - lam
         s = sigma / shrink
         q = (U.T @ (Zg.T @ self.y)) / shrink
         new = optimal_group_variance(s, q)
         delta = new - lam
         if delta == 0.0:
             return 0.0
+        if np.min(1.0 + delta * sigma) < _CANCELLATION:  # a downdate that would cancel: refactor instead
+            self.group_var[g] = new
+            self.refactor()
+            return delta
         # C <- C + delta X_g X_g^T, in the eigenbasis of S: C^{-1} -= W diag(delta / (1 + delta sigma)) W^T.
         W = Zg @ U
         c = delta / (1.0 + delta * sigma)
@@ -188,44 +201,61 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         max_iter = val.check_count(self.max_iter, "max_iter")
         refactor_every = val.check_count(self.refactor_every, "refactor_every")
         G = labels.shape[0]
+        # Work on data of unit size (exact power-of-two rescaling): the maximiser of the evidence is equivariant,
+        # the group variances scale with unit^2 and the coefficients with unit.
+        scale = DataScale.of(X, y)
+        unit = scale.coef
+        Xs, ys, noise_s = X / scale.x, y / scale.y, scale.scaled_noise(noise_var)
+        signal_to_noise = float(np.mean(ys * ys)) / noise_s
+        if signal_to_noise > MAX_SIGNAL_TO_NOISE:
+            raise ValueError(f"GroupARD: mean(y^2) / noise_var = {signal_to_noise:.3g} exceeds "
+                             f"{MAX_SIGNAL_TO_NOISE:.0e}, beyond what double precision can resolve; noise_var is "
+                             "probably in the wrong units")
         if self.warm_start and hasattr(self, "group_var_"):
             if self.group_var_.shape[0] != G:
                 raise ValueError(f"warm_start: the previous fit had {self.group_var_.shape[0]} groups, now {G}")
-            start = self.group_var_
+            start = self.group_var_ / unit**2
         else:
             start = np.zeros(G)
         _order, members = val.group_members(coef_group, G)
 
-        state = _EvidenceState(X, y, noise_var, coef_group, start)
-        trace = [state.log_evidence()]
-        converged = False
-        n_iter = 0
-        for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
-            for g in state.candidates(G):
-                state.update_group(members[g], g)
-            if n_iter % refactor_every == 0:
-                state.refactor()
-            trace.append(state.log_evidence())
-            if abs(trace[-1] - trace[-2]) <= tol * abs(trace[-1]):
-                converged = True
-                break
+        log_unit = Xs.shape[0] * np.log(scale.y)  # log evidence in original units = scaled one - log_unit
+        try:
+            state = _EvidenceState(Xs, ys, noise_s, coef_group, start)
+            trace = [state.log_evidence() - log_unit]
+            converged = False
+            n_iter = 0
+            for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
+                for g in state.candidates(G):
+                    state.update_group(members[g], g)
+                if n_iter % refactor_every == 0:
+                    state.refactor()
+                trace.append(state.log_evidence() - log_unit)
+                if not np.isfinite(trace[-1]):
+                    raise np.linalg.LinAlgError("the log evidence became non-finite")
+                if abs(trace[-1] - trace[-2]) <= tol * abs(trace[-1]):
+                    converged = True
+                    break
+            state.refactor()
+        except np.linalg.LinAlgError as exc:
+            raise ValueError(f"GroupARD: the evidence could not be computed stably ({exc}); X, y and noise_var "
+                             "are numerically degenerate together") from None
         if not converged:
             warnings.warn(f"GroupARD: evidence still changing after {max_iter} sweeps "
                           f"(last change {trace[-1] - trace[-2]:.3g})", ConvergenceWarning, stacklevel=2)
-        state.refactor()
 
         prior_var = state.group_var[coef_group]
-        post = LinearGaussianModel(X, y, noise_var, form="woodbury").posterior(prior_var, np.zeros(d))
+        post = LinearGaussianModel(Xs, ys, noise_s, form="woodbury").posterior(prior_var, np.zeros(d))
         self.n_features_in_ = d
         self.group_labels_ = labels
-        self.group_var_ = state.group_var
-        self.coef_ = post.mean
-        self.coef_var_ = np.maximum(post.var, 0.0)
-        self.log_evidence_ = state.log_evidence()
+        self.group_var_ = state.group_var * unit**2
+        self.coef_ = post.mean * unit
+        self.coef_var_ = np.maximum(post.var, 0.0) * unit**2
+        self.log_evidence_ = state.log_evidence() - log_unit
         self.evidence_trace_ = np.asarray(trace)
         self.n_iter_ = n_iter
         self.converged_ = converged
         self._posterior = post
-        self._cov_unit = 1.0
+        self._cov_unit = unit**2
         self._noise_var = noise_var
         return self

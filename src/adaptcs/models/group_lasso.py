@@ -19,11 +19,14 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from adaptcs.models import _validation as val
+from adaptcs.models._scaling import DataScale
 
 COARSE_TOL = 1e-6  # duality-gap tolerance (relative to ||y||^2 / 2) while bracketing alpha
 # Smallest alpha / alpha_max tried: below it, solves near interpolation get very slow, and when the constraint
 # cannot bind the answer is the small-alpha limit anyway (its penalty is then within about 1e-4 of the limit).
 MIN_ALPHA_RATIO = 1e-4
+# When the bracket on alpha has collapsed to rounding, the constraint counts as met within this relative error.
+BRACKET_K_TOL = 1e-4
 
 
 def group_penalty(w: np.ndarray, members: list[np.ndarray]) -> float:
@@ -109,30 +112,39 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         max_iter = val.check_count(self.max_iter, "max_iter")
         _order, members = val.group_members(coef_group, labels.shape[0])
         weights = np.sqrt([len(m) for m in members])
-        solver = _PenalisedSolver(X, y, members, weights, tol)
+        # Solve on data of unit size (exact power-of-two rescaling): with w = unit w_s, the objective is y^2 times
+        # that of (X_s, y_s) with alpha_s = alpha / (x y), and penalty(w) <= k is penalty(w_s) <= k x / y.
+        scale = DataScale.of(X, y)
+        unit = scale.coef
+        Xs, ys = X / scale.x, y / scale.y
+        solver = _PenalisedSolver(Xs, ys, members, weights, tol)
         if self.warm_start and hasattr(self, "coef_") and self.coef_.shape[0] == d:
-            solver.set_start(self.coef_)
+            solver.set_start(self.coef_ / unit)
 
         gap_tol = tol
         if self.alpha is not None:
             alpha = val.check_positive_scalar(self.alpha, "alpha")
-            w = solver.solve(alpha)
+            alpha_s = _in_range(alpha / (scale.x * scale.y), "alpha", scale)
+            w = solver.solve(alpha_s)
             converged = True
         else:
             k = val.check_positive_scalar(self.k, "k")
             k_tol = val.check_positive_scalar(self.k_tol, "k_tol")
-            alpha, w, converged, gap_tol = self._search_alpha(solver, k, k_tol, max_iter)
+            alpha_s, w, converged, gap_tol = self._search_alpha(solver, _in_range(k / unit, "k", scale), k_tol,
+                                                                max_iter)
 
-        _primal, gap = duality_gap(X, y, w, alpha, members)
-        if gap > gap_tol * solver.scale:
+        _primal, gap_s = duality_gap(Xs, ys, w, alpha_s, members)
+        if not gap_s <= gap_tol * solver.scale:
             converged = False
+        w = w * unit
+        gap = gap_s * scale.y**2
         if not converged:
             warnings.warn(f"GroupLasso: not converged (duality gap {gap:.2e}, penalty "
                           f"{group_penalty(w, members):.6g})", ConvergenceWarning, stacklevel=2)
         self.n_features_in_ = d
         self.group_labels_ = labels
         self.coef_ = w
-        self.alpha_ = alpha
+        self.alpha_ = alpha_s * scale.x * scale.y
         self.penalty_ = group_penalty(w, members)
         self.duality_gap_ = gap
         self.n_iter_ = solver.n_solves
@@ -181,6 +193,9 @@ class GroupLasso(RegressorMixin, BaseEstimator):
             fc = group_penalty(w, solver.members) - k
             if abs(fc) <= tol * k:
                 return float(np.exp(c)), w, True, solver.tol
+            if abs(b - a) <= 1e-12 * max(1.0, abs(c)):
+                # alpha is fixed to rounding; what is left of |penalty - k| is the solver's own accuracy
+                return float(np.exp(c)), w, abs(fc) <= BRACKET_K_TOL * k, solver.tol
             if fc > 0:
                 a, fa = c, fc
                 if side == -1:
@@ -197,6 +212,14 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         """``X @ coef_`` for rows X of shape (k, d)."""
         check_is_fitted(self, "coef_")
         return val.check_rows(X, self.n_features_in_) @ self.coef_
+
+
+def _in_range(value: float, name: str, scale: DataScale) -> float:
+    """A penalty parameter in the units of the rescaled data; ``ValueError`` if it leaves the float range."""
+    if not (np.isfinite(value) and value > 0.0):
+        raise ValueError(f"GroupLasso: {name} is out of floating-point range relative to the data (X of size "
+                         f"{scale.x:g}, y of size {scale.y:g}): rescale X, y or {name}")
+    return float(value)
 
 
 class _PenalisedSolver:
