@@ -154,6 +154,9 @@ def test_caller_estimator_is_not_modified(e3_problem):
     ({"strategy": "design", "batch_size": 0}, "batch_size"),
     ({"strategy": "design", "row_norm": -1.0}, "row_norm"),
     ({"strategy": "design", "w_true": np.ones(5)}, "w_true must have shape"),
+    ({"strategy": "design", "batch_size": 513}, "batch_size"),
+    ({"strategy": "random", "rng": "seven"}, "rng must be None, an integer seed"),
+    ({"strategy": "random", "rng": -1}, "rng"),
 ])
 def test_bad_loop_arguments(e3_problem, kwargs, match):
     p = e3_problem
@@ -161,3 +164,57 @@ def test_bad_loop_arguments(e3_problem, kwargs, match):
     w_true = args.pop("w_true", p.w_true)
     with pytest.raises(ValueError, match=match):
         run_sequential_design(SpikeSlabEP(0.1), w_true, p.X, p.y, 3, **args)
+
+
+def test_rng_may_be_a_seed_or_none(e3_problem):
+    p = e3_problem
+
+    def run(rng):
+        return run_sequential_design(GroupSpikeSlabEP(p.groups, 4 / 128, 1 / 3, 1.0), p.w_true, p.X, p.y, 2,
+                                     strategy="random", noise_var=1.0, row_norm=np.sqrt(512), rng=rng)
+
+    np.testing.assert_array_equal(run(7).X, run(np.random.default_rng(7)).X)  # default_rng semantics
+    assert run(None).errors.shape == (3,)
+
+
+class _FailsOnThirdFit(Ridge):
+    """A ridge regression whose third fit goes wrong (non-finite estimate, or a raised LinAlgError)."""
+
+    def __init__(self, alpha=1.0, how="nan", fits=0):
+        super().__init__(alpha=alpha)
+        self.how = how
+        self.fits = fits
+
+    def fit(self, X, y):
+        super().fit(X, y)
+        self.fits += 1
+        if self.fits == 3:
+            if self.how == "raise":
+                raise np.linalg.LinAlgError("matrix is singular")
+            self.coef_ = np.full_like(self.coef_, np.nan)
+        return self
+
+
+@pytest.mark.parametrize("how", ["nan", "raise"])
+def test_a_failed_fit_is_recorded_not_averaged(e3_problem, how):
+    p = e3_problem
+    est = _FailsOnThirdFit(alpha=10.0, how=how)
+    est.set_params(fits=0)
+    with pytest.warns(RuntimeWarning, match="a fit failed at step 2"):
+        res = run_sequential_design(est, p.w_true, p.X, p.y, 4, strategy="random", noise_var=1.0,
+                                    row_norm=np.sqrt(512), rng=0)
+    assert res.failed and "step 2" in res.failure
+    np.testing.assert_array_equal(res.finite, [True, True, False, False, False])
+    assert np.all(np.isfinite(res.errors[:2])) and np.all(np.isnan(res.errors[2:]))
+    np.testing.assert_array_equal(res.n_measurements, [32, 33, 34, 35, 36])
+    assert np.all(np.isnan(res.coef))
+
+
+def test_convergence_and_iterations_are_recorded(e3_problem):
+    res = _run(e3_problem, "design", n_steps=3)
+    assert res.converged.shape == res.n_iter.shape == res.finite.shape == (4,)
+    assert set(res.converged.tolist()) <= {0, 1} and np.all(res.n_iter >= 1) and res.finite.all()
+    assert not res.failed
+    ridge = run_sequential_design(Ridge(), e3_problem.w_true, e3_problem.X, e3_problem.y, 1, strategy="random",
+                                  noise_var=1.0, row_norm=1.0, rng=0)
+    np.testing.assert_array_equal(ridge.converged, [-1, -1])  # no convergence test: recorded as unknown

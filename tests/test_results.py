@@ -27,7 +27,9 @@ def make_job(rng, R=3, T=4, d=6, G=3, method="gss_ep", strategy="design", with_p
         w_true=rng.normal(size=(R, d)), true_groups=np.tile(np.arange(d) % G, (R, 1)),
         fit_groups=np.tile(np.arange(d) % G, (R, 1)), group_prob=rng.random((R, G)) if with_probs else None,
         problem_seed=np.tile([3, 0, 0], (R, 1)) + np.arange(R)[:, None] * [0, 0, 1],
-        design_seed=np.tile([3, 0, 0, 1], (R, 1)), config={"n_steps": T - 1, "array": np.arange(2)})
+        design_seed=np.tile([3, 0, 0, 1], (R, 1)), config={"n_steps": T - 1, "array": np.arange(2)},
+        converged=np.ones((R, T), dtype=np.int8), n_iter=np.full((R, T), 7), finite=np.ones((R, T), dtype=bool),
+        failure=np.array([""] * R))
 
 
 def test_round_trip(tmp_path, rng):
@@ -35,7 +37,8 @@ def test_round_trip(tmp_path, rng):
     path = write_job(tmp_path / "sub" / "job.h5", job)
     back = read_job(path)
     for name in ["replicate", "n_measurements", "errors", "fit_seconds", "select_seconds", "coef", "w_true",
-                 "group_prob", "problem_seed", "design_seed", "true_groups", "fit_groups"]:
+                 "group_prob", "problem_seed", "design_seed", "true_groups", "fit_groups", "converged", "n_iter",
+                 "finite", "failure"]:
         np.testing.assert_array_equal(getattr(back, name), getattr(job, name))
     assert (back.experiment, back.method, back.strategy, back.setting) == ("E3", "gss_ep", "design", {})
     assert back.config == {"n_steps": 3, "array": [0, 1]}
@@ -114,3 +117,47 @@ def test_merge_rejects_mismatched_jobs(rng):
     b.method = "ss_ep"
     with pytest.raises(ValueError, match="different kinds"):
         merge_jobs([a, b])
+
+
+def _flip_bit_in(path, dataset):
+    """Flip one bit in the stored bytes of a dataset (as a failing disk or a bad copy would)."""
+    with h5py.File(path, "r") as f:
+        offset = f[dataset].id.get_chunk_info(0).byte_offset
+    with open(path, "r+b") as raw:
+        raw.seek(offset + 3)
+        byte = raw.read(1)
+        raw.seek(offset + 3)
+        raw.write(bytes([byte[0] ^ 0x10]))
+
+
+def test_a_flipped_bit_makes_reading_fail_naming_the_file(tmp_path, rng):
+    """One flipped bit used to change an E1 table cell silently (0.30 +- 0.09 became 0.26 +- 0.13)."""
+    path = write_job(tmp_path / "job.h5", make_job(rng))
+    _flip_bit_in(path, "errors")
+    with pytest.raises(results.ResultFileError, match=str(path)):
+        read_job(path)
+    with pytest.raises(ValueError, match="job.h5"):  # aggregation names the file too
+        results.aggregate_runs([path], summary_path=tmp_path / "s.h5", curves_path=tmp_path / "c.csv")
+
+
+def test_a_changed_attribute_makes_reading_fail(tmp_path, rng):
+    path = write_job(tmp_path / "job.h5", make_job(rng))
+    with h5py.File(path, "r+") as f:
+        f.attrs["method"] = "ss_ep"  # a different label on the same numbers
+    with pytest.raises(results.ResultFileError, match="SHA-256"):
+        read_job(path)
+
+
+def test_unreadable_files_are_named(tmp_path):
+    path = tmp_path / "broken.h5"
+    path.write_bytes(b"not hdf5 at all")
+    with pytest.raises(results.ResultFileError, match="broken.h5"):
+        read_job(path)
+
+
+def test_failures_are_stored_per_replicate(tmp_path, rng):
+    job = make_job(rng)
+    job.failure = np.array(["", "step 2 (n=34): LinAlgError: singular", ""])
+    job.errors[1, 2:] = np.nan
+    back = read_job(write_job(tmp_path / "job.h5", job))
+    assert list(back.failure) == list(job.failure)

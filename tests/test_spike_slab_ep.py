@@ -309,6 +309,8 @@ GOOD_GROUPS = [0, 0, 1, 1]
     ({"groups": [0, 0, 1]}, GOOD_X, GOOD_Y, "groups has 3 labels but X has 4 columns"),
     ({"groups": [0.0, 0.5, 1.0, 1.0]}, GOOD_X, GOOD_Y, "groups must hold integer"),
     ({"groups": None}, GOOD_X, GOOD_Y, "groups must be given"),
+    ({"groups": [1, "1", 2, 2]}, GOOD_X, GOOD_Y, "groups mixes labels of different kinds"),
+    ({"groups": [True, 1, 2, 2]}, GOOD_X, GOOD_Y, "groups mixes labels of different kinds"),
     ({"p0": 0.0}, GOOD_X, GOOD_Y, "p0 must lie strictly inside"),
     ({"p0": 1.0}, GOOD_X, GOOD_Y, "p0 must lie strictly inside"),
     ({"p0": [0.5, 0.5, 0.5]}, GOOD_X, GOOD_Y, "p0 must be a scalar or have one value per group"),

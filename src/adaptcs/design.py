@@ -148,6 +148,15 @@ class SequentialDesignResult:
         Numbers of rows at which the estimate was kept (those of ``checkpoints`` that were reached).
     checkpoint_coef : ndarray, shape (K, d)
         The estimates at those numbers of rows.
+    converged : ndarray of int8, shape (T,)
+        Per fit: 1 converged, 0 not converged, -1 the method has no convergence test (or the fit failed).
+    n_iter : ndarray of int, shape (T,)
+        Per fit: iterations (or sweeps) the method used; -1 where it does not report them.
+    finite : ndarray of bool, shape (T,)
+        Per fit: whether the estimate was finite. After a failed fit the run stops: the remaining steps have
+        ``errors`` NaN, ``finite`` False and ``converged`` -1.
+    failure : str
+        Empty, or what went wrong (the step and the error), if a fit failed.
     """
 
     n_measurements: np.ndarray
@@ -160,6 +169,15 @@ class SequentialDesignResult:
     select_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
     checkpoint_n: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     checkpoint_coef: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    converged: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    n_iter: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    finite: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    failure: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """Whether some fit raised a numerical error or returned a non-finite estimate (the run stopped there)."""
+        return bool(self.failure)
 
 
 def has_posterior_covariance(estimator) -> bool:
@@ -168,7 +186,7 @@ def has_posterior_covariance(estimator) -> bool:
 
 
 def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: str, noise_var: float,
-                          row_norm: float, rng: np.random.Generator, pool=None, batch_size: int = 1,
+                          row_norm: float, rng=None, pool=None, batch_size: int = 1,
                           callback: Callable[[int, int, float], None] | None = None,
                           checkpoints=()) -> SequentialDesignResult:
     """Measure, refit, repeat: the sequential design loop for any estimator.
@@ -194,8 +212,9 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         Variance of the Gaussian noise added to every new measurement.
     row_norm : float
         Euclidean norm of designed and random rows.
-    rng : numpy.random.Generator
-        Source of random rows, measurement noise and power-method starts.
+    rng : None, int or numpy.random.Generator
+        Source of random rows, measurement noise and power-method starts (``numpy.random.default_rng``
+        semantics: None for fresh entropy, an integer seed, or a Generator used as is).
     pool : array-like, shape (m, d), optional
         Candidate rows for the "pool" strategy (m >= n_steps * batch_size).
     batch_size : int
@@ -217,6 +236,9 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         raise ValueError(f"w_true must have shape ({d},); got {w_true.shape}")
     n_steps = val.check_count(n_steps, "n_steps", minimum=0)
     batch_size = val.check_count(batch_size, "batch_size")
+    if batch_size > d:
+        raise ValueError(f"batch_size ({batch_size}) cannot exceed the number of coefficients d ({d})")
+    rng = val.check_random_generator(rng)
     noise_var = val.check_positive_scalar(noise_var, "noise_var")
     row_norm = val.check_positive_scalar(row_norm, "row_norm")
     available = None
@@ -236,22 +258,52 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
 
     rows_X, rows_y = [X], [y]
     n_measurements, errors, fit_seconds, select_seconds = [], [], [], []
+    converged, n_iter, finite = [], [], []
     wanted = {int(c) for c in checkpoints}
     kept_n, kept_coef = [], []
+    failure = ""
 
-    def fit_and_record(X_all, y_all):
+    def fit_and_record(X_all, y_all, step) -> bool:
+        """Fit and record; False (with ``failure`` set) if the fit failed numerically."""
+        nonlocal failure
         start = time.perf_counter()
-        est.fit(X_all, y_all)
+        # A ValueError at the first fit is bad input and propagates; later the same estimator on more rows
+        # can only fail numerically, which is recorded like a LinAlgError.
+        numerical = (np.linalg.LinAlgError, FloatingPointError) if step == 0 else \
+            (np.linalg.LinAlgError, FloatingPointError, ValueError)
+        try:
+            est.fit(X_all, y_all)
+        except numerical as exc:
+            failure = f"step {step} (n={X_all.shape[0]}): {type(exc).__name__}: {exc}"
         fit_seconds.append(time.perf_counter() - start)
         n_measurements.append(X_all.shape[0])
-        errors.append(relative_error(est.coef_, w_true, norm_true))
-        if X_all.shape[0] in wanted:
+        coef = np.asarray(est.coef_) if not failure else None
+        ok = coef is not None and bool(np.all(np.isfinite(coef)))
+        if coef is not None and not ok:
+            failure = f"step {step} (n={X_all.shape[0]}): non-finite estimate"
+        finite.append(ok)
+        errors.append(relative_error(coef, w_true, norm_true) if ok else np.nan)
+        flag = getattr(est, "converged_", None) if ok else None
+        converged.append(-1 if flag is None else int(bool(flag)))
+        iterations = getattr(est, "n_iter_", None) if ok else None
+        n_iter.append(-1 if iterations is None else int(iterations))
+        if ok and X_all.shape[0] in wanted:
             kept_n.append(X_all.shape[0])
-            kept_coef.append(np.asarray(est.coef_).copy())
+            kept_coef.append(coef.copy())
+        return ok
 
     X_all, y_all = X, y
-    fit_and_record(X_all, y_all)
+    ok = fit_and_record(X_all, y_all, 0)
     for step in range(1, n_steps + 1):
+        if not ok:  # nothing sensible can be designed from a failed fit: the rest of the run is missing
+            n_measurements.append(n_measurements[-1] + batch_size)
+            fit_seconds.append(np.nan)
+            select_seconds.append(np.nan)
+            errors.append(np.nan)
+            finite.append(False)
+            converged.append(-1)
+            n_iter.append(-1)
+            continue
         start = time.perf_counter()
         if strategy == "design":
             eig = top_eigenvectors(est.cov_matvec, d, batch_size, rng=rng)
@@ -270,14 +322,19 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         rows_X.append(new_X)
         rows_y.append(new_y)
         X_all, y_all = np.vstack(rows_X), np.concatenate(rows_y)
-        fit_and_record(X_all, y_all)
+        ok = fit_and_record(X_all, y_all, step)
         if callback is not None:
             callback(step, X_all.shape[0], errors[-1])
 
-    group_prob = getattr(est, "group_prob_", None)
+    group_prob = getattr(est, "group_prob_", None) if ok else None
+    if failure:
+        warnings.warn(f"sequential design: a fit failed at {failure}; the remaining steps are recorded as missing",
+                      RuntimeWarning, stacklevel=2)
     return SequentialDesignResult(
-        n_measurements=np.asarray(n_measurements, dtype=np.int64), errors=np.asarray(errors),
-        fit_seconds=np.asarray(fit_seconds), coef=np.asarray(est.coef_).copy(), X=X_all, y=y_all,
+        n_measurements=np.asarray(n_measurements, dtype=np.int64), errors=np.asarray(errors, dtype=float),
+        fit_seconds=np.asarray(fit_seconds),
+        coef=np.asarray(est.coef_, dtype=float).copy() if ok else np.full(d, np.nan), X=X_all, y=y_all,
         group_prob=None if group_prob is None else np.asarray(group_prob).copy(),
-        select_seconds=np.asarray(select_seconds), checkpoint_n=np.asarray(kept_n, dtype=np.int64),
-        checkpoint_coef=np.asarray(kept_coef).reshape(len(kept_n), d))
+        select_seconds=np.asarray(select_seconds, dtype=float), checkpoint_n=np.asarray(kept_n, dtype=np.int64),
+        checkpoint_coef=np.asarray(kept_coef).reshape(len(kept_n), d), converged=np.asarray(converged, dtype=np.int8),
+        n_iter=np.asarray(n_iter, dtype=np.int64), finite=np.asarray(finite, dtype=bool), failure=failure)

@@ -183,16 +183,25 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
                                        rng=problem_rng(*case.design_seed),
                                        checkpoints=getattr(spec, "checkpoints", ()))
         if is_image:
-            quality.append(image_quality(result.coef, p.w_true, (28, 28)))
+            quality.append(image_quality(result.coef, p.w_true, (28, 28)) if not result.failed else (np.nan, np.nan))
         if progress:
-            log.info("%s setting %d %s/%s replicate %d (%d/%d): error %.3f at n=%d, %.2f s", experiment,
-                     setting_index, method, strategy, replicate, i + 1, len(replicates), result.errors[-1],
-                     result.n_measurements[-1], time.perf_counter() - start)
+            log.info("%s setting %d %s/%s replicate %d (%d/%d): error %.3f at n=%d, %.2f s, %d of %d fits not "
+                     "converged", experiment, setting_index, method, strategy, replicate, i + 1, len(replicates),
+                     result.errors[-1], result.n_measurements[-1], time.perf_counter() - start,
+                     int(np.sum(result.converged == 0)), result.converged.size)
+        if result.failed:
+            log.warning("%s setting %d %s/%s replicate %d FAILED at %s", experiment, setting_index, method, strategy,
+                        replicate, result.failure)
         cases.append(case)
         results.append(result)
 
+    d = results[0].coef.shape[0]
     group_probs = [r.group_prob for r in results]
-    has_checkpoints = results[0].checkpoint_n.size > 0
+    if any(g is not None for g in group_probs):  # failed replicates have none: NaN rows keep the shape
+        G = next(g for g in group_probs if g is not None).shape[0]
+        group_probs = [np.full(G, np.nan) if g is None else g for g in group_probs]
+    checkpoint_n = np.unique(np.concatenate([r.checkpoint_n for r in results])).astype(np.int64)
+    has_checkpoints = checkpoint_n.size > 0
     return JobResult(
         experiment=experiment, setting_index=setting_index, setting=dict(spec.settings[setting_index]),
         method=method, strategy=strategy, replicate=np.asarray(replicates, dtype=np.int64),
@@ -204,13 +213,26 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
         true_groups=np.stack([c.problem.groups for c in cases]), fit_groups=np.stack([c.fit_groups for c in cases]),
         problem_seed=np.asarray([c.problem_seed for c in cases], dtype=np.int64),
         design_seed=np.asarray([c.design_seed for c in cases], dtype=np.int64),
-        checkpoint_n=results[0].checkpoint_n if has_checkpoints else None,
-        checkpoint_coef=np.stack([r.checkpoint_coef for r in results]) if has_checkpoints else None,
+        checkpoint_n=checkpoint_n if has_checkpoints else None,
+        checkpoint_coef=np.stack([_checkpoints(r, checkpoint_n, d) for r in results])
+        if has_checkpoints else None,
+        converged=np.stack([r.converged for r in results]), n_iter=np.stack([r.n_iter for r in results]),
+        finite=np.stack([r.finite for r in results]), failure=np.array([r.failure for r in results], dtype=str),
         psnr=np.array([q[0] for q in quality]) if is_image else None,
         ssim=np.array([q[1] for q in quality]) if is_image else None,
         config={"experiment": experiment, "setting_index": setting_index, "method": method,
                 "strategy": strategy, "replicates": replicates, "method_params": method_params,
                 "n_steps": steps, "data_options": data_options})
+
+
+def _checkpoints(result, wanted_n, d: int) -> np.ndarray:
+    """The estimates of a run at the rows ``wanted_n``; NaN where a failed run never reached them."""
+    out = np.full((len(wanted_n), d), np.nan)
+    for i, n in enumerate(wanted_n):
+        hit = np.flatnonzero(result.checkpoint_n == n)
+        if hit.size:
+            out[i] = result.checkpoint_coef[hit[0]]
+    return out
 
 
 def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy: str, replicates,

@@ -1,12 +1,13 @@
 """The HDF5 result file of one job, and tidy tables read back from many.
 
-A job is many replicates of one (experiment, setting, method, strategy). Its file holds (format version 1):
+A job is many replicates of one (experiment, setting, method, strategy). Its file holds (format version 2):
 
 File attributes
     ``format`` = "adaptcs.results", ``format_version`` = 1, ``experiment``, ``setting_index``,
     ``setting`` (JSON), ``method``, ``strategy``, ``config`` (JSON of everything the job was run with),
     ``versions`` (JSON: python, adaptcs, numpy, scipy, scikit-learn, h5py), ``blas`` (JSON: BLAS library,
-    version and thread count from threadpoolctl), ``created`` (UTC, ISO 8601).
+    version and thread count from threadpoolctl), ``created`` (UTC, ISO 8601), ``attrs_sha256`` (SHA-256 of
+    all the other attributes; checked on reading).
 
 Datasets (R replicates, T = 1 + number of design steps, d coefficients, G groups)
     ``replicate`` (R,) int: replicate indices.
@@ -24,8 +25,14 @@ Datasets (R replicates, T = 1 + number of design steps, d coefficients, G groups
     ``checkpoint_n`` (K,) int and ``checkpoint_coef`` (R, K, d): estimates kept at some numbers of rows
     (image experiments; optional).
     ``psnr`` (R,) in dB and ``ssim`` (R,): image quality of the final estimate (image experiments; optional).
+    ``converged`` (R, T) int8: per fit, 1 converged, 0 not converged, -1 no convergence test or fit failed.
+    ``n_iter`` (R, T) int: per fit, iterations (sweeps for samplers); -1 where the method reports none.
+    ``finite`` (R, T) bool: per fit, whether the estimate was finite (False from a failed fit on).
+    ``failure`` (R,) bytes (UTF-8): empty, or where and how a replicate's run failed; its errors are NaN from
+    there on and tables count it as failed instead of averaging it.
     (Samplers draw from a third stream, SeedSequence(experiment, setting, replicate, 2).)
-Every dataset carries ``units`` and ``description`` attributes.
+Every dataset carries ``units`` and ``description`` attributes and a Fletcher-32 checksum (HDF5 filter), so a
+flipped bit makes reading fail instead of changing a number; every read error names the file.
 
 A summary file (:func:`write_summary`) holds the merged jobs of one experiment, one HDF5 group per
 (setting, method, strategy) at ``/{setting_index}/{method}/{strategy}`` with the same attributes and
@@ -37,8 +44,10 @@ only when complete, so a killed job never leaves a file that looks finished.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,7 +59,7 @@ import pandas as pd
 from adaptcs._io import atomic_write
 
 FORMAT = "adaptcs.results"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 _DATASETS = {
     # name: (units, description)
@@ -70,8 +79,16 @@ _DATASETS = {
     "checkpoint_coef": ("signal units", "estimates at checkpoint_n, per replicate"),
     "psnr": ("dB", "peak signal-to-noise ratio of the final estimate (clipped to the pixel range [0, 1])"),
     "ssim": ("1", "structural similarity of the final estimate (clipped to [0, 1]) with the true image"),
+    "converged": ("1", "per fit: 1 converged, 0 not converged, -1 no convergence test or the fit failed"),
+    "n_iter": ("1", "per fit: iterations (sweeps for samplers), -1 where the method reports none"),
+    "finite": ("1", "per fit: whether the estimate was finite"),
+    "failure": ("text", "per replicate: empty, or where and how its run failed (UTF-8)"),
 }
 _OPTIONAL = ("group_prob", "checkpoint_n", "checkpoint_coef", "psnr", "ssim")
+
+
+class ResultFileError(ValueError):
+    """A result file that cannot be read or fails its checks; the message names the file."""
 
 
 @dataclass
@@ -99,6 +116,10 @@ class JobResult:
     checkpoint_coef: np.ndarray | None = None
     psnr: np.ndarray | None = None
     ssim: np.ndarray | None = None
+    converged: np.ndarray | None = None
+    n_iter: np.ndarray | None = None
+    finite: np.ndarray | None = None
+    failure: np.ndarray | None = None
     config: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
     blas: list = field(default_factory=list)
@@ -129,14 +150,34 @@ def write_job(path, job: JobResult) -> Path:
 
     Returns the final path. Any failure removes the temporary file and leaves no file at ``path``.
     """
+    _check_complete(job)
     return _atomic_h5(path, lambda f: _write_job_group(f, job))
 
 
+def _check_complete(job: JobResult) -> None:
+    missing = [name for name in _DATASETS if name not in _OPTIONAL and getattr(job, name) is None]
+    if missing:
+        raise ValueError(f"JobResult of {job.experiment}/{job.method}/{job.strategy} lacks {missing}")
+
+
 def read_job(path) -> JobResult:
-    """Read one job file (raises ``ValueError`` if it is not an adaptcs result of a known version)."""
-    with h5py.File(path, "r", locking=False) as f:
+    """Read one job file; :class:`ResultFileError` (a ValueError naming the file) if it is not an adaptcs result
+    of this version or fails a checksum."""
+    with _reading(path) as f:
         _check_format(f, path)
-        return _read_job_group(f)
+        return _read_job_group(f, path)
+
+
+@contextmanager
+def _reading(path):
+    """Open an HDF5 file for reading; any error on the way becomes a ResultFileError naming the file."""
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            yield f
+    except ResultFileError:
+        raise
+    except (OSError, KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
+        raise ResultFileError(f"{path}: cannot read this result file ({type(exc).__name__}: {exc})") from exc
 
 
 def merge_jobs(jobs) -> JobResult:
@@ -185,12 +226,12 @@ def write_summary(path, jobs) -> Path:
 def read_summary(path) -> dict[tuple[int, str, str], JobResult]:
     """Read a summary file: ``{(setting_index, method, strategy): JobResult}``."""
     out = {}
-    with h5py.File(path, "r", locking=False) as f:
+    with _reading(path) as f:
         _check_format(f, path)
         for setting in f:
             for method in f[setting]:
                 for strategy in f[setting][method]:
-                    out[int(setting), method, strategy] = _read_job_group(f[setting][method][strategy])
+                    out[int(setting), method, strategy] = _read_job_group(f[setting][method][strategy], path)
     return out
 
 
@@ -220,10 +261,16 @@ def _atomic_h5(path, write) -> Path:
 
 def _check_format(f, path) -> None:
     if f.attrs.get("format") != FORMAT:
-        raise ValueError(f"{path}: not an adaptcs result file")
+        raise ResultFileError(f"{path}: not an adaptcs result file")
     if int(f.attrs["format_version"]) != FORMAT_VERSION:
-        raise ValueError(f"{path}: result format version {f.attrs['format_version']} is not supported "
-                         f"(this adaptcs reads version {FORMAT_VERSION})")
+        raise ResultFileError(f"{path}: result format version {f.attrs['format_version']} is not supported "
+                              f"(this adaptcs reads version {FORMAT_VERSION}; rerun the jobs that wrote it)")
+
+
+def _attrs_digest(attrs) -> str:
+    """SHA-256 of a group's attributes (all but the digest itself), in a canonical form."""
+    items = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in attrs.items() if k != "attrs_sha256"}
+    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
 
 
 def _write_job_group(g, job: JobResult) -> None:
@@ -242,12 +289,25 @@ def _write_job_group(g, job: JobResult) -> None:
         value = getattr(job, name)
         if value is None:
             continue
-        dset = g.create_dataset(name, data=np.asarray(value))
+        value = np.asarray(value)
+        if value.dtype.kind == "U":  # text as fixed-length UTF-8 bytes, which HDF5 filters (checksums) accept
+            value = np.array([v.encode() for v in value.ravel()], dtype=bytes).reshape(value.shape) \
+                if value.size else np.zeros(value.shape, dtype="S1")
+        # Fletcher-32 checksums need chunked storage, which needs at least one element.
+        dset = g.create_dataset(name, data=value, fletcher32=value.size > 0)
         dset.attrs["units"], dset.attrs["description"] = units, description
+    g.attrs["attrs_sha256"] = _attrs_digest(g.attrs)
 
 
-def _read_job_group(g) -> JobResult:
+def _read_job_group(g, path) -> JobResult:
+    if g.attrs.get("attrs_sha256") != _attrs_digest(g.attrs):
+        raise ResultFileError(f"{path}: the attributes of {g.name} do not match their SHA-256 (corrupted file)")
+    missing = [name for name in _DATASETS if name not in g and name not in _OPTIONAL]
+    if missing:
+        raise ResultFileError(f"{path}: {g.name} lacks the dataset(s) {missing}")
     arrays = {name: g[name][()] for name in _DATASETS if name in g}
+    if "failure" in arrays:
+        arrays["failure"] = np.array([v.decode() for v in arrays["failure"].ravel()], dtype=str)
     return JobResult(
         experiment=str(g.attrs["experiment"]), setting_index=int(g.attrs["setting_index"]),
         setting=json.loads(g.attrs["setting"]), method=str(g.attrs["method"]), strategy=str(g.attrs["strategy"]),

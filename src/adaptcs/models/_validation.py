@@ -77,6 +77,7 @@ def check_groups(groups, d: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """
     if groups is None:
         raise ValueError("groups must be given: one label per coefficient")
+    _check_label_kinds(groups)
     arr = np.asarray(groups)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"groups must be a non-empty 1-D array of labels; got shape {arr.shape}")
@@ -89,6 +90,29 @@ def check_groups(groups, d: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"groups has {arr.shape[0]} labels but X has {d} columns")
     labels, index = np.unique(arr, return_inverse=True)
     return labels, index.astype(np.intp).ravel()
+
+
+def _label_kind(label) -> str:
+    if isinstance(label, (bool, np.bool_)):
+        return "boolean"
+    if isinstance(label, (str, bytes, np.str_, np.bytes_)):
+        return "string"
+    if isinstance(label, (numbers.Number, np.number)):
+        return "number"
+    return type(label).__name__
+
+
+def _check_label_kinds(groups) -> None:
+    """Refuse labels of mixed kinds (``[1, "1", 2]``): numpy would turn them into strings and merge 1 with "1"."""
+    if isinstance(groups, np.ndarray) and groups.dtype != object:
+        return  # one dtype: one kind
+    try:
+        kinds = {_label_kind(label) for label in groups}
+    except TypeError:
+        return  # not iterable: the shape check reports it
+    if len(kinds) > 1:
+        raise ValueError(f"groups mixes labels of different kinds ({', '.join(sorted(kinds))}); use one kind, "
+                         "e.g. all integers or all strings")
 
 
 def group_members(coef_group: np.ndarray, n_groups: int) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -148,6 +172,19 @@ def check_count(value, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
     return int(value)
+
+
+def check_random_generator(rng) -> np.random.Generator:
+    """``numpy.random.default_rng`` semantics: None (fresh entropy), a non-negative integer seed, a SeedSequence
+    or a Generator (used as is); anything else is a ValueError naming ``rng``."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is not None and (isinstance(rng, bool) or not isinstance(rng, (numbers.Integral, np.random.SeedSequence))):
+        raise ValueError(f"rng must be None, an integer seed or a numpy Generator; got {rng!r}")
+    try:
+        return np.random.default_rng(rng)
+    except ValueError as exc:
+        raise ValueError(f"rng: {exc}") from None
 
 
 def _as_float_array(value, name: str) -> np.ndarray:
