@@ -239,3 +239,15 @@ def test_samplers_refuse_a_prior_in_the_wrong_units(c):
                 BayesianGroupLasso(p.groups, 120**0.5, **short)):
         with pytest.raises(ValueError, match="wrong units"):
             est.fit(c * p.X, p.y)
+
+
+@pytest.mark.parametrize("c", [1e-200, 1e-300])
+def test_units_beyond_the_float_range_are_refused_not_overflowed(c):
+    """X of 1e-200 with y of order one makes the coefficients' unit 1e200 and its square overflow: a
+    ValueError naming the units, never OverflowError."""
+    from adaptcs.models import GroupARD
+
+    p = e1_problem(1.0)
+    for est in (GroupARD(p.groups), gss(p, V0 / c**2 if c > 1e-160 else V0)):
+        with pytest.raises(ValueError, match="range|wrong units"):
+            est.fit(c * p.X, p.y)

@@ -51,20 +51,29 @@ class DataScale:
         """Coefficients in original units = coefficients in scaled units times this (y / x)."""
         return self.y / self.x
 
+    @property
+    def coef2(self) -> float:
+        """``coef^2``, the unit of variances of the coefficients; ``ValueError`` if it leaves the float range."""
+        with np.errstate(over="ignore", under="ignore"):
+            unit2 = np.float64(self.coef) ** 2
+        if not (np.isfinite(unit2) and unit2 > 0.0):
+            raise ValueError(f"the coefficients' units are out of floating-point range (X of size {self.x:g}, y of "
+                             f"size {self.y:g}): rescale X or y")
+        return float(unit2)
+
     def scaled_variance(self, var: float, name: str) -> float:
         """A prior variance of the coefficients in scaled units; ``ValueError`` if it leaves the float range."""
-        with np.errstate(over="ignore", under="ignore"):
-            scaled = np.float64(var) / np.float64(self.coef) ** 2
-        if not (np.isfinite(scaled) and scaled > 0.0):
-            raise ValueError(f"{name}={var:g} is out of floating-point range relative to the data (X of size "
-                             f"{self.x:g}, y of size {self.y:g}): rescale X, y or {name}")
-        return float(scaled)
+        return self._divide(var, self.coef, name)
 
     def scaled_noise(self, noise_var: float) -> float:
         """The noise variance in scaled units; ``ValueError`` if it leaves the float range."""
+        return self._divide(noise_var, self.y, "noise_var")
+
+    def _divide(self, value: float, unit: float, name: str) -> float:
+        """``value / unit^2``, squared in numpy so that extreme units give inf or 0 (refused), not OverflowError."""
         with np.errstate(over="ignore", under="ignore"):
-            scaled = np.float64(noise_var) / np.float64(self.y) ** 2
+            scaled = np.float64(value) / np.float64(unit) ** 2
         if not (np.isfinite(scaled) and scaled > 0.0):
-            raise ValueError(f"noise_var={noise_var:g} is out of floating-point range relative to y (of size "
-                             f"{self.y:g}): rescale y or noise_var")
+            raise ValueError(f"{name}={value:g} is out of floating-point range relative to the data (X of size "
+                             f"{self.x:g}, y of size {self.y:g}): rescale X, y or {name}")
         return float(scaled)

@@ -204,7 +204,7 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         # Work on data of unit size (exact power-of-two rescaling): the maximiser of the evidence is equivariant,
         # the group variances scale with unit^2 and the coefficients with unit.
         scale = DataScale.of(X, y)
-        unit = scale.coef
+        unit, unit2 = scale.coef, scale.coef2
         Xs, ys, noise_s = X / scale.x, y / scale.y, scale.scaled_noise(noise_var)
         signal_to_noise = float(np.mean(ys * ys)) / noise_s
         if signal_to_noise > MAX_SIGNAL_TO_NOISE:
@@ -214,7 +214,7 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         if self.warm_start and hasattr(self, "group_var_"):
             if self.group_var_.shape[0] != G:
                 raise ValueError(f"warm_start: the previous fit had {self.group_var_.shape[0]} groups, now {G}")
-            start = self.group_var_ / unit**2
+            start = self.group_var_ / unit2
         else:
             start = np.zeros(G)
         _order, members = val.group_members(coef_group, G)
@@ -248,14 +248,14 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         post = LinearGaussianModel(Xs, ys, noise_s, form="woodbury").posterior(prior_var, np.zeros(d))
         self.n_features_in_ = d
         self.group_labels_ = labels
-        self.group_var_ = state.group_var * unit**2
+        self.group_var_ = state.group_var * unit2
         self.coef_ = post.mean * unit
-        self.coef_var_ = np.maximum(post.var, 0.0) * unit**2
+        self.coef_var_ = np.maximum(post.var, 0.0) * unit2
         self.log_evidence_ = state.log_evidence() - log_unit
         self.evidence_trace_ = np.asarray(trace)
         self.n_iter_ = n_iter
         self.converged_ = converged
         self._posterior = post
-        self._cov_unit = unit**2
+        self._cov_unit = unit2
         self._noise_var = noise_var
         return self

@@ -258,7 +258,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         G = labels.shape[0]
         # Work on data of unit size (exact power-of-two rescaling); see the class Notes.
         scale = DataScale.of(X, y)
-        unit = scale.coef
+        unit, unit2 = scale.coef, scale.coef2
         v0_s = scale.scaled_variance(v0, "v0")
         v_inf = float(self.v_inf_ratio) * v0_s
 
@@ -266,7 +266,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
             if self.sites_.var.shape[0] != d:
                 raise ValueError(f"warm_start: the previous fit had {self.sites_.var.shape[0]} coefficients, "
                                  f"X has {d} columns")
-            sites = EPSites(self.sites_.var / unit**2, self.sites_.mean / unit, self.sites_.logit.copy())
+            sites = EPSites(self.sites_.var / unit2, self.sites_.mean / unit, self.sites_.logit.copy())
         else:
             sites = EPSites.initial(p0[coef_group], v0_s)
 
@@ -355,16 +355,16 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
 
         self.n_features_in_ = d
         self.group_labels_ = labels
-        self.sites_ = EPSites(sites.var * unit**2, sites.mean * unit, sites.logit)
+        self.sites_ = EPSites(sites.var * unit2, sites.mean * unit, sites.logit)
         self.coef_ = post.mean * unit
-        self.coef_var_ = post.var * unit**2
+        self.coef_var_ = post.var * unit2
         self.group_prob_ = group_prob
         self.log_evidence_ = log_ev
         self.n_iter_ = n_iter
         self.converged_ = converged
         self.fixed_point_residual_ = float(residual)
         self._posterior = post
-        self._cov_unit = unit**2
+        self._cov_unit = unit2
         self._noise_var = noise_var
         return self
 
