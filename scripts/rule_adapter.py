@@ -48,6 +48,12 @@ def make_table():
     write_tables(sm.input[0], markdown_path=sm.output.markdown, csv_path=sm.output.csv)
 
 
+def record_config():
+    from adaptcs.workflow import write_effective_config
+
+    write_effective_config(sm.output[0], dict(sm.params.effective))
+
+
 def problem_manifest():
     from adaptcs.experiments import problem_manifest
     from adaptcs.results import write_csv
@@ -58,4 +64,4 @@ def problem_manifest():
 
 
 {"run_job": run_job, "aggregate": aggregate, "plot_figure": plot_figure, "make_table": make_table,
- "problem_manifest": problem_manifest}[sm.rule]()
+ "problem_manifest": problem_manifest, "record_config": record_config}[sm.rule]()

@@ -7,7 +7,7 @@ from adaptcs.cli import main
 from adaptcs.data.synthetic import permute_group_labels
 from adaptcs.experiments import run_synthetic_job, synthetic_case
 from adaptcs.models.registry import PriorInfo, make_estimator
-from adaptcs.results import read_job
+from adaptcs.results import read_job, write_job
 
 
 def test_e2_shares_signals_across_settings_and_permutes_labels():
@@ -57,8 +57,20 @@ def test_cli_run_table_curves(tmp_path, capsys):
     assert main(["run", "--experiment", "E1", "--method", "gss_ep", "--replicates", "0:3", "--out", str(out)]) == 0
     assert read_job(out).errors.shape == (3, 1)
     assert main(["table", str(out)]) == 0
-    assert "| E1 | {} | gss_ep | random |" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "## E1" in text and "| gss_ep | random | **" in text and "Failed replicates" in text
     assert main(["curves", str(out)]) == 0
     assert "n=64" in capsys.readouterr().out
+
+    # A failed replicate is counted, never averaged in silently.
+    job = read_job(out)
+    job.errors[1] = np.nan
+    job.failure = np.array(["", "step 0 (n=64): non-finite estimate", ""])
+    write_job(tmp_path / "failed.h5", job)
+    assert main(["table", str(tmp_path / "failed.h5")]) == 0
+    text = capsys.readouterr().out
+    assert f"**{np.mean(job.errors[[0, 2], -1]):.2f} +- " in text and "1 of 3 failed" in text
+    assert main(["curves", str(tmp_path / "failed.h5")]) == 0
+    assert f"| {np.mean(job.errors[[0, 2], -1]):.3f} | 1 of 3 |" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["run", "--experiment", "E1", "--method", "gss_ep", "--replicates", "a:b", "--out", str(out)])

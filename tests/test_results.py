@@ -119,6 +119,18 @@ def test_merge_rejects_mismatched_jobs(rng):
         merge_jobs([a, b])
 
 
+def test_merge_refuses_chunks_run_with_different_settings(rng):
+    """Chunks of one cell computed with different method_params (a config edited between runs) never mix."""
+    a, b = make_job(rng, R=2), make_job(rng, R=2)
+    b.replicate = np.array([2, 3])
+    a.config = {"n_steps": 3, "method_params": {}, "replicates": [0, 1], "workflow_config": {"results": "x"}}
+    b.config = {"n_steps": 3, "method_params": {}, "replicates": [2, 3], "workflow_config": {"results": "y"}}
+    assert merge_jobs([a, b]).replicate.tolist() == [0, 1, 2, 3]  # only the surrounding config differs
+    b.config["method_params"] = {"tol": 1e-6}
+    with pytest.raises(ValueError, match="different settings"):
+        merge_jobs([a, b])
+
+
 def _flip_bit_in(path, dataset):
     """Flip one bit in the stored bytes of a dataset (as a failing disk or a bad copy would)."""
     with h5py.File(path, "r") as f:
@@ -161,3 +173,31 @@ def test_failures_are_stored_per_replicate(tmp_path, rng):
     job.errors[1, 2:] = np.nan
     back = read_job(write_job(tmp_path / "job.h5", job))
     assert list(back.failure) == list(job.failure)
+
+
+def test_failures_and_convergence_reach_the_tables(rng):
+    """The path from result files to tables: a failed replicate (NaN from its failed step on) is marked failed
+    and left out of the mean, not dropped silently by pandas; fits that did not converge are counted."""
+    from adaptcs.tables import summary_table, to_markdown
+
+    job = make_job(rng, R=3, T=4)
+    job.errors[1, 2:] = np.nan
+    job.finite[1, 2:] = False
+    job.converged[1, 2:] = -1
+    job.failure = np.array(["", "step 2 (n=34): LinAlgError: not positive definite", ""])
+    job.converged[0, [0, 3]] = 0
+    curves = results.jobs_table([job])
+    assert list(curves.columns[-4:]) == ["converged", "n_iter", "finite", "failed"]
+    finals = results.final_rows(curves)
+    assert finals["failed"].tolist() == [False, True, False]
+    assert finals["fits"].tolist() == [4, 2, 4] and finals["not_converged"].tolist() == [2, 0, 0]
+    row = summary_table(finals).iloc[0]
+    assert row["mean"] == pytest.approx(np.mean(job.errors[[0, 2], -1]))
+    assert (row["failed"], row["n"], row["not_converged"], row["fits"]) == (1, 3, 2, 10)
+    assert "(1 of 3 failed; 2 of 10 fits not converged)" in to_markdown(summary_table(finals))
+
+
+def test_final_rows_need_the_failure_columns(rng):
+    curves = results.jobs_table([make_job(rng)]).drop(columns=["converged", "failed"])
+    with pytest.raises(ValueError, match="aggregate the runs again"):
+        results.final_rows(curves)

@@ -6,12 +6,15 @@ import pandas as pd
 from adaptcs.tables import paired_p_value, summary_table, to_markdown
 
 
-def finals(errors_by_method, setting='{"label_noise": 0.1}', setting_index=0):
+def finals(errors_by_method, setting='{"label_noise": 0.1}', setting_index=0, not_converged=None):
+    """Final rows as :func:`adaptcs.results.final_rows` gives them; a NaN error is a failed replicate."""
     rows = []
     for method, errors in errors_by_method.items():
         for replicate, error in enumerate(errors):
             rows.append({"experiment": "E2", "setting_index": setting_index, "setting": setting, "method": method,
-                         "strategy": "random", "replicate": replicate, "error": error})
+                         "strategy": "random", "replicate": replicate, "error": error,
+                         "failed": not np.isfinite(error), "fits": 1,
+                         "not_converged": (not_converged or {}).get(method, [0] * len(errors))[replicate]})
     return pd.DataFrame(rows)
 
 
@@ -38,3 +41,30 @@ def test_markdown_has_a_column_per_setting(rng):
     assert "**0.15 +- 0.05**" in text  # gss_ep is best at 0.1
     assert "**0.55 +- 0.05**" in text  # ss_ep is best at 1.0
     assert "\u2020" in text  # two replicates cannot make a difference significant
+
+
+def test_failed_replicates_are_counted_never_averaged_in(rng):
+    """A failed replicate is out of the mean, counted per cell, and the paired test uses the replicates both
+    rows have; the Markdown cell says "k of N failed"."""
+    table = summary_table(finals({"gss_ep": [0.1, np.nan, 0.3, 0.2], "ss_ep": [0.5, 0.6, 0.7, 0.8]},
+                                 not_converged={"ss_ep": [0, 1, 1, 0]}))
+    by_method = table.set_index("method")
+    assert by_method.loc["gss_ep", "mean"] == np.mean([0.1, 0.3, 0.2])
+    assert (by_method.loc["gss_ep", "failed"], by_method.loc["gss_ep", "n"]) == (1, 4)
+    assert by_method.loc["ss_ep", "failed"] == 0 and by_method.loc["ss_ep", "not_converged"] == 2
+    assert by_method.loc["gss_ep", "best"]
+    assert by_method.loc["ss_ep", "p_value"] == paired_p_value(pd.Series([0.5, 0.7, 0.8], index=[0, 2, 3]),
+                                                               pd.Series([0.1, 0.3, 0.2], index=[0, 2, 3]))
+    text = to_markdown(table)
+    assert "**0.20 +- 0.08** (1 of 4 failed)" in text
+    assert "(2 of 4 fits not converged)" in text
+    assert "Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the " \
+           "mean): 1. Fits that stopped before meeting their convergence test: 2 of 8" in text
+
+
+def test_a_cell_whose_replicates_all_failed():
+    table = summary_table(finals({"gss_ep": [np.nan, np.nan], "ss_ep": [0.5, 0.6]}))
+    by_method = table.set_index("method")
+    assert by_method.loc["ss_ep", "best"] and not by_method.loc["gss_ep", "best"]
+    assert np.isnan(by_method.loc["gss_ep", "mean"]) and np.isnan(by_method.loc["gss_ep", "p_value"])
+    assert "all failed (2 of 2 failed)" in to_markdown(table)

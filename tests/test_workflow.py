@@ -1,7 +1,8 @@
 """The Snakemake workflow: lint, dry runs, a tiny end-to-end run, incremental reruns, config validation.
 
-Every Snakemake call runs in its own temporary working directory (Snakemake locks the directory) with the
-same interpreter (``sys.executable -m snakemake``).
+Snakemake runs from the repository root, as a user runs it (so that the default config/config.yaml is there
+to be wrongly merged in), with the same interpreter (``sys.executable -m snakemake``), without the working
+directory lock (tests write only below their own temporary results folder).
 """
 
 import re
@@ -21,7 +22,6 @@ from adaptcs.workflow import RunJob, find_job, run_jobs
 REPO = Path(__file__).resolve().parents[1]
 
 TINY_CONFIG = {
-    "results": "out",
     "replicates_per_job": 2,
     "experiments": {
         "E1": {"replicates": 2, "methods": ["gss_ep", "ss_ep", "g_ard", "g_lasso", "gss_mcmc"]},
@@ -34,13 +34,21 @@ TINY_CONFIG = {
 }
 
 
-def snakemake(workdir, *args, config=None, check=True):
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+def snakemake(tmp, *args, config=None, check=True):
+    """Run Snakemake from the repository root with its results in ``tmp/out``.
+
+    With ``config``, that config (results set to ``tmp/out``) is written to ``tmp/config.yaml`` and given with
+    ``--configfile``; without, the results folder is set with ``--config`` (on top of the default config, or
+    of a ``--configfile`` among ``args``).
+    """
+    cmd = [sys.executable, "-m", "snakemake", "--nolock"]
     if config is not None:
-        path = Path(workdir) / "config.yaml"
-        path.write_text(yaml.safe_dump(config))
+        path = Path(tmp) / "config.yaml"
+        path.write_text(yaml.safe_dump({**config, "results": str(Path(tmp) / "out")}))
         cmd += ["--configfile", str(path)]
-    proc = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=600)
+    else:
+        cmd += ["--config", f"results={Path(tmp) / 'out'}"]
+    proc = subprocess.run(cmd + list(args), cwd=REPO, capture_output=True, text=True, timeout=600)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
@@ -61,12 +69,55 @@ def test_lint_is_clean(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile, runs", [("config/config.yaml", 43), ("config/paper.yaml", 636)])
+@pytest.mark.parametrize("configfile, runs", [(None, 43), ("config/config.yaml", 43), ("config/paper.yaml", 636)])
 def test_dry_runs_of_shipped_configs(tmp_path, configfile, runs):
-    proc = snakemake(tmp_path, "-n", "--configfile", str(REPO / configfile))
-    jobs = planned_jobs(proc)
+    args = () if configfile is None else ("--configfile", str(REPO / configfile))
+    jobs = planned_jobs(snakemake(tmp_path, "-n", *args))
     assert jobs["run_job"] == runs
     assert jobs["aggregate"] == 6 and jobs["make_table"] == 6 and jobs["plot_figure"] == 15
+    assert jobs["record_config"] == 1
+
+
+def test_a_given_configfile_is_the_whole_config(tmp_path):
+    """Nothing of config/config.yaml is merged into a --configfile: a trimmed file plans only its own jobs."""
+    trimmed = {"experiments": {"E1": {"replicates": 2, "methods": ["gss_ep"]}}}
+    jobs = planned_jobs(snakemake(tmp_path, "-n", config=trimmed))
+    assert jobs == {"record_config": 1, "problem_manifest": 1, "run_job": 1, "aggregate": 1, "make_table": 1,
+                    "plot_figure": 4, "default": 1}
+
+
+def _effective(tmp_path, *args) -> dict:
+    snakemake(tmp_path, "--cores", "1", *args, "--", str(tmp_path / "out/effective_config.yaml"))
+    return yaml.safe_load((tmp_path / "out/effective_config.yaml").read_text())
+
+
+def test_paper_config_runs_the_papers_protocol(tmp_path):
+    """paper.yaml's effective values are the paper's: 160 design steps in E5/E6, samplers with 11,000 sweeps."""
+    paper = _effective(tmp_path / "paper", "--configfile", str(REPO / "config/paper.yaml"))
+    assert paper["experiments"]["E5"]["n_steps"] == 160 and paper["experiments"]["E6"]["n_steps"] == 160
+    assert paper["experiments"]["E3"]["n_steps"] == 32
+    for sampler in ("gss_mcmc", "g_hs", "bg_lasso"):
+        assert paper["method_params"][sampler]["n_samples"] + paper["method_params"][sampler]["burn_in"] == 11_000
+    assert paper["method_params"]["g_lasso"]["k"] == 8.0
+    assert paper["config"] == {**yaml.safe_load((REPO / "config/paper.yaml").read_text()),
+                               "results": str(tmp_path / "paper/out")}
+    # The default config is different (the test can tell them apart): shortened runs, as it says.
+    default = _effective(tmp_path / "default")
+    assert default["experiments"]["E5"]["n_steps"] == 40
+    assert default["method_params"]["gss_mcmc"]["n_samples"] + default["method_params"]["gss_mcmc"]["burn_in"] == 2500
+
+
+@pytest.mark.slow
+def test_cluster_jobs_see_the_given_config(tmp_path):
+    """A job spawned by a cluster executor (cluster-generic, its job script run at once by the submit command)
+    sees exactly the config given to the main process, and records it."""
+    submit = """sh -c 'bash "$0" > "$0.out" 2>&1; echo $$'"""
+    trimmed = {"replicates_per_job": 1, "experiments": {"E1": {"replicates": 1, "methods": ["gss_ep"]}}}
+    snakemake(tmp_path, "--executor", "cluster-generic", "--cluster-generic-submit-cmd", submit, "--jobs", "1",
+              str(tmp_path / "out/runs/E1/setting0/gss_ep-random-chunk0.h5"), config=trimmed)
+    job = read_job(tmp_path / "out/runs/E1/setting0/gss_ep-random-chunk0.h5")
+    schema_defaults = {"method_params": {}, "mnist": {"source": "embedded", "groups": "similarity"}}
+    assert job.config["workflow_config"] == {**trimmed, **schema_defaults, "results": str(tmp_path / "out")}
 
 
 def test_dry_run_with_the_slurm_profile(tmp_path):
@@ -83,7 +134,7 @@ def test_tiny_end_to_end_run(tmp_path):
     job = read_job(out / "runs/E3/setting0/gss_ep-design-chunk0.h5")
     assert job.errors.shape == (2, 4) and list(job.n_measurements) == [32, 33, 34, 35]
     assert job.coef.shape == (2, 512) and job.group_prob.shape == (2, 128)
-    assert job.config["workflow_config"]["results"] == "out"
+    assert job.config["workflow_config"]["results"] == str(out)
     with h5py.File(out / "runs/E1/setting0/ss_ep-random-chunk0.h5") as f:
         assert f.attrs["method"] == "ss_ep" and "blas" in f.attrs
 
@@ -134,6 +185,18 @@ def test_tiny_end_to_end_run(tmp_path):
     ({"experiments": {"E4": {"replicates": 2, "methods": ["gss_ep"], "digits": [10]}}}, "10 is greater than"),
     ({"experiments": {"E4": {"replicates": 2, "methods": ["gss_ep"], "settings": [0]}}}, "selects settings by digits"),
     ({"mnist": {"source": "internet"}}, "'internet' is not one of"),
+    ({"method_params": {"gss_ep": {"tolerance": 1e-5}}},
+     "method_params.gss_ep (used by E1, E2, E3, E5): unknown parameter(s) ['tolerance']"),
+    ({"method_params": {"gss_ep": {"max_iter": -1}}}, "method_params.gss_ep (used by E1, E2, E3, E5): max_iter must "
+                                                      "be an integer >= 1; got -1"),
+    ({"method_params": {"g_ard": {"tol": "small"}}}, "method_params.g_ard (used by E1, E3): tol must be"),
+    ({"method_params": {"gss_mcmc": {"burn_in": -5}}}, "method_params.gss_mcmc (used by E1): burn_in must be"),
+    ({"experiments": {"E3": {"replicates": 2, "methods": ["gss_ep"], "n_steps": 481}}},
+     "experiments.E3.n_steps must be at most 480"),
+    ({"experiments": {"E5": {"replicates": 1, "digits": [3], "methods": ["gss_ep"], "n_steps": 657}}},
+     "experiments.E5.n_steps must be at most 656"),
+    ({"mnist": {"source": "path"}}, "mnist.path (the folder with the official MNIST IDX files) is not given"),
+    ({"mnist": {"source": "path", "path": "/no/such/folder"}}, "mnist.path: /no/such/folder is not a folder"),
 ])
 def test_invalid_config_fails_before_any_job(tmp_path, change, message):
     config = {**TINY_CONFIG, **change}
@@ -159,3 +222,22 @@ def test_job_grid():
     assert job.name == "E3/setting0/ss_ep-design-chunk1"
     with pytest.raises(ValueError, match="no job"):
         find_job(jobs, "E3", 0, "ss_ep", "design", 5)
+
+
+def test_job_logs_capture_warnings(tmp_path):
+    """A ConvergenceWarning raised inside a job reaches the job's log file (every occurrence), not only the
+    console. Run in a fresh interpreter: setup_logging changes process-wide logging and warning filters."""
+    log = tmp_path / "job.log"
+    code = f"""
+import numpy as np
+from adaptcs.models import GroupSpikeSlabEP
+from adaptcs.workflow import setup_logging
+setup_logging({str(log)!r})
+rng = np.random.default_rng(0)
+X, y = rng.normal(size=(8, 12)), rng.normal(size=8)
+for _ in range(2):
+    GroupSpikeSlabEP(np.arange(12) // 3, p0=0.3, v0=1.0, noise_var=0.5, max_iter=1).fit(X, y)
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    text = log.read_text()
+    assert text.count("ConvergenceWarning") == 2 and "WARNING py.warnings" in text

@@ -17,6 +17,7 @@ import sys
 from adaptcs.experiments import SYNTHETIC, run_synthetic_job
 from adaptcs.models.registry import METHODS
 from adaptcs.results import curves_table, final_table, write_job
+from adaptcs.tables import summary_table, to_markdown
 
 
 def parse_replicates(text: str) -> list[int]:
@@ -46,25 +47,26 @@ def _run(args) -> int:
 
 
 def _table(args) -> int:
-    finals = final_table(args.files)
-    keys = ["experiment", "setting_index", "setting", "method", "strategy"]
-    summary = finals.groupby(keys)["error"].agg(["mean", "std", "count"]).reset_index()
-    print("| experiment | setting | method | strategy | error (mean +- std) | replicates |")
-    print("|---|---|---|---|---|---:|")
-    for row in summary.itertuples(index=False):
-        print(f"| {row.experiment} | {row.setting} | {row.method} | {row.strategy} | "
-              f"{row.mean:.3f} +- {row.std:.3f} | {row.count} |")
+    table = summary_table(final_table(args.files))
+    for experiment, block in table.groupby("experiment", sort=True):
+        print(f"## {experiment}\n\n{to_markdown(block)}")
     return 0
 
 
 def _curves(args) -> int:
     curves = curves_table(args.files)
-    table = curves.groupby(["method", "strategy", "n_measurements"])["error"].mean().unstack("n_measurements")
+    cells = curves.groupby(["method", "strategy", "n_measurements"])
+    # the mean over the replicates that had not failed by that step; the failed ones are counted, not hidden
+    table = cells["error"].mean().unstack("n_measurements")
+    failed = curves[curves["failed"]].groupby(["method", "strategy"])["replicate"].nunique()
+    replicates = curves.groupby(["method", "strategy"])["replicate"].nunique()
     columns = [c for i, c in enumerate(table.columns) if i % args.every == 0 or i == len(table.columns) - 1]
-    print("| method | strategy | " + " | ".join(f"n={c}" for c in columns) + " |")
-    print("|---|---|" + "---:|" * len(columns))
+    print("| method | strategy | " + " | ".join(f"n={c}" for c in columns) + " | failed |")
+    print("|---|---|" + "---:|" * len(columns) + "---:|")
     for (method, strategy), row in table[columns].iterrows():
-        print(f"| {method} | {strategy} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
+        print(f"| {method} | {strategy} | " + " | ".join(f"{v:.3f}" for v in row)
+              + f" | {failed.get((method, strategy), 0)} of {replicates[method, strategy]} |")
+    print("\nMean relative error over the replicates that had not failed by that number of rows (nan: none).")
     return 0
 
 

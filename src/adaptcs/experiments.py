@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from adaptcs.data.mnist import SIDE
 from adaptcs.data.synthetic import (
     EXPERIMENT_INDEX,
     GroupSparseProblem,
@@ -109,6 +110,21 @@ def case_estimator(method: str, case: Case, method_params: dict | None = None):
     return estimator
 
 
+def check_n_steps(experiment: str, n_steps: int | None) -> int:
+    """The design steps of ``experiment``: its definition's when ``n_steps`` is None, else ``n_steps``, refused
+    (ValueError) when the rows would outnumber the coefficients (n_initial + n_steps > d)."""
+    spec = experiment_spec(experiment)
+    if n_steps is None:
+        return spec.n_steps
+    if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
+        raise ValueError(f"n_steps must be a non-negative integer; got {n_steps!r}")
+    limit = spec.d - spec.n_initial
+    if n_steps > limit:
+        raise ValueError(f"n_steps must be at most {limit} in {experiment} (its {spec.n_initial} initial rows + "
+                         f"n_steps rows must not exceed its d = {spec.d} coefficients); got {n_steps}")
+    return int(n_steps)
+
+
 def experiment_spec(experiment: str):
     """The definition of a synthetic or MNIST experiment."""
     from adaptcs.experiments_mnist import MNIST
@@ -152,7 +168,7 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
         raise ValueError("replicates must not be empty")
     method_params = dict(method_params or {})
     data_options = dict(data_options or {})
-    steps = spec.n_steps if n_steps is None else int(n_steps)
+    steps = check_n_steps(experiment, n_steps)
     is_image = experiment in MNIST
     if is_image:
         unknown = set(data_options) - {"source", "cache_dir", "path", "groups"}
@@ -183,7 +199,8 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
                                        rng=problem_rng(*case.design_seed),
                                        checkpoints=getattr(spec, "checkpoints", ()))
         if is_image:
-            quality.append(image_quality(result.coef, p.w_true, (28, 28)) if not result.failed else (np.nan, np.nan))
+            failed = (np.nan, np.nan)
+            quality.append(failed if result.failed else image_quality(result.coef, p.w_true, (SIDE, SIDE)))
         if progress:
             log.info("%s setting %d %s/%s replicate %d (%d/%d): error %.3f at n=%d, %.2f s, %d of %d fits not "
                      "converged", experiment, setting_index, method, strategy, replicate, i + 1, len(replicates),

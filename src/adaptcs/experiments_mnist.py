@@ -41,6 +41,11 @@ class MnistExperiment:
     group_size: int = 4
 
     @property
+    def d(self) -> int:
+        """Pixels per image (28 x 28)."""
+        return SIDE * SIDE
+
+    @property
     def settings(self) -> tuple:
         """One setting per (digit, prior knowledge); E4 and E5 have one per digit."""
         if self.prior_kinds == ("none",):

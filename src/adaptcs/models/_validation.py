@@ -129,15 +129,19 @@ def group_members(coef_group: np.ndarray, n_groups: int) -> tuple[np.ndarray, li
     return order, np.split(order, np.cumsum(np.bincount(coef_group, minlength=n_groups))[:-1])
 
 
-def check_probability(p, n_groups: int, name: str = "p0") -> np.ndarray:
+def check_probability(p, n_groups: int | None, name: str = "p0") -> np.ndarray:
     """Validate a prior probability: a scalar or one value per group, each strictly inside (0, 1).
 
     Returns
     -------
     ndarray of float64, shape (n_groups,)
+        As given (a scalar or a vector of any length) when ``n_groups`` is None.
     """
     arr = _as_float_array(p, name)
-    if arr.ndim == 0:
+    if n_groups is None:
+        if arr.ndim > 1:
+            raise ValueError(f"{name} must be a scalar or have one value per group; got shape {arr.shape}")
+    elif arr.ndim == 0:
         arr = np.full(n_groups, float(arr))
     elif arr.ndim != 1 or arr.shape[0] != n_groups:
         raise ValueError(f"{name} must be a scalar or have one value per group ({n_groups}); got shape {arr.shape}")
@@ -172,6 +176,22 @@ def check_count(value, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
     return int(value)
+
+
+def check_bool(value, name: str) -> bool:
+    """Validate a boolean flag (numpy booleans included; 0 and 1 are not flags)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def check_random_state(value, name: str = "random_state") -> None:
+    """Validate a seed: None, a non-negative integer, a SeedSequence or a numpy Generator."""
+    try:
+        check_random_generator(value)
+    except ValueError:
+        raise ValueError(f"{name} must be None, a non-negative integer seed or a numpy Generator; "
+                         f"got {value!r}") from None
 
 
 def check_random_generator(rng) -> np.random.Generator:

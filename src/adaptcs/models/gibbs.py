@@ -50,8 +50,23 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
         """Returns (tau2, prior_logit (G,), v0, shape (G,), rate (G,))."""
         raise NotImplementedError
 
+    def _check_prior_parameters(self) -> dict:
+        """The prior's own parameters, validated without data."""
+        raise NotImplementedError
+
     def _initial(self, X, y, members, prior) -> np.ndarray:
         return np.ones(len(members))
+
+    def _check_hyperparameters(self) -> dict:
+        """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
+        val.check_random_state(self.random_state)
+        return self._check_prior_parameters() | {
+            "noise_var": val.check_positive_scalar(self.noise_var, "noise_var"),
+            "n_samples": val.check_count(self.n_samples, "n_samples"),
+            "burn_in": val.check_count(self.burn_in, "burn_in", minimum=0),
+            "thin": val.check_count(self.thin, "thin"), "refactor_every": val.check_count(self.refactor_every,
+                                                                                        "refactor_every"),
+            "warm_start": val.check_bool(self.warm_start, "warm_start")}
 
     def _typical_group_var(self, prior) -> float:
         """A typical prior value of lam_g (times tau^2 the prior variance of a coefficient), for range checks."""
@@ -73,11 +88,9 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
         X, y = val.check_design(X, y)
         n, d = X.shape
         labels, coef_group = val.check_groups(self.groups, d)
-        noise_var = val.check_positive_scalar(self.noise_var, "noise_var")
-        n_samples = val.check_count(self.n_samples, "n_samples")
-        burn_in = val.check_count(self.burn_in, "burn_in", minimum=0)
-        thin = val.check_count(self.thin, "thin")
-        refactor_every = val.check_count(self.refactor_every, "refactor_every")
+        params = self._check_hyperparameters()
+        noise_var, n_samples, burn_in = params["noise_var"], params["n_samples"], params["burn_in"]
+        thin, refactor_every = params["thin"], params["refactor_every"]
         G = labels.shape[0]
         order, members = val.group_members(coef_group, G)
         sizes = np.bincount(coef_group, minlength=G)
@@ -223,6 +236,9 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
         super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
                          refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
 
+    def _check_prior_parameters(self) -> dict:
+        return {"p0": val.check_probability(self.p0, None, "p0"), "v0": val.check_positive_scalar(self.v0, "v0")}
+
     def _prior(self, G, sizes):
         p0 = val.check_probability(self.p0, G, "p0")
         v0 = val.check_positive_scalar(self.v0, "v0")
@@ -267,6 +283,9 @@ class GroupHorseshoe(_GroupGibbs):
         super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
                          refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
 
+    def _check_prior_parameters(self) -> dict:
+        return {"tau": val.check_positive_scalar(self.tau, "tau")}
+
     def _prior(self, G, sizes):
         tau = val.check_positive_scalar(self.tau, "tau")
         return tau * tau, np.zeros(G), 1.0, np.ones(G), np.ones(G)
@@ -298,6 +317,9 @@ class BayesianGroupLasso(_GroupGibbs):
         self.gamma = gamma
         super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
                          refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
+
+    def _check_prior_parameters(self) -> dict:
+        return {"gamma": val.check_positive_scalar(self.gamma, "gamma")}
 
     def _prior(self, G, sizes):
         # Parametrised with tau^2 = 1 / gamma^2 and lam_g ~ Gamma((d_g + 1) / 2, rate d_g / 2), the same prior on

@@ -181,6 +181,14 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         self.refactor_every = refactor_every
         self.warm_start = warm_start
 
+    def _check_hyperparameters(self) -> dict:
+        """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
+        return {"noise_var": val.check_positive_scalar(self.noise_var, "noise_var"),
+                "tol": val.check_positive_scalar(self.tol, "tol"),
+                "max_iter": val.check_count(self.max_iter, "max_iter"),
+                "refactor_every": val.check_count(self.refactor_every, "refactor_every"),
+                "warm_start": val.check_bool(self.warm_start, "warm_start")}
+
     def fit(self, X, y):
         """Maximise the evidence over the group variances, then form the Gaussian posterior.
 
@@ -196,10 +204,9 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         X, y = val.check_design(X, y)
         n, d = X.shape
         labels, coef_group = val.check_groups(self.groups, d)
-        noise_var = val.check_positive_scalar(self.noise_var, "noise_var")
-        tol = val.check_positive_scalar(self.tol, "tol")
-        max_iter = val.check_count(self.max_iter, "max_iter")
-        refactor_every = val.check_count(self.refactor_every, "refactor_every")
+        params = self._check_hyperparameters()
+        noise_var, tol, max_iter = params["noise_var"], params["tol"], params["max_iter"]
+        refactor_every = params["refactor_every"]
         G = labels.shape[0]
         # Work on data of unit size (exact power-of-two rescaling): the maximiser of the evidence is equivariant,
         # the group variances scale with unit^2 and the coefficients with unit.

@@ -91,6 +91,17 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.warm_start = warm_start
 
+    def _check_hyperparameters(self) -> dict:
+        """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
+        if (self.alpha is None) == (self.k is None):
+            raise ValueError("give exactly one of alpha (penalised form) and k (constrained form)")
+        return {"alpha": None if self.alpha is None else val.check_positive_scalar(self.alpha, "alpha"),
+                "k": None if self.k is None else val.check_positive_scalar(self.k, "k"),
+                "tol": val.check_positive_scalar(self.tol, "tol"),
+                "k_tol": val.check_positive_scalar(self.k_tol, "k_tol"),
+                "max_iter": val.check_count(self.max_iter, "max_iter"),
+                "warm_start": val.check_bool(self.warm_start, "warm_start")}
+
     def fit(self, X, y):
         """Solve the penalised or constrained problem.
 
@@ -106,10 +117,8 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         X, y = val.check_design(X, y)
         n, d = X.shape
         labels, coef_group = val.check_groups(self.groups, d)
-        if (self.alpha is None) == (self.k is None):
-            raise ValueError("give exactly one of alpha (penalised form) and k (constrained form)")
-        tol = val.check_positive_scalar(self.tol, "tol")
-        max_iter = val.check_count(self.max_iter, "max_iter")
+        params = self._check_hyperparameters()
+        tol, max_iter = params["tol"], params["max_iter"]
         _order, members = val.group_members(coef_group, labels.shape[0])
         weights = np.sqrt([len(m) for m in members])
         # Solve on data of unit size (exact power-of-two rescaling): with w = unit w_s, the objective is y^2 times
@@ -123,15 +132,12 @@ class GroupLasso(RegressorMixin, BaseEstimator):
 
         gap_tol = tol
         if self.alpha is not None:
-            alpha = val.check_positive_scalar(self.alpha, "alpha")
-            alpha_s = _in_range(alpha / (scale.x * scale.y), "alpha", scale)
+            alpha_s = _in_range(params["alpha"] / (scale.x * scale.y), "alpha", scale)
             w = solver.solve(alpha_s)
             converged = True
         else:
-            k = val.check_positive_scalar(self.k, "k")
-            k_tol = val.check_positive_scalar(self.k_tol, "k_tol")
-            alpha_s, w, converged, gap_tol = self._search_alpha(solver, _in_range(k / unit, "k", scale), k_tol,
-                                                                max_iter)
+            alpha_s, w, converged, gap_tol = self._search_alpha(solver, _in_range(params["k"] / unit, "k", scale),
+                                                                params["k_tol"], max_iter)
 
         _primal, gap_s = duality_gap(Xs, ys, w, alpha_s, members)
         if not gap_s <= gap_tol * solver.scale:

@@ -225,17 +225,22 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         """Sorted distinct labels (G,) and the group index of each coefficient (d,)."""
         return val.check_groups(self.groups, d)
 
+    def _check_hyperparameters(self) -> dict:
+        """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
+        return {"p0": val.check_probability(self.p0, None, "p0"), "v0": val.check_positive_scalar(self.v0, "v0"),
+                "noise_var": val.check_positive_scalar(self.noise_var, "noise_var"),
+                "damping": val.check_fraction(self.damping, "damping"),
+                "damping_decay": val.check_fraction(self.damping_decay, "damping_decay"),
+                "tol": val.check_positive_scalar(self.tol, "tol"),
+                "max_iter": val.check_count(self.max_iter, "max_iter"),
+                "v_inf_ratio": val.check_positive_scalar(self.v_inf_ratio, "v_inf_ratio"),
+                "warm_start": val.check_bool(self.warm_start, "warm_start")}
+
     def _check_params(self, d: int):
+        params = self._check_hyperparameters()
         labels, coef_group = self._resolve_groups(d)
         p0 = val.check_probability(self.p0, labels.shape[0], "p0")
-        v0 = val.check_positive_scalar(self.v0, "v0")
-        noise_var = val.check_positive_scalar(self.noise_var, "noise_var")
-        val.check_fraction(self.damping, "damping")
-        val.check_fraction(self.damping_decay, "damping_decay")
-        val.check_positive_scalar(self.tol, "tol")
-        val.check_count(self.max_iter, "max_iter")
-        val.check_positive_scalar(self.v_inf_ratio, "v_inf_ratio")
-        return labels, coef_group, p0, v0, noise_var
+        return labels, coef_group, p0, params["v0"], params["noise_var"]
 
     def fit(self, X, y):
         """Run EP to convergence (or ``max_iter``).

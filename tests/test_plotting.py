@@ -1,0 +1,80 @@
+"""Figures from summaries: failed replicates are left out of what is drawn and counted in the labels."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from adaptcs.plotting import FIGURES, plot_curves, plot_errors  # noqa: E402
+from adaptcs.results import JobResult  # noqa: E402
+
+
+def job_with_a_failure(rng, method, *, setting_index=0, setting=None, R=3, T=4, d=784, G=196, checkpoints=False):
+    """A job whose replicate 1 failed at step 2 (NaN from there on, as the design loop records it)."""
+    errors = rng.uniform(0.2, 0.6, (R, T))
+    errors[1, 2:] = np.nan
+    fit_seconds = rng.uniform(0.01, 0.1, (R, T))
+    fit_seconds[1, 3:] = np.nan
+    coef = rng.uniform(0, 1, (R, d))
+    coef[1] = np.nan
+    group_prob = rng.uniform(0, 1, (R, G))
+    group_prob[1] = np.nan
+    converged = np.ones((R, T), dtype=np.int8)
+    converged[1, 2:] = -1
+    groups = np.tile(np.arange(d) % G, (R, 1))
+    return JobResult(
+        experiment="E5", setting_index=setting_index, setting=setting or {"digit": 3}, method=method,
+        strategy="design", replicate=np.arange(R), n_measurements=np.arange(128, 128 + T), errors=errors,
+        fit_seconds=fit_seconds, select_seconds=np.zeros((R, T - 1)), coef=coef, w_true=rng.uniform(0, 1, (R, d)),
+        true_groups=groups, fit_groups=groups, group_prob=group_prob, problem_seed=np.zeros((R, 3), dtype=np.int64),
+        design_seed=np.zeros((R, 4), dtype=np.int64), config={}, converged=converged,
+        n_iter=np.full((R, T), 5), finite=np.isfinite(errors),
+        failure=np.array(["", "step 2 (n=130): non-finite estimate", ""]),
+        checkpoint_n=np.array([128, 131]) if checkpoints else None,
+        checkpoint_coef=coef[:, None, :].repeat(2, axis=1) if checkpoints else None)
+
+
+@pytest.fixture
+def summary(rng):
+    return {(0, "gss_ep", "design"): job_with_a_failure(rng, "gss_ep", checkpoints=True),
+            (0, "ss_ep", "design"): job_with_a_failure(rng, "ss_ep", checkpoints=True)}
+
+
+@pytest.mark.parametrize("kind", sorted(FIGURES))
+def test_every_figure_draws_a_summary_with_failures(summary, kind):
+    """No figure breaks (or warns: warnings are errors here) on NaN from failed replicates."""
+    fig = FIGURES[kind](summary, "E5")
+    fig.canvas.draw()
+    assert fig.axes
+
+
+def _texts(fig) -> str:
+    labels = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels() + ax.texts]
+    labels += [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    return "\n".join(labels)
+
+
+def test_failed_replicates_are_counted_in_labels_and_left_out(summary):
+    fig = plot_errors(summary, "E5")
+    assert _texts(fig).count("1 of 3 failed") == 2
+    points = [line.get_ydata() for line in fig.axes[0].lines if line.get_marker() == "."]
+    job = summary[0, "gss_ep", "design"]
+    np.testing.assert_allclose(points[0], job.errors[[0, 2], -1])  # the replicates drawn: those that did not fail
+    fig = plot_curves(summary, "E5")
+    assert "1 of 3 failed" in _texts(fig)
+    mean_line = next(line for line in fig.axes[0].lines if line.get_label().startswith("gss_ep"))
+    expected = [job.errors[:, t][np.isfinite(job.errors[:, t])].mean() for t in range(4)]
+    np.testing.assert_allclose(mean_line.get_ydata(), expected)
+
+
+def test_errors_across_settings_average_what_did_not_fail(rng):
+    summary = {(s, "gss_ep", "random"): job_with_a_failure(rng, "gss_ep", setting_index=s,
+                                                           setting={"label_noise": f})
+               for s, f in enumerate([0.1, 0.4])}
+    fig = plot_errors(summary, "E2")
+    line = fig.axes[0].lines[0]
+    expected = [np.mean(summary[s, "gss_ep", "random"].errors[[0, 2], -1]) for s in range(2)]
+    np.testing.assert_allclose(np.asarray(line.get_ydata(), dtype=float), expected)
+    assert "2 of 6 failed" in _texts(fig)

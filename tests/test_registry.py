@@ -1,0 +1,55 @@
+"""The method registry: estimators from the prior knowledge, parameters checked without data."""
+
+import numpy as np
+import pytest
+
+from adaptcs.experiments import check_n_steps, run_synthetic_job
+from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES
+from adaptcs.models.registry import METHODS, PER_PROBLEM, PriorInfo, make_estimator
+
+PRIOR = PriorInfo(p0_group=0.1, p0_coef=0.05, v0=0.5, noise_var=0.2)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_method_checks_its_parameters_without_data(method):
+    spec = METHODS[method]
+    spec.check_params({})
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['tolerance'\]"):
+        spec.check_params({"tolerance": 1e-5})
+    with pytest.raises(ValueError, match="unknown parameter"):
+        spec.check_params({"groups": [0, 1]})  # the labels come with the data, never from method_params
+    with pytest.raises(ValueError, match="warm_start must be True or False"):
+        spec.check_params({"warm_start": "yes"})
+    count = "max_iter" if "max_iter" in spec.parameter_names() else "n_samples"
+    with pytest.raises(ValueError, match=f"{count} must be an integer >= 1; got -1"):
+        spec.check_params({count: -1})
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_what_the_check_refuses_fit_refuses_too(method, rng):
+    """The data-free check is the one fit uses: a value it refuses makes fit fail the same way."""
+    count = "max_iter" if "max_iter" in METHODS[method].parameter_names() else "n_samples"
+    estimator = make_estimator(method, np.arange(8) // 2, PRIOR, **{count: 0})
+    with pytest.raises(ValueError, match=f"{count} must be an integer >= 1; got 0"):
+        estimator.fit(rng.normal(size=(5, 8)), rng.normal(size=5))
+
+
+def test_effective_parameters_say_where_each_value_comes_from():
+    gss = METHODS["gss_ep"].effective_params({"tol": 1e-6})
+    assert gss["tol"] == 1e-6 and gss["max_iter"] == 1000
+    assert gss["p0"] == gss["v0"] == gss["noise_var"] == PER_PROBLEM
+    assert METHODS["g_lasso"].effective_params({})["k"] == 8.0
+    gibbs = METHODS["gss_mcmc"].effective_params({})
+    assert (gibbs["n_samples"], gibbs["burn_in"]) == (PAPER_N_SAMPLES, PAPER_BURN_IN) == (10_000, 1_000)
+    assert METHODS["g_hs"].effective_params({"tau": 0.3})["tau"] == 0.3
+
+
+def test_design_steps_are_bounded_by_the_signal_length():
+    assert check_n_steps("E3", None) == 32 and check_n_steps("E5", None) == 160
+    assert check_n_steps("E3", 480) == 480
+    with pytest.raises(ValueError, match="at most 480 in E3"):
+        check_n_steps("E3", 481)
+    with pytest.raises(ValueError, match="non-negative integer"):
+        check_n_steps("E3", -1)
+    with pytest.raises(ValueError, match="at most 480 in E3"):
+        run_synthetic_job("E3", 0, "gss_ep", "design", [0], n_steps=500)
