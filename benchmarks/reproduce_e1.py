@@ -33,8 +33,9 @@ def main() -> None:
     parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS))
     args = parser.parse_args()
 
-    errors = {m: [] for m in args.methods}
+    errors = {m: [] for m in args.methods}  # a NaN estimate shows as a NaN mean, never dropped
     seconds = {m: [] for m in args.methods}
+    not_converged = {m: [] for m in args.methods}  # None for methods without a convergence test
     first_fit = {}
     with threadpool_limits(args.threads):
         for replicate in range(args.signals):
@@ -49,16 +50,26 @@ def main() -> None:
                     first_fit[method] = elapsed
                 seconds[method].append(elapsed)
                 errors[method].append(np.linalg.norm(estimator.coef_ - p.w_true) / np.linalg.norm(p.w_true))
+                flag = getattr(estimator, "converged_", None)
+                not_converged[method].append(None if flag is None else not flag)
 
     print(f"E1: {args.signals} signals, d=512, 128 groups of 4 (round robin), n=64, BLAS threads={args.threads}")
-    print("| method | error (mean +- std) | paper | median ms / fit | first fit s | paper s / fit |")
-    print("|---|---|---|---:|---:|---:|")
+    print("| method | error (mean +- std) | paper | median ms / fit | first fit s | paper s / fit | not converged |")
+    print("|---|---|---|---:|---:|---:|---:|")
     for method in args.methods:
         e = np.asarray(errors[method])
         paper_mean, paper_std, paper_s = PAPER.get(method, (np.nan, np.nan, None))
         paper_time = "" if paper_s is None else f"{paper_s:g}"
         print(f"| {method} | {e.mean():.3f} +- {e.std():.3f} | {paper_mean:.2f} +- {paper_std:.2f} | "
-              f"{1e3 * np.median(seconds[method]):.1f} | {first_fit[method]:.2f} | {paper_time} |")
+              f"{1e3 * np.median(seconds[method]):.1f} | {first_fit[method]:.2f} | {paper_time} | "
+              f"{_count(not_converged[method])} |")
+
+
+def _count(flags) -> str:
+    """``k of N`` fits not converged, or ``no test`` for a method without a convergence test (samplers)."""
+    if any(f is None for f in flags):
+        return "no test"
+    return f"{sum(flags)} of {len(flags)}"
 
 
 if __name__ == "__main__":

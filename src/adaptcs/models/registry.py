@@ -1,9 +1,11 @@
-"""Method names of EXPERIMENTS.md mapped to estimator factories.
+"""Method names of EXPERIMENTS.md mapped to estimators (:class:`Method`).
 
-Every factory takes the group labels the method is told about and a :class:`PriorInfo` (what the paper
-gives every method: the sparsity level, the slab variance and the noise variance), turns it into the
-method's own hyper-parameters as in ALGORITHMS.md section 6, and applies the user's overrides last.
-Adding a method is one entry in :data:`METHODS`.
+A method is made from the group labels it is told about and a :class:`PriorInfo` (what the paper gives every
+method: the sparsity level, the slab variance and the noise variance), turned into the method's own
+hyper-parameters as in ALGORITHMS.md section 6; the method's fixed choices and then the user's overrides go
+on top. Overrides can be checked without data (:meth:`Method.check_params`), through the same check that
+``fit`` runs first (each estimator's ``_check_hyperparameters``). Adding a method is one entry in
+:data:`METHODS`.
 """
 
 from __future__ import annotations
