@@ -148,6 +148,129 @@ def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity
     return float(log_gauss + np.sum(log_sites) + np.sum(log_groups))
 
 
+@dataclass
+class _EPRun:
+    """The end of one EP run on unit-size data (see :func:`_run_ep`)."""
+
+    sites: EPSites
+    post: object  # WoodburyPosterior or DirectPosterior
+    group_prob: np.ndarray  # (G,)
+    cavity: _Cavity  # at the final sites
+    n_iter: int
+    stopped: bool  # the damped change fell below tol (the paper's rule)
+    residual: float  # the last change divided by its damping: small at a fixed point
+    change: float
+    failure: str | None  # why EP stopped early, if it did
+    ill_conditioned: float | None  # the signal-to-noise ratio, when too large for accurate variances
+    converged: bool
+    log_evidence: float  # of the unit-size data; NaN when EP failed or some cavity is invalid
+
+
+def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray, coef_group: np.ndarray,
+            v0: float, v_inf: float, *, damping: float, damping_decay: float, tol: float, max_iter: int) -> _EPRun:
+    """Iterate EP from ``sites`` until the damped change is below ``tol`` or ``max_iter`` (no warnings).
+
+    Parameters
+    ----------
+    model : LinearGaussianModel
+        Unit-size data and noise variance.
+    sites : EPSites
+        Starting sites, shape (d,) each.
+    prior_logit : ndarray, shape (G,)
+        ``logit(p0_g)``.
+    coef_group : ndarray of int, shape (d,)
+        Group index of each coefficient.
+    v0, v_inf : float
+        Slab variance and clamped site variance, in the units of the unit-size data.
+
+    Raises
+    ------
+    ValueError
+        If the posterior cannot be factorised at the starting sites.
+    """
+    G = prior_logit.shape[0]
+
+    def group_logit_of(s: EPSites) -> np.ndarray:
+        return prior_logit + np.bincount(coef_group, weights=s.logit, minlength=G)
+
+    try:
+        post = model.posterior(sites.var, sites.mean / sites.var)
+    except np.linalg.LinAlgError as exc:
+        raise ValueError(f"the posterior cannot be factorised at the start of EP ({exc}); X, y, v0 and noise_var "
+                         "are numerically degenerate together") from None
+    group_logit = group_logit_of(sites)
+    group_prob = expit(group_logit)
+    xi = damping
+    stopped = False
+    failure = None
+    n_iter = 0
+    change = residual = np.inf
+    for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
+        cav = _cavity(post, sites, group_logit[coef_group])
+        new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.valid, xi)
+        step_weight, xi = xi, xi * damping_decay
+        try:
+            new_post = model.posterior(new_sites.var, new_sites.mean / new_sites.var)
+        except np.linalg.LinAlgError as exc:  # rounding broke positive definiteness: keep the last posterior
+            failure = f"the posterior lost positive definiteness at iteration {n_iter} ({exc})"
+            break
+        new_group_logit = group_logit_of(new_sites)
+        new_group_prob = expit(new_group_logit)
+        # Scale-free test: changes of the mean relative to the size of the largest coefficient, and
+        # changes of the group probabilities (not their log-odds, which drift for groups surely on/off).
+        size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
+        change = max(np.max(np.abs(new_post.mean - post.mean)) / size,
+                     np.max(np.abs(new_group_prob - group_prob)))
+        if not np.isfinite(change):  # keep the last finite posterior
+            failure = f"non-finite posterior at iteration {n_iter}"
+            break
+        sites, post, group_logit, group_prob = new_sites, new_post, new_group_logit, new_group_prob
+        # The change an undamped update would make: small at a fixed point, whatever the damping.
+        residual = change / step_weight
+        if change < tol:
+            stopped = True
+            break
+
+    # The decaying damping ends every run eventually (its steps sum to damping / (1 - damping_decay)), so
+    # stopping is not enough: the fit has converged only if the undamped update would barely move it.
+    converged = stopped and failure is None and residual < RESIDUAL_FACTOR * tol
+    snr = model.signal_to_noise(sites.var)
+    ill_conditioned = snr if snr * np.finfo(float).eps > MAX_VARIANCE_ERROR else None
+    cav = _cavity(post, sites, group_logit[coef_group])
+    if ill_conditioned is not None or not np.all(cav.valid):  # not an EP fixed point to be trusted
+        converged = False
+    if failure is None and np.all(cav.valid):
+        log_ev = _log_evidence(model, post, sites, cav, prior_logit, coef_group, v0)
+    else:
+        log_ev = float("nan")
+    return _EPRun(sites=sites, post=post, group_prob=group_prob, cavity=cav, n_iter=n_iter, stopped=stopped,
+                  residual=float(residual), change=float(change), failure=failure,
+                  ill_conditioned=ill_conditioned, converged=converged, log_evidence=log_ev)
+
+
+def _warn_unless_converged(name: str, run: _EPRun, tol: float, max_iter: int) -> None:
+    """The ConvergenceWarnings of a fit, saying why it is not converged."""
+    if run.ill_conditioned is not None:
+        warnings.warn(f"{name}: ill-conditioned fit: site variance x |x_i|^2 / noise_var reaches "
+                      f"{run.ill_conditioned:.3g}, so posterior variances may be off by more than "
+                      f"{MAX_VARIANCE_ERROR:g} relative; the fit is marked not converged", ConvergenceWarning,
+                      stacklevel=3)
+    if run.failure is not None:
+        warnings.warn(f"{name}: EP stopped: {run.failure}; the fit is not converged", ConvergenceWarning,
+                      stacklevel=3)
+    elif run.stopped and run.residual >= RESIDUAL_FACTOR * tol:
+        warnings.warn(f"{name}: EP was stopped by the decaying damping after {run.n_iter} iterations, not at a "
+                      f"fixed point (an undamped update would still change the fit by {run.residual:.3g} > "
+                      f"{RESIDUAL_FACTOR:g} tol)", ConvergenceWarning, stacklevel=3)
+    elif not run.stopped:
+        warnings.warn(f"{name}: EP did not converge in {max_iter} iterations (last change {run.change:.3g} > "
+                      f"tol={tol})", ConvergenceWarning, stacklevel=3)
+    if run.failure is None and not np.all(run.cavity.valid):
+        warnings.warn(f"{name}: {np.count_nonzero(~run.cavity.valid)} site(s) have no valid cavity at the end of EP "
+                      "(posterior variances lost to rounding); log_evidence_ is NaN and the fit is marked not "
+                      "converged", ConvergenceWarning, stacklevel=3)
+
+
 class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     """Group spike-and-slab linear regression fitted by EP (the paper's GSS-EP).
 
@@ -260,7 +383,6 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         d = X.shape[1]
         labels, coef_group, p0, v0, noise_var = self._check_params(d)
         prior_logit = logit(p0)  # p3_g, shape (G,)
-        G = labels.shape[0]
         # Work on data of unit size (exact power-of-two rescaling); see the class Notes.
         scale = DataScale.of(X, y)
         unit, unit2 = scale.coef, scale.coef2
@@ -283,92 +405,25 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                              f"({1 / MAX_SIGNAL_TO_NOISE:.0e} to {MAX_SIGNAL_TO_NOISE:.0e}); v0 or noise_var is "
                              "probably in the wrong units")
 
-        def group_logit_of(s: EPSites) -> np.ndarray:
-            return prior_logit + np.bincount(coef_group, weights=s.logit, minlength=G)
-
         try:
-            post = model.posterior(sites.var, sites.mean / sites.var)
-        except np.linalg.LinAlgError as exc:
-            raise ValueError(f"{type(self).__name__}: the posterior cannot be factorised at the start of EP "
-                             f"({exc}); X, y, v0 and noise_var are numerically degenerate together") from None
-        group_logit = group_logit_of(sites)
-        group_prob = expit(group_logit)
-        xi = float(self.damping)
-        stopped = False  # by the paper's rule: the damped change fell below tol
-        failure = None
-        n_iter = 0
-        change = residual = np.inf
-        for n_iter in range(1, self.max_iter + 1):  # noqa: B007 (read after the loop)
-            cav = _cavity(post, sites, group_logit[coef_group])
-            new_sites = _damped(sites, _matched_sites(cav, v0_s, v_inf), cav.valid, xi)
-            step_weight, xi = xi, xi * self.damping_decay
-            try:
-                new_post = model.posterior(new_sites.var, new_sites.mean / new_sites.var)
-            except np.linalg.LinAlgError as exc:  # rounding broke positive definiteness: keep the last posterior
-                failure = f"the posterior lost positive definiteness at iteration {n_iter} ({exc})"
-                break
-            new_group_logit = group_logit_of(new_sites)
-            new_group_prob = expit(new_group_logit)
-            # Scale-free test: changes of the mean relative to the size of the largest coefficient, and
-            # changes of the group probabilities (not their log-odds, which drift for groups surely on/off).
-            size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
-            change = max(np.max(np.abs(new_post.mean - post.mean)) / size,
-                         np.max(np.abs(new_group_prob - group_prob)))
-            if not np.isfinite(change):  # keep the last finite posterior
-                failure = f"non-finite posterior at iteration {n_iter}"
-                break
-            sites, post, group_logit, group_prob = new_sites, new_post, new_group_logit, new_group_prob
-            # The change an undamped update would make: small at a fixed point, whatever the damping.
-            residual = change / step_weight
-            if change < self.tol:
-                stopped = True
-                break
-
-        # The decaying damping ends every run eventually (its steps sum to damping / (1 - damping_decay)), so
-        # stopping is not enough: the fit has converged only if the undamped update would barely move it.
-        converged = stopped and failure is None and residual < RESIDUAL_FACTOR * self.tol
-        snr = model.signal_to_noise(sites.var)
-        if snr * np.finfo(float).eps > MAX_VARIANCE_ERROR:
-            converged = False
-            warnings.warn(f"{type(self).__name__}: ill-conditioned fit: site variance x |x_i|^2 / noise_var reaches "
-                          f"{snr:.3g}, so posterior variances may be off by more than {MAX_VARIANCE_ERROR:g} relative; "
-                          "the fit is marked not converged", ConvergenceWarning, stacklevel=2)
-        if failure is not None:
-            warnings.warn(f"{type(self).__name__}: EP stopped: {failure}; the fit is not converged",
-                          ConvergenceWarning, stacklevel=2)
-        elif stopped and not converged:
-            warnings.warn(f"{type(self).__name__}: EP was stopped by the decaying damping after {n_iter} iterations, "
-                          f"not at a fixed point (an undamped update would still change the fit by {residual:.3g} "
-                          f"> {RESIDUAL_FACTOR:g} tol)", ConvergenceWarning, stacklevel=2)
-        elif not converged:
-            warnings.warn(f"{type(self).__name__}: EP did not converge in {self.max_iter} iterations "
-                          f"(last change {change:.3g} > tol={self.tol})", ConvergenceWarning, stacklevel=2)
-
-        cav = _cavity(post, sites, group_logit[coef_group])
-        if not np.all(cav.valid):  # some sites could not be updated: not an EP fixed point
-            converged = False
-        if failure is not None:
-            log_ev = float("nan")
-        elif np.all(cav.valid):
-            log_ev = _log_evidence(model, post, sites, cav, prior_logit, coef_group, v0_s) \
-                - model.n * np.log(scale.y)
-        else:
-            warnings.warn(f"{type(self).__name__}: {np.count_nonzero(~cav.valid)} site(s) have no valid cavity at "
-                          "the end of EP (posterior variances lost to rounding); log_evidence_ is NaN and the fit "
-                          "is marked not converged", ConvergenceWarning, stacklevel=2)
-            log_ev = float("nan")
+            run = _run_ep(model, sites, prior_logit, coef_group, v0_s, v_inf, damping=float(self.damping),
+                          damping_decay=float(self.damping_decay), tol=float(self.tol), max_iter=int(self.max_iter))
+        except ValueError as exc:
+            raise ValueError(f"{type(self).__name__}: {exc}") from None
+        _warn_unless_converged(type(self).__name__, run, self.tol, self.max_iter)
+        log_ev = run.log_evidence - model.n * np.log(scale.y)
 
         self.n_features_in_ = d
         self.group_labels_ = labels
-        self.sites_ = EPSites(sites.var * unit2, sites.mean * unit, sites.logit)
-        self.coef_ = post.mean * unit
-        self.coef_var_ = post.var * unit2
-        self.group_prob_ = group_prob
+        self.sites_ = EPSites(run.sites.var * unit2, run.sites.mean * unit, run.sites.logit)
+        self.coef_ = run.post.mean * unit
+        self.coef_var_ = run.post.var * unit2
+        self.group_prob_ = run.group_prob
         self.log_evidence_ = log_ev
-        self.n_iter_ = n_iter
-        self.converged_ = converged
-        self.fixed_point_residual_ = float(residual)
-        self._posterior = post
+        self.n_iter_ = run.n_iter
+        self.converged_ = run.converged
+        self.fixed_point_residual_ = float(run.residual)
+        self._posterior = run.post
         self._cov_unit = unit2
         self._noise_var = noise_var
         return self

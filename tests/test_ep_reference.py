@@ -1,0 +1,49 @@
+"""GSS-EP and SS-EP without hyper-parameter learning give the same numbers as before the learning code existed.
+
+``tests/data/ep_reference.npz`` holds the outputs of commit 928bebc (the last one before learning was added)
+on E1 replicates 0 and 1 (GSS-EP and SS-EP), a problem with more rows than coefficients (the direct form) and
+a warm-started refit with group-specific p0. Iteration counts and flags must agree exactly; the arrays to
+1e-10 relative, which tolerates BLAS kernels that round differently on another CPU but no change of algorithm.
+"""
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from adaptcs.experiments import synthetic_case
+from adaptcs.models import GroupSpikeSlabEP, SpikeSlabEP
+
+REFERENCE = np.load(Path(__file__).parent / "data" / "ep_reference.npz")
+
+
+def _fits():
+    for r in (0, 1):
+        p = synthetic_case("E1", 0, r).problem
+        yield f"e1_{r}_gss", GroupSpikeSlabEP(p.groups, 4 / 128, 1 / 3, 1.0).fit(p.X, p.y)
+        yield f"e1_{r}_ss", SpikeSlabEP(16 / 512, 1 / 3, 1.0).fit(p.X, p.y)
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(40, 24))
+    w = np.where(np.arange(24) // 4 < 2, rng.normal(size=24), 0.0)
+    y = X @ w + rng.normal(0, 0.3, 40)
+    yield "direct_gss", GroupSpikeSlabEP(np.arange(24) // 4, 0.3, 1.0, 0.09).fit(X, y)
+    p = synthetic_case("E1", 0, 2).problem
+    est = GroupSpikeSlabEP(p.groups, np.linspace(0.01, 0.1, 128), 1 / 3, 1.0, warm_start=True)
+    est.fit(p.X[:40], p.y[:40])
+    yield "warm_gss", est.fit(p.X, p.y)
+
+
+def test_fits_are_those_of_the_reference_commit():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # some of these fits end by the damping, as they did then
+        fits = dict(_fits())
+    assert len(fits) == 6
+    for name, est in fits.items():
+        assert est.n_iter_ == REFERENCE[f"{name}.n_iter_"], name
+        assert est.converged_ == REFERENCE[f"{name}.converged_"], name
+        for attr in ("coef_", "coef_var_", "group_prob_", "log_evidence_", "fixed_point_residual_"):
+            np.testing.assert_allclose(getattr(est, attr), REFERENCE[f"{name}.{attr}"], rtol=1e-10, atol=0,
+                                       err_msg=f"{name}.{attr}")
+        for part in ("var", "mean", "logit"):
+            np.testing.assert_allclose(getattr(est.sites_, part), REFERENCE[f"{name}.sites_{part}"], rtol=1e-10,
+                                       atol=1e-300, err_msg=f"{name}.sites_{part}")
