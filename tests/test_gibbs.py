@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from scipy.integrate import quad
+from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs.models import _gibbs_kernel as kernel
 from adaptcs.models import exact_group_spike_slab
@@ -136,3 +137,31 @@ def test_bad_hyperparameters(rng):
         BayesianGroupLasso(groups, gamma=-1.0).fit(X, y)
     with pytest.raises(ValueError, match="p0"):
         GroupSpikeSlabGibbs(groups, p0=1.5).fit(X, y)
+
+
+def test_split_rhat_against_its_definition(rng):
+    """Stationary independent draws give R-hat near 1; a chain whose halves sit at different levels (has not
+    mixed) gives the value of the formula; columns that never move are left out."""
+    from adaptcs.models.gibbs import split_rhat
+
+    iid = rng.normal(size=(4000, 5))
+    assert 1.0 - 0.01 < split_rhat(iid) < 1.01
+    shifted = np.concatenate([rng.normal(0.0, 1.0, (2000, 1)), rng.normal(3.0, 1.0, (2000, 1))])
+    h = 2000
+    expected = np.sqrt(((h - 1) / h + h * 4.5 / h) / 1.0)  # within 1, between-chain variance of the means 4.5
+    assert split_rhat(shifted) == pytest.approx(expected, rel=0.05)
+    with_zeros = np.hstack([iid, np.zeros((4000, 3))])
+    assert split_rhat(with_zeros) == split_rhat(iid)
+    assert np.isnan(split_rhat(iid[:3]))
+
+
+def test_a_chain_that_has_not_mixed_is_not_converged(rng, monkeypatch):
+    from adaptcs.models import gibbs
+
+    X, y, groups, _w = random_group_problem(rng, 20, 5, 3, 0.5)
+    est = GroupSpikeSlabGibbs(groups, 0.3, 1.0, 0.5, n_samples=400, burn_in=50, random_state=0).fit(X, y)
+    assert est.converged_ == (est.rhat_ < gibbs.RHAT_LIMIT) and est.rhat_ < 1.1
+    monkeypatch.setattr(gibbs, "RHAT_LIMIT", 1.0)  # no chain is that good: every fit must say so
+    with pytest.warns(ConvergenceWarning, match="has not mixed"):
+        est.fit(X, y)
+    assert not est.converged_

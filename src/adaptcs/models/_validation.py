@@ -178,6 +178,13 @@ def check_count(value, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_choice(value, choices: tuple, name: str):
+    """Validate that ``value`` is one of ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}; got {value!r}")
+    return value
+
+
 def check_bool(value, name: str) -> bool:
     """Validate a boolean flag (numpy booleans included; 0 and 1 are not flags)."""
     if not isinstance(value, (bool, np.bool_)):

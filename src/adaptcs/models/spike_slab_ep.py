@@ -33,6 +33,8 @@ RESIDUAL_FACTOR = 10.0
 # variances may have lost MAX_VARIANCE_ERROR relative accuracy to cancellation (about eps * signal-to-noise).
 MAX_SIGNAL_TO_NOISE = 1e20
 MAX_VARIANCE_ERROR = 1e-3
+# EM steps per refit when learning warm-started from the previous fit (sequential design; spec section 3.4)
+WARM_EM_STEPS = 10
 
 
 @dataclass
@@ -300,7 +302,22 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         ``v_inf_ratio * v0`` (300 is the paper's v_inf = 100 at its v0 = 1/3). Relative to ``v0`` so that
         the fit does not depend on the units of X and y.
     warm_start : bool
-        Start from the sites of the previous fit (same number of coefficients) instead of the prior.
+        Start from the sites of the previous fit (same number of coefficients) instead of the prior; when
+        learning by the evidence, also from the previously learned hyper-parameters (see Notes).
+    learn : tuple of {"p0", "v0", "noise_var"}
+        Hyper-parameters to learn from the measurements instead of taking them as given (the given values are
+        the starting point). ``()``, the default, uses the given values as they are. With one ``p0`` per group,
+        the offsets between groups are kept and their common level is learned.
+    learn_method : {"evidence", "cv"}
+        Type-II maximum likelihood (grid over p0 and the noise variance with v0 tied to the data, refined by
+        EM-like updates at the EP fixed point) or K-fold cross-validation of the held-out squared error on the
+        same grid. See ``shared/spec/LEARNING-HYPERPARAMETERS.md``.
+    cv : int
+        Number of folds for ``learn_method="cv"``.
+    restart_every : int
+        With ``warm_start`` and evidence learning, every this many warm refits also learns from scratch (grid
+        and refinement) and keeps whichever has the larger evidence: the evidence can have several modes at
+        few rows, and the warm path can stay in the wrong one.
 
     Attributes
     ----------
@@ -322,6 +339,13 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         The last change divided by the damping used for it (same units as ``tol``).
     sites_ : EPSites
         The fitted sites, in the units of the coefficients (used by ``warm_start``).
+    p0_, v0_, noise_var_ : float (p0_: or ndarray of shape (G,), as ``p0`` was given)
+        The hyper-parameters of the fit: learned ones, or the given ones.
+    n_ep_fits_ : int
+        EP runs done by this fit (1 without learning).
+    learn_converged_ : bool
+        Whether the learning ended because the hyper-parameters stopped moving (True without learning).
+        ``converged_`` requires it.
 
     Notes
     -----
@@ -332,7 +356,8 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
-                 max_iter=1000, v_inf_ratio=300.0, warm_start=False):
+                 max_iter=1000, v_inf_ratio=300.0, warm_start=False, learn=(), learn_method="evidence", cv=5,
+                 restart_every=4):
         self.groups = groups
         self.p0 = p0
         self.v0 = v0
@@ -343,6 +368,10 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.v_inf_ratio = v_inf_ratio
         self.warm_start = warm_start
+        self.learn = learn
+        self.learn_method = learn_method
+        self.cv = cv
+        self.restart_every = restart_every
 
     def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """Sorted distinct labels (G,) and the group index of each coefficient (d,)."""
@@ -357,7 +386,22 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                 "tol": val.check_positive_scalar(self.tol, "tol"),
                 "max_iter": val.check_count(self.max_iter, "max_iter"),
                 "v_inf_ratio": val.check_positive_scalar(self.v_inf_ratio, "v_inf_ratio"),
-                "warm_start": val.check_bool(self.warm_start, "warm_start")}
+                "warm_start": val.check_bool(self.warm_start, "warm_start"), "learn": self._check_learn(),
+                "learn_method": val.check_choice(self.learn_method, ("evidence", "cv"), "learn_method"),
+                "cv": val.check_count(self.cv, "cv", minimum=2),
+                "restart_every": val.check_count(self.restart_every, "restart_every")}
+
+    def _check_learn(self) -> tuple[str, ...]:
+        learn = (self.learn,) if isinstance(self.learn, str) else self.learn
+        try:
+            learn = tuple(learn)
+        except TypeError:
+            raise ValueError(f"learn must be a tuple of names from ('p0', 'v0', 'noise_var'); got {self.learn!r}") \
+                from None
+        unknown = [name for name in learn if name not in ("p0", "v0", "noise_var")]
+        if unknown or len(set(learn)) != len(learn):
+            raise ValueError(f"learn must be distinct names from ('p0', 'v0', 'noise_var'); got {self.learn!r}")
+        return learn
 
     def _check_params(self, d: int):
         params = self._check_hyperparameters()
@@ -405,11 +449,20 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                              f"({1 / MAX_SIGNAL_TO_NOISE:.0e} to {MAX_SIGNAL_TO_NOISE:.0e}); v0 or noise_var is "
                              "probably in the wrong units")
 
-        try:
-            run = _run_ep(model, sites, prior_logit, coef_group, v0_s, v_inf, damping=float(self.damping),
-                          damping_decay=float(self.damping_decay), tol=float(self.tol), max_iter=int(self.max_iter))
-        except ValueError as exc:
-            raise ValueError(f"{type(self).__name__}: {exc}") from None
+        learn = self._check_learn()
+        if learn:
+            run, (level, offsets, v0_s, noise_s), n_fits, learn_ok = self._learn(model, sites, p0, coef_group, v0_s,
+                                                                                  scale, learn)
+            p0_fit = expit(level + offsets) if "p0" in learn else p0
+            v0, noise_var = v0_s * unit2, noise_s * scale.y**2
+        else:
+            try:
+                run = _run_ep(model, sites, prior_logit, coef_group, v0_s, v_inf, damping=float(self.damping),
+                              damping_decay=float(self.damping_decay), tol=float(self.tol),
+                              max_iter=int(self.max_iter))
+            except ValueError as exc:
+                raise ValueError(f"{type(self).__name__}: {exc}") from None
+            p0_fit, n_fits, learn_ok = p0, 1, True
         _warn_unless_converged(type(self).__name__, run, self.tol, self.max_iter)
         log_ev = run.log_evidence - model.n * np.log(scale.y)
 
@@ -421,12 +474,67 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         self.group_prob_ = run.group_prob
         self.log_evidence_ = log_ev
         self.n_iter_ = run.n_iter
-        self.converged_ = run.converged
+        self.converged_ = run.converged and learn_ok
         self.fixed_point_residual_ = float(run.residual)
+        self.p0_ = float(p0_fit[0]) if np.ndim(self.p0) == 0 else p0_fit
+        self.v0_ = float(v0)
+        self.noise_var_ = float(noise_var)
+        self.n_ep_fits_ = n_fits
+        self.learn_converged_ = learn_ok
         self._posterior = run.post
         self._cov_unit = unit2
         self._noise_var = noise_var
         return self
+
+    def _learn(self, model, sites, p0, coef_group, v0_s, scale, learn):
+        """Learn the hyper-parameters in ``learn`` (on unit-size data) and run EP at them.
+
+        Returns the final EP run, (level, offsets, v0, noise variance) on unit-size data, the number of EP runs
+        and whether the learning converged.
+        """
+        from adaptcs.models import _ep_learning as lrn
+
+        name = type(self).__name__
+        # p0_g = expit(level + offsets_g): the level is learned, the offsets (prior knowledge) are kept.
+        level = float(logit(np.mean(p0)))
+        offsets = logit(p0) - level if np.ndim(self.p0) else np.zeros_like(p0)
+        problem = lrn.EPProblem(model.X, model.y, coef_group, offsets, v_inf_ratio=float(self.v_inf_ratio),
+                                damping=float(self.damping), damping_decay=float(self.damping_decay))
+        start = lrn.Hyper(level, v0_s, model.noise_var)
+        warm = (self.warm_start and self.learn_method == "evidence" and hasattr(self, "_learned")
+                and self._learned["d"] == model.d and self._learned["learn"] == learn)
+        try:
+            if self.learn_method == "cv":
+                learned = lrn.learn_cv(problem, start, learn, int(self.cv))
+                n_fits = learned.n_ep_fits
+            elif warm:  # sequential design: from the last fit's values and sites, a full restart now and then
+                prev = self._learned
+                start = lrn.Hyper(prev["level"], scale.scaled_variance(prev["v0"], "v0"),
+                                  scale.scaled_noise(prev["noise_var"]))
+                self._learned["refits"] += 1
+                learned = lrn.learn_warm(problem, start, sites, learn, max_outer=WARM_EM_STEPS)
+                n_fits = 0 if learned is None else learned.n_ep_fits
+                if learned is None or self._learned["refits"] % int(self.restart_every) == 0:
+                    fresh = lrn.learn_evidence(problem, start, learn)
+                    n_fits += fresh.n_ep_fits
+                    if learned is None or fresh.run.log_evidence > learned.run.log_evidence:
+                        learned = fresh
+            else:
+                learned = lrn.learn_evidence(problem, start, learn)
+                n_fits = learned.n_ep_fits
+        except ValueError as exc:
+            raise ValueError(f"{name}: learning {', '.join(learn)}: {exc}") from None
+        hyper = learned.hyper
+        run = problem.run(hyper, learned.run.sites, tol=float(self.tol), max_iter=int(self.max_iter))
+        if run is None:  # cannot happen at a point where EP just ran; kept as a clear error
+            raise ValueError(f"{name}: the posterior cannot be factorised at the learned hyper-parameters")
+        if not learned.converged:
+            warnings.warn(f"{name}: learning {', '.join(learn)} did not converge ({learned.message}); the fit is "
+                          "marked not converged", ConvergenceWarning, stacklevel=3)
+        refits = self._learned["refits"] if warm else 0
+        self._learned = {"d": model.d, "learn": learn, "level": hyper.level, "refits": refits,
+                         "v0": hyper.v0 * scale.coef2, "noise_var": hyper.noise_var * scale.y**2}
+        return run, (hyper.level, offsets, hyper.v0, hyper.noise_var), n_fits + 1, learned.converged
 
 
 
@@ -438,9 +546,11 @@ class SpikeSlabEP(GroupSpikeSlabEP):
     """
 
     def __init__(self, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
-                 max_iter=1000, v_inf_ratio=300.0, warm_start=False):
+                 max_iter=1000, v_inf_ratio=300.0, warm_start=False, learn=(), learn_method="evidence", cv=5,
+                 restart_every=4):
         super().__init__(None, p0, v0, noise_var, damping=damping, damping_decay=damping_decay, tol=tol,
-                         max_iter=max_iter, v_inf_ratio=v_inf_ratio, warm_start=warm_start)
+                         max_iter=max_iter, v_inf_ratio=v_inf_ratio, warm_start=warm_start, learn=learn,
+                         learn_method=learn_method, cv=cv, restart_every=restart_every)
 
     def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         index = np.arange(d, dtype=np.intp)

@@ -1,0 +1,291 @@
+"""Hyper-parameters of GSS-EP from the measurements: type-II maximum likelihood and K-fold cross-validation.
+
+``shared/spec/LEARNING-HYPERPARAMETERS.md`` section 3. theta = (p0, v0, s2), of which any subset is learned:
+
+* **evidence** (type-II ML): a coarse grid over p0 and s2 with v0 tied to the second moment of the data
+  (``E[y_i^2] = s2 + v0 sum_j x_ij^2 p0_j``), EP warm-started along decreasing s2; the grid point with the
+  largest EP evidence is refined by EM-like fixed-point updates computed from the EP fixed point
+  (:func:`em_update`), EP warm-started from the previous sites, until theta moves by less than 1e-3 (in
+  logit p0, log v0, log s2).
+* **cv**: the same grid, scored by the held-out squared error of the posterior mean over K folds of the rows.
+
+With group-specific prior knowledge (``p0`` one value per group) the offsets ``logit p0_g - level`` are kept and
+only the common level is learned. Everything here works on unit-size data (see :mod:`._scaling`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import expit, logit
+from sklearn.model_selection import KFold
+
+from adaptcs.models._gaussian import LinearGaussianModel
+from adaptcs.models.spike_slab_ep import EPSites, _EPRun, _log_normal_at_zero, _run_ep
+
+LEARNABLE = ("p0", "v0", "noise_var")
+LEARN_METHODS = ("evidence", "cv")
+GRID_P0 = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)
+GRID_NOISE = (0.6, 0.3, 0.1, 0.03)  # times mean(y^2), visited in this (decreasing) order
+P0_RANGE = (1e-4, 0.9)  # the learned mean prior probability is kept inside
+NOISE_RANGE = (1e-6, 1.0)  # the learned noise variance, times mean(y^2)
+V0_RANGE = (1e-3, 1e3)  # the learned slab variance, relative to the tied value at the learned p0 and s2
+GRID_EP = {"tol": 1e-4, "max_iter": 200}  # badly specified grid points only freeze: do not let them cost more
+REFINE_EP = {"tol": 1e-5, "max_iter": 300}  # the EM updates assume a fixed point
+PHI_TOL = 1e-3
+MAX_OUTER = 50
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """GSS-EP hyper-parameters on unit-size data.
+
+    Attributes
+    ----------
+    level : float
+        Common prior log-odds: ``p0_g = expit(level + offset_g)``.
+    v0 : float
+        Slab variance.
+    noise_var : float
+        Noise variance.
+    """
+
+    level: float
+    v0: float
+    noise_var: float
+
+    def phi(self) -> np.ndarray:
+        """The coordinates the optimiser works in: (level, log v0, log s2)."""
+        return np.array([self.level, np.log(self.v0), np.log(self.noise_var)])
+
+
+@dataclass
+class Learned:
+    """The outcome of learning: the hyper-parameters, the EP run at them, and what it cost."""
+
+    hyper: Hyper
+    run: _EPRun
+    n_ep_fits: int
+    converged: bool  # the refinement stopped because theta stopped moving (or CV scored every grid point)
+    message: str = ""
+
+
+class EPProblem:
+    """Unit-size data, group structure and EP settings: runs EP at any hyper-parameters.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, d)
+    y : ndarray, shape (n,)
+    coef_group : ndarray of int, shape (d,)
+    offsets : ndarray, shape (G,)
+        Fixed per-group prior log-odds offsets (zeros without group-specific prior knowledge).
+    v_inf_ratio, damping, damping_decay : float
+        As in :class:`adaptcs.models.GroupSpikeSlabEP`.
+    """
+
+    def __init__(self, X, y, coef_group, offsets, *, v_inf_ratio: float, damping: float, damping_decay: float):
+        self.X, self.y, self.coef_group, self.offsets = X, y, coef_group, offsets
+        self.v_inf_ratio, self.damping, self.damping_decay = v_inf_ratio, damping, damping_decay
+        self.n = X.shape[0]
+        self.mean_y2 = float(np.mean(y * y))
+        self._column_power = np.mean(X * X, axis=0)  # (d,): mean_i x_ij^2
+        self._models: dict[float, LinearGaussianModel] = {}
+
+    def rows(self, index: np.ndarray) -> EPProblem:
+        """The same problem on a subset of the rows."""
+        return EPProblem(self.X[index], self.y[index], self.coef_group, self.offsets, v_inf_ratio=self.v_inf_ratio,
+                         damping=self.damping, damping_decay=self.damping_decay)
+
+    def prior_logit(self, hyper: Hyper) -> np.ndarray:
+        return hyper.level + self.offsets
+
+    def mean_p0(self, level: float) -> float:
+        """Mean prior probability of a group at ``level``."""
+        return float(np.mean(expit(level + self.offsets)))
+
+    def level_for(self, mean_p0: float) -> float:
+        """The level whose mean prior probability is ``mean_p0`` (monotone; exact without offsets)."""
+        if not np.any(self.offsets):
+            return float(logit(mean_p0))
+        return float(brentq(lambda lv: self.mean_p0(lv) - mean_p0, -60.0, 60.0, xtol=1e-12))
+
+    def tied_v0(self, level: float, noise_var: float) -> float:
+        """The slab variance that makes the prior's mean y_i^2 equal the data's (spec 3.4)."""
+        prob = expit(level + self.offsets)[self.coef_group]
+        signal = max(self.mean_y2 - noise_var, 1e-3 * self.mean_y2)
+        return signal / float(self._column_power @ prob)
+
+    def model(self, noise_var: float) -> LinearGaussianModel:
+        if noise_var not in self._models:
+            if len(self._models) > 64:
+                self._models.clear()
+            self._models[noise_var] = LinearGaussianModel(self.X, self.y, noise_var)
+        return self._models[noise_var]
+
+    def run(self, hyper: Hyper, sites: EPSites | None = None, *, tol: float, max_iter: int) -> _EPRun | None:
+        """EP at ``hyper`` from ``sites`` (the prior's when None); None if the posterior cannot be factorised."""
+        prior_logit = self.prior_logit(hyper)
+        if sites is None:
+            sites = EPSites.initial(expit(prior_logit)[self.coef_group], hyper.v0)
+        try:
+            return _run_ep(self.model(hyper.noise_var), sites, prior_logit, self.coef_group, hyper.v0,
+                           self.v_inf_ratio * hyper.v0, damping=self.damping, damping_decay=self.damping_decay,
+                           tol=tol, max_iter=max_iter)
+        except ValueError:
+            return None
+
+
+def _usable(run: _EPRun | None) -> bool:
+    return run is not None and run.failure is None and np.isfinite(run.log_evidence)
+
+
+def grid(problem: EPProblem, start: Hyper, learn) -> list[list[Hyper]]:
+    """The coarse grid as chains: one chain per p0 level, its points in decreasing s2 (EP warm-started along it).
+
+    Dimensions not learned keep their starting value; v0 is tied to (p0, s2) when it is learned. The starting
+    point is a chain of its own, so that learning never ends worse than where it began.
+    """
+    levels = [problem.level_for(p) for p in GRID_P0] if "p0" in learn else [start.level]
+    noises = [f * problem.mean_y2 for f in GRID_NOISE] if "noise_var" in learn else [start.noise_var]
+    chains = []
+    for level in levels:
+        chains.append([Hyper(level, problem.tied_v0(level, s2) if "v0" in learn else start.v0, s2) for s2 in noises])
+    return chains + [[start]]
+
+
+def _slab_responsibility(run: _EPRun, v0: float):
+    """Cavity moments where valid, and the slab responsibility r1 and E[w_j^2 | slab] of the tilted
+    distributions (cavity times the exact spike-and-slab factor)."""
+    cav = run.cavity
+    vc, mc, pc = cav.var[cav.valid], cav.mean[cav.valid], cav.logit[cav.valid]
+    slab = vc + v0
+    r1 = expit(pc + _log_normal_at_zero(mc, slab) - _log_normal_at_zero(mc, vc))
+    second_moment = vc * v0 / slab + (mc * v0 / slab) ** 2
+    return vc, mc, slab, r1, second_moment
+
+
+def _explained(problem: EPProblem, run: _EPRun) -> float:
+    """``|y - X m|^2 + tr(X V X^T)``: the expected squared residual under the posterior; O(n^2 d)."""
+    resid = problem.y - problem.X @ run.post.mean
+    return float(resid @ resid + np.sum(np.maximum(run.post.quad_rows(problem.X), 0.0)))
+
+
+def evidence_gradient(problem: EPProblem, hyper: Hyper, run: _EPRun) -> np.ndarray:
+    """Gradient of the EP log evidence in (level, log v0, log s2) at an EP fixed point (spec 3.2).
+
+    Exact (the total derivative) at a fixed point where every site matches moments; not where some site is
+    clamped at ``v_inf`` (then only an approximation).
+
+    Returns
+    -------
+    ndarray, shape (3,)
+    """
+    p0_g = expit(problem.prior_logit(hyper))
+    d_level = float(np.sum(run.group_prob - p0_g))
+    vc, mc, slab, r1, _ = _slab_responsibility(run, hyper.v0)
+    d_log_v0 = float(np.sum(r1 * 0.5 * hyper.v0 * (mc * mc / slab**2 - 1.0 / slab)))
+    d_log_s2 = -0.5 * problem.n + _explained(problem, run) / (2.0 * hyper.noise_var)
+    return np.array([d_level, d_log_v0, d_log_s2])
+
+
+def em_update(problem: EPProblem, hyper: Hyper, run: _EPRun, learn) -> Hyper:
+    """One EM-like step (spec 3.3) from the EP fixed point ``run`` at ``hyper``; the learned values only change.
+
+    p0 <- mean_g q(z_g);  s2 <- (|y - X m|^2 + tr(X V X^T)) / n;
+    v0 <- sum_j r1_j E[w_j^2 | slab] / sum_j r1_j  under the tilted distributions (cavity x exact prior factor).
+    """
+    level, v0, s2 = hyper.level, hyper.v0, hyper.noise_var
+    if "p0" in learn:
+        level = problem.level_for(float(np.clip(np.mean(run.group_prob), *P0_RANGE)))
+    if "noise_var" in learn:
+        s2 = float(np.clip(_explained(problem, run) / problem.n, NOISE_RANGE[0] * problem.mean_y2,
+                           NOISE_RANGE[1] * problem.mean_y2))
+    if "v0" in learn:
+        _vc, _mc, _slab, r1, second_moment = _slab_responsibility(run, hyper.v0)
+        if np.sum(r1) > 0.0:
+            v0 = float(np.sum(r1 * second_moment) / np.sum(r1))
+        tied = problem.tied_v0(level, s2)
+        v0 = float(np.clip(v0, V0_RANGE[0] * tied, V0_RANGE[1] * tied))
+    return Hyper(level, v0, s2)
+
+
+def refine(problem: EPProblem, hyper: Hyper, run: _EPRun, learn, max_outer: int = MAX_OUTER) -> Learned:
+    """EM-like refinement from a fixed point, EP warm-started from the previous sites (spec 3.4, step 2)."""
+    mask = np.array([name in learn for name in LEARNABLE])
+    n_fits = 0
+    for _ in range(max_outer):
+        new = em_update(problem, hyper, run, learn)
+        new_run = problem.run(new, run.sites, **REFINE_EP)
+        n_fits += 1
+        if not _usable(new_run):  # EP broke down at the new values: stay at the last good ones
+            return Learned(hyper, run, n_fits, False, "EP failed at the next EM step")
+        step = float(np.max(np.abs(new.phi() - hyper.phi())[mask]))
+        hyper, run = new, new_run
+        if step < PHI_TOL:
+            return Learned(hyper, run, n_fits, True)
+    return Learned(hyper, run, n_fits, False, f"theta still moving after {max_outer} EM steps")
+
+
+def learn_evidence(problem: EPProblem, start: Hyper, learn) -> Learned:
+    """Grid, then EM refinement from its best point (type-II maximum likelihood)."""
+    best, n_fits = None, 0
+    for chain in grid(problem, start, learn):
+        sites = None
+        for hyper in chain:
+            run = problem.run(hyper, sites, **GRID_EP)
+            n_fits += 1
+            if not _usable(run):
+                sites = None
+                continue
+            sites = run.sites
+            if best is None or run.log_evidence > best[1].log_evidence:
+                best = (hyper, run)
+    if best is None:
+        raise ValueError("EP failed at every grid point of the hyper-parameters")
+    learned = refine(problem, *best, learn)
+    return replace(learned, n_ep_fits=learned.n_ep_fits + n_fits)
+
+
+def learn_warm(problem: EPProblem, start: Hyper, sites: EPSites, learn, max_outer: int) -> Learned | None:
+    """EM refinement from the previous fit's hyper-parameters and sites (sequential design); None if EP fails."""
+    run = problem.run(start, sites, **REFINE_EP)
+    if not _usable(run):
+        return None
+    learned = refine(problem, start, run, learn, max_outer)
+    return replace(learned, n_ep_fits=learned.n_ep_fits + 1)
+
+
+def learn_cv(problem: EPProblem, start: Hyper, learn, n_folds: int, seed: int = 0) -> Learned:
+    """The grid point with the smallest K-fold held-out squared error (spec 3.5); EP refitted on all rows."""
+    if problem.n < n_folds:
+        raise ValueError(f"cross-validation with cv={n_folds} folds needs at least {n_folds} rows; got {problem.n}")
+    chains = grid(problem, start, learn)
+    points = [h for chain in chains for h in chain]
+    scores = np.zeros(len(points))
+    n_fits = 0
+    for train, test in KFold(n_folds, shuffle=True, random_state=seed).split(problem.X):
+        sub = problem.rows(train)
+        i = 0
+        for chain in chains:
+            sites = None
+            for hyper in chain:
+                run = sub.run(hyper, sites, **GRID_EP)
+                n_fits += 1
+                if run is None or run.failure is not None:
+                    scores[i] = np.inf
+                    sites = None
+                else:
+                    resid = problem.y[test] - problem.X[test] @ run.post.mean
+                    scores[i] += float(resid @ resid)
+                    sites = run.sites
+                i += 1
+    if not np.any(np.isfinite(scores)):
+        raise ValueError("EP failed on some fold at every grid point of the hyper-parameters")
+    hyper = points[int(np.argmin(scores))]
+    run = problem.run(hyper, None, **REFINE_EP)
+    if not _usable(run):
+        raise ValueError("EP failed on all rows at the hyper-parameters chosen by cross-validation")
+    return Learned(hyper, run, n_fits + 1, True)

@@ -1,0 +1,168 @@
+"""Hyper-parameters of GSS-EP learned from the measurements (type-II ML and cross-validation).
+
+Checked against independent ground truth: the evidence gradient against finite differences of the
+re-converged EP evidence, learned values against the values the data were simulated from, and the units
+(learning on rescaled data gives the rescaled answer).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from adaptcs.models import GroupSpikeSlabEP, SpikeSlabEP
+from adaptcs.models import _ep_learning as lrn
+
+from conftest import random_group_problem
+
+ALL = ("p0", "v0", "noise_var")
+
+
+def simulated(rng, n=400, n_groups=12, group_size=4, p0=0.3, v0=1.0, noise_var=0.25):
+    """Data drawn from the GSS model itself: (X, y, groups, w)."""
+    return random_group_problem(rng, n, n_groups, group_size, noise_var, p0=p0, v0=v0)
+
+
+def tight_problem(X, y, groups):
+    """An EPProblem whose EP runs reach the fixed point to rounding (constant damping)."""
+    _labels, coef_group = np.unique(groups, return_inverse=True)
+    offsets = np.zeros(coef_group.max() + 1)
+    return lrn.EPProblem(X, y, coef_group, offsets, v_inf_ratio=300.0, damping=0.5, damping_decay=1.0)
+
+
+def test_evidence_gradient_matches_finite_differences(rng):
+    """At a moment-matching fixed point (no clamped site) the closed-form gradient is the total derivative
+    of the re-converged EP evidence (spec 3.2)."""
+    checked = 0
+    for _ in range(6):
+        X, y, groups, _w = simulated(rng, n=30, n_groups=6, group_size=3, noise_var=0.3)
+        problem = tight_problem(X, y, groups)
+        hyper = lrn.Hyper(float(np.log(0.4 / 0.6)), 0.8, 0.4)
+        run = problem.run(hyper, tol=1e-12, max_iter=20000)
+        if not run.converged or np.any(run.sites.var >= 0.99 * problem.v_inf_ratio * hyper.v0):
+            continue  # clamped sites: the formula is not the total derivative there
+        checked += 1
+        grad = lrn.evidence_gradient(problem, hyper, run)
+        h = 1e-5
+        for k in range(3):
+            values = []
+            for sign in (1.0, -1.0):
+                phi = hyper.phi()
+                phi[k] += sign * h
+                moved = lrn.Hyper(phi[0], float(np.exp(phi[1])), float(np.exp(phi[2])))
+                values.append(problem.run(moved, run.sites, tol=1e-13, max_iter=20000).log_evidence)
+            fd = (values[0] - values[1]) / (2 * h)
+            assert grad[k] == pytest.approx(fd, rel=1e-5, abs=1e-6), (k, grad, fd)
+    assert checked >= 3
+
+
+def test_learned_values_recover_the_simulating_ones(rng):
+    """With many rows per coefficient (n = 400, d = 48) type-II ML finds the values the data came from."""
+    found = []
+    for _ in range(4):
+        X, y, groups, _w = simulated(rng)
+        est = GroupSpikeSlabEP(groups, p0=0.1, v0=3.0, noise_var=2.0, learn=ALL).fit(X, y)
+        assert est.converged_ and est.learn_converged_
+        found.append((est.p0_, est.v0_, est.noise_var_))
+    p0, v0, noise_var = np.median(found, axis=0)
+    assert noise_var == pytest.approx(0.25, rel=0.1)
+    assert v0 == pytest.approx(1.0, rel=0.35)
+    assert p0 == pytest.approx(0.3, abs=0.15)
+
+
+def test_learning_maximises_the_evidence(rng):
+    """The learned point has a larger evidence than the oracle's, and the gradient vanishes there."""
+    X, y, groups, _w = simulated(rng, n=120)
+    oracle = GroupSpikeSlabEP(groups, p0=0.3, v0=1.0, noise_var=0.25).fit(X, y)
+    learned = GroupSpikeSlabEP(groups, p0=0.3, v0=1.0, noise_var=0.25, learn=ALL).fit(X, y)
+    assert learned.log_evidence_ >= oracle.log_evidence_ - 1e-6
+    problem = tight_problem(X, y, groups)
+    hyper = lrn.Hyper(float(np.log(learned.p0_ / (1 - learned.p0_))), learned.v0_, learned.noise_var_)
+    grad = lrn.evidence_gradient(problem, hyper, problem.run(hyper, tol=1e-10, max_iter=5000))
+    assert np.all(np.abs(grad) < 0.05 * np.sqrt(X.shape[0]))
+
+
+def test_only_the_named_values_are_learned(rng):
+    X, y, groups, _w = simulated(rng, n=120)
+    est = GroupSpikeSlabEP(groups, p0=0.3, v0=1.0, noise_var=0.7, learn=("noise_var",)).fit(X, y)
+    assert (est.p0_, est.v0_) == (0.3, 1.0) and est.noise_var_ != 0.7
+    assert est.noise_var_ == pytest.approx(0.25, rel=0.3)
+    plain = GroupSpikeSlabEP(groups, p0=0.3, v0=1.0, noise_var=0.7).fit(X, y)
+    assert (plain.p0_, plain.v0_, plain.noise_var_, plain.n_ep_fits_) == (0.3, 1.0, 0.7, 1)
+
+
+def test_group_specific_prior_knowledge_keeps_its_offsets(rng):
+    X, y, groups, _w = simulated(rng, n=120)
+    given = np.linspace(0.05, 0.5, 12)
+    est = GroupSpikeSlabEP(groups, p0=given, v0=1.0, noise_var=0.25, learn=("p0",)).fit(X, y)
+    assert est.p0_.shape == (12,)
+    offsets = np.log(est.p0_ / (1 - est.p0_)) - np.log(given / (1 - given))
+    np.testing.assert_allclose(offsets, offsets[0], atol=1e-9)  # one common shift of the log-odds
+    assert abs(offsets[0]) > 1e-3
+
+
+def test_learning_is_unit_free(rng):
+    """Learning on (c X, y) gives v0 / c^2, the same p0 and noise variance, and coefficients / c."""
+    X, y, groups, _w = simulated(rng, n=80)
+    ref = GroupSpikeSlabEP(groups, learn=ALL).fit(X, y)
+    c = 1e3
+    scaled = GroupSpikeSlabEP(groups, v0=1.0 / c**2, learn=ALL).fit(c * X, y)
+    assert scaled.v0_ == pytest.approx(ref.v0_ / c**2, rel=1e-3)
+    assert scaled.p0_ == pytest.approx(ref.p0_, rel=1e-3)
+    assert scaled.noise_var_ == pytest.approx(ref.noise_var_, rel=1e-3)
+    np.testing.assert_allclose(scaled.coef_ * c, ref.coef_, rtol=1e-3, atol=1e-6 * np.max(np.abs(ref.coef_)))
+
+
+def test_cross_validation_picks_a_grid_point(rng):
+    X, y, groups, w = simulated(rng, n=100)
+    est = GroupSpikeSlabEP(groups, learn=ALL, learn_method="cv", cv=4).fit(X, y)
+    p0_grid = np.array(lrn.GRID_P0)
+    assert np.min(np.abs(p0_grid - est.p0_)) < 1e-12
+    noise_grid = np.array(lrn.GRID_NOISE) * np.mean(y * y)
+    assert np.min(np.abs(noise_grid - est.noise_var_) / noise_grid) < 1e-9
+    assert est.n_ep_fits_ == 4 * 25 + 2  # folds x (24 grid points + the start), the refit, the final run
+    assert np.linalg.norm(est.coef_ - w) / np.linalg.norm(w) < 0.3
+    again = GroupSpikeSlabEP(groups, learn=ALL, learn_method="cv", cv=4).fit(X, y)
+    np.testing.assert_array_equal(again.coef_, est.coef_)  # the folds are seeded
+
+
+def test_ungrouped_spike_and_slab_learns_too(rng):
+    X, y, _groups, _w = simulated(rng, n=100)
+    est = SpikeSlabEP(learn=ALL).fit(X, y)
+    assert est.group_prob_.shape == (48,) and np.isfinite(est.log_evidence_)
+    assert est.noise_var_ == pytest.approx(0.25, rel=0.5)
+
+
+def test_warm_learning_in_a_sequence_restarts_periodically(rng):
+    """Refits warm-start both levels; every restart_every-th refit also learns from scratch (more EP runs)."""
+    X, y, groups, _w = simulated(rng, n=60)
+    est = GroupSpikeSlabEP(groups, learn=ALL, warm_start=True, restart_every=3)
+    fits = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a few warm refits may stop at the EM step cap
+        for n in range(40, 47):
+            est.fit(X[:n], y[:n])
+            fits.append(est.n_ep_fits_)
+    cold = fits[0]
+    assert all(f < cold for i, f in enumerate(fits[1:], start=1) if i % 3)  # warm refits are cheaper
+    assert all(f > cold for i, f in enumerate(fits[1:], start=1) if i % 3 == 0)  # restarts redo the grid
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"learn": ("p0", "tau")}, "learn must be distinct names"),
+    ({"learn": ("p0", "p0")}, "learn must be distinct names"),
+    ({"learn": 3}, "learn must be a tuple"),
+    ({"learn_method": "bayes"}, "learn_method must be one of"),
+    ({"cv": 1}, "cv must be an integer >= 2"),
+    ({"restart_every": 0}, "restart_every must be an integer >= 1"),
+])
+def test_bad_learning_parameters_are_refused(rng, params, message):
+    X, y, groups, _w = simulated(rng, n=20)
+    with pytest.raises(ValueError, match=message):
+        GroupSpikeSlabEP(groups, **params).fit(X, y)
+
+
+def test_too_few_rows_for_the_folds(rng):
+    X, y, groups, _w = simulated(rng, n=3)
+    with pytest.raises(ValueError, match="cv=5 folds needs at least 5 rows"):
+        GroupSpikeSlabEP(groups, learn=("p0",), learn_method="cv").fit(X, y)
