@@ -1,0 +1,73 @@
+"""GSS-EP with learned hyper-parameters against the oracle (LEARNING-HYPERPARAMETERS.md section 3.6).
+
+For each problem: the oracle fit (the paper's values from the true signal), type-II maximum likelihood
+(``learn=("p0", "v0", "noise_var")``) and 5-fold cross-validation, on the same data, in the same process.
+Prints mean +- std of the relative error, the median seconds per fit, the median ratio of a learned fit's time
+to the oracle fit's on the same problem, EP runs per fit, and the median learned values.
+
+Run: ``python benchmarks/bench_learning.py --e1 30 --mnist 10`` (E1 signals 0..29; MNIST digit-3 images
+0..9 of the E4 protocol, embedded data). One BLAS thread. ``--no-cv`` skips cross-validation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from adaptcs.experiments import case_estimator, experiment_spec, synthetic_case
+from adaptcs.experiments_mnist import cached_mnist, mnist_case
+
+ALL = ("p0", "v0", "noise_var")
+
+
+def cases(args):
+    for r in range(args.e1):
+        yield "E1", synthetic_case("E1", 0, r)
+    if args.mnist:
+        data = cached_mnist("embedded", None, None)
+        setting = experiment_spec("E4").setting_indices([3])[0]
+        for r in range(args.mnist):
+            yield "MNIST digit 3", mnist_case("E4", setting, r, data=data)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--e1", type=int, default=30, help="E1 signals (default: %(default)s)")
+    parser.add_argument("--mnist", type=int, default=10, help="MNIST digit-3 images (default: %(default)s)")
+    parser.add_argument("--no-cv", action="store_true", help="skip cross-validation")
+    args = parser.parse_args()
+    kinds = {"oracle": {}, "evidence": {"learn": ALL}}
+    if not args.no_cv:
+        kinds["5-fold CV"] = {"learn": ALL, "learn_method": "cv"}
+    rows: dict[tuple, list] = {}
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence is counted below, not printed per fit
+        for name, case in cases(args):
+            p = case.problem
+            oracle_time = None
+            for kind, params in kinds.items():
+                est = case_estimator("gss_ep", case, params)
+                start = time.perf_counter()
+                est.fit(p.X, p.y)
+                seconds = time.perf_counter() - start
+                oracle_time = seconds if kind == "oracle" else oracle_time
+                error = np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true)
+                rows.setdefault((name, kind), []).append(
+                    (error, seconds, seconds / oracle_time, est.n_ep_fits_, float(np.mean(est.p0_)), est.v0_,
+                     est.noise_var_, est.converged_))
+    print("| problem | hyper-parameters | error | s / fit (median) | x oracle time (median) | EP runs | "
+          "learned p0, v0, s2 (median) | not converged |")
+    print("|---|---|---|---:|---:|---:|---|---:|")
+    for (name, kind), values in rows.items():
+        a = np.array(values, dtype=float)
+        learned = "-" if kind == "oracle" else ", ".join(f"{np.median(a[:, k]):.3g}" for k in (4, 5, 6))
+        print(f"| {name} ({len(a)}) | {kind} | {a[:, 0].mean():.3f} +- {a[:, 0].std():.3f} | {np.median(a[:, 1]):.3f} "
+              f"| {np.median(a[:, 2]):.1f} | {np.mean(a[:, 3]):.1f} | {learned} | {int(np.sum(a[:, 7] == 0))} |")
+
+
+if __name__ == "__main__":
+    main()
