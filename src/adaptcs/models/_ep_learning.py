@@ -4,9 +4,9 @@
 
 * **evidence** (type-II ML): a coarse search over p0 and s2 with v0 tied to the second moment of the data
   (``E[y_i^2] = s2 + v0 sum_j x_ij^2 p0_j``; :func:`coarse_search`, a cheaper walk over the spec's grid);
-  the point with the largest EP evidence is refined by EM-like fixed-point updates computed from the EP
-  fixed point (:func:`em_update`), EP warm-started from the previous sites, until theta moves by less than
-  1e-3 (in logit p0, log v0, log s2).
+  from the point with the largest EP evidence, EP runs on with a damped EM-like step of theta
+  (:func:`em_update`) after every site update (:func:`joint_run`) until sites and theta both stop moving: the
+  fixed point of the spec's EM refinement (section 3.3), reached in one run instead of one EP run per EM step.
 * **cv**: the same grid, scored by the held-out squared error of the posterior mean over K folds of the rows.
 
 With group-specific prior knowledge (``p0`` one value per group) the offsets ``logit p0_g - level`` are kept and
@@ -33,11 +33,9 @@ P0_RANGE = (1e-4, 0.9)  # the learned mean prior probability is kept inside
 NOISE_RANGE = (1e-6, 1.0)  # the learned noise variance, times mean(y^2)
 V0_RANGE = (1e-3, 1e3)  # the learned slab variance, relative to the tied value at the learned p0 and s2
 GRID_EP = {"tol": 1e-4, "max_iter": 200}  # badly specified grid points only freeze: do not let them cost more
-SEARCH_EP = {"tol": 1e-3, "max_iter": 100}  # the coarse search only ranks points; EM refines the best one
+SEARCH_EP = {"tol": 1e-3, "max_iter": 100}  # the coarse search only ranks points; the best one is refined
 SEARCH_NOISE = (0.6, 0.3)  # noise levels (times mean(y^2)) tried for every p0 before the best chain continues
-REFINE_EP = {"tol": 1e-5, "max_iter": 300}  # the EM updates assume a fixed point
-PHI_TOL = 1e-3
-MAX_OUTER = 50
+REFINE_EP = {"tol": 1e-5, "max_iter": 1000}  # the joint iteration of sites and hyper-parameters
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,7 @@ class Learned:
     hyper: Hyper
     run: _EPRun
     n_ep_fits: int
-    converged: bool  # the refinement stopped because theta stopped moving (or CV scored every grid point)
+    converged: bool  # the joint iteration reached its fixed point (or CV scored every grid point)
     message: str = ""
 
 
@@ -214,21 +212,40 @@ def em_update(problem: EPProblem, hyper: Hyper, run: _EPRun, learn) -> Hyper:
     return Hyper(level, v0, s2)
 
 
-def refine(problem: EPProblem, hyper: Hyper, run: _EPRun, learn, max_outer: int = MAX_OUTER) -> Learned:
-    """EM-like refinement from a fixed point, EP warm-started from the previous sites (spec 3.4, step 2)."""
+def joint_run(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, *, tol: float,
+              max_iter: int) -> tuple[Hyper, _EPRun | None]:
+    """EP with the learned hyper-parameters moving along with the sites: every iteration also takes a damped
+    EM-like step (:func:`em_update`, in (level, log v0, log s2), weighted like the site update), so one run
+    reaches the joint fixed point (sites matched at theta, theta the EM update of itself).
+
+    Returns the final hyper-parameters and run (None if the posterior cannot be factorised at the start).
+    """
     mask = np.array([name in learn for name in LEARNABLE])
-    n_fits = 0
-    for _ in range(max_outer):
-        new = em_update(problem, hyper, run, learn)
-        new_run = problem.run(new, run.sites, **REFINE_EP)
-        n_fits += 1
-        if not _usable(new_run):  # EP broke down at the new values: stay at the last good ones
-            return Learned(hyper, run, n_fits, False, "EP failed at the next EM step")
-        step = float(np.max(np.abs(new.phi() - hyper.phi())[mask]))
-        hyper, run = new, new_run
-        if step < PHI_TOL:
-            return Learned(hyper, run, n_fits, True)
-    return Learned(hyper, run, n_fits, False, f"theta still moving after {max_outer} EM steps")
+    state = {"hyper": hyper}
+
+    def adapt(post, cav, group_prob, weight):
+        current = state["hyper"]
+        run = _EPRun(sites=None, post=post, group_prob=group_prob, cavity=cav, n_iter=0, stopped=False,
+                     residual=np.inf, change=np.inf, failure=None, ill_conditioned=None, converged=False,
+                     log_evidence=np.nan)
+        target = em_update(problem, current, run, learn)
+        phi = current.phi() + weight * np.where(mask, target.phi() - current.phi(), 0.0)
+        moved = Hyper(float(phi[0]), float(np.exp(phi[1])), float(np.exp(phi[2])))
+        state["hyper"] = moved
+        change = float(np.max(np.abs(phi - current.phi())))
+        return (problem.model(moved.noise_var), problem.prior_logit(moved), moved.v0,
+                problem.v_inf_ratio * moved.v0, change)
+
+    prior_logit = problem.prior_logit(hyper)
+    if sites is None:
+        sites = EPSites.initial(expit(prior_logit)[problem.coef_group], hyper.v0)
+    try:
+        run = _run_ep(problem.model(hyper.noise_var), sites, prior_logit, problem.coef_group, hyper.v0,
+                      problem.v_inf_ratio * hyper.v0, damping=problem.damping, damping_decay=problem.damping_decay,
+                      tol=tol, max_iter=max_iter, adapt=adapt)
+    except ValueError:
+        return hyper, None
+    return state["hyper"], run
 
 
 def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, _EPRun, int]:
@@ -283,20 +300,28 @@ def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, _EPRu
     return best_hyper, best_run, n_fits
 
 
-def learn_evidence(problem: EPProblem, start: Hyper, learn) -> Learned:
-    """Coarse search, then EM refinement from its best point (type-II maximum likelihood)."""
-    hyper, run, n_fits = coarse_search(problem, start, learn)
-    learned = refine(problem, hyper, run, learn)
-    return replace(learned, n_ep_fits=learned.n_ep_fits + n_fits)
-
-
-def learn_warm(problem: EPProblem, start: Hyper, sites: EPSites, learn, max_outer: int) -> Learned | None:
-    """EM refinement from the previous fit's hyper-parameters and sites (sequential design); None if EP fails."""
-    run = problem.run(start, sites, **REFINE_EP)
+def _joint(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn) -> Learned | None:
+    hyper, run = joint_run(problem, hyper, sites, learn, **REFINE_EP)
     if not _usable(run):
         return None
-    learned = refine(problem, start, run, learn, max_outer)
-    return replace(learned, n_ep_fits=learned.n_ep_fits + 1)
+    message = "" if run.converged else (f"EP with the hyper-parameters moving did not reach a joint fixed point in "
+                                        f"{run.n_iter} iterations (last change {run.change:.3g})")
+    return Learned(hyper, run, 1, run.converged, message)
+
+
+def learn_evidence(problem: EPProblem, start: Hyper, learn) -> Learned:
+    """Coarse search, then EP with EM-like steps from its best point to the joint fixed point (type-II ML)."""
+    hyper, run, n_fits = coarse_search(problem, start, learn)
+    learned = _joint(problem, hyper, run.sites, learn)
+    if learned is None:  # the joint iteration broke down: keep the best point of the search, not converged
+        return Learned(hyper, run, n_fits + 1, False, "EP failed while refining the hyper-parameters")
+    return replace(learned, n_ep_fits=n_fits + 1)
+
+
+def learn_warm(problem: EPProblem, start: Hyper, sites: EPSites, learn) -> Learned | None:
+    """From the previous fit's hyper-parameters and sites to the joint fixed point (sequential design); None if
+    EP fails there."""
+    return _joint(problem, start, sites, learn)
 
 
 def learn_cv(problem: EPProblem, start: Hyper, learn, n_folds: int, seed: int = 0) -> Learned:

@@ -33,8 +33,6 @@ RESIDUAL_FACTOR = 10.0
 # variances may have lost MAX_VARIANCE_ERROR relative accuracy to cancellation (about eps * signal-to-noise).
 MAX_SIGNAL_TO_NOISE = 1e20
 MAX_VARIANCE_ERROR = 1e-3
-# EM steps per refit when learning warm-started from the previous fit (sequential design; spec section 3.4)
-WARM_EM_STEPS = 10
 
 
 @dataclass
@@ -169,7 +167,8 @@ class _EPRun:
 
 
 def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray, coef_group: np.ndarray,
-            v0: float, v_inf: float, *, damping: float, damping_decay: float, tol: float, max_iter: int) -> _EPRun:
+            v0: float, v_inf: float, *, damping: float, damping_decay: float, tol: float, max_iter: int,
+            adapt=None) -> _EPRun:
     """Iterate EP from ``sites`` until the damped change is below ``tol`` or ``max_iter`` (no warnings).
 
     Parameters
@@ -184,6 +183,11 @@ def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray,
         Group index of each coefficient.
     v0, v_inf : float
         Slab variance and clamped site variance, in the units of the unit-size data.
+    adapt : callable, optional
+        Hyper-parameters that move with the sites (learning): called every iteration as
+        ``adapt(post, cavity, group_prob, weight)`` with the damping ``weight`` of the iteration, it returns
+        ``(model, prior_logit, v0, v_inf, change)`` for the next iteration, ``change`` in the units of ``tol``
+        (the run converges when sites and hyper-parameters both stop moving).
 
     Raises
     ------
@@ -210,6 +214,9 @@ def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray,
     for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
         cav = _cavity(post, sites, group_logit[coef_group])
         new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.valid, xi)
+        hyper_change = 0.0
+        if adapt is not None:
+            model, prior_logit, v0, v_inf, hyper_change = adapt(post, cav, group_prob, xi)
         step_weight, xi = xi, xi * damping_decay
         try:
             new_post = model.posterior(new_sites.var, new_sites.mean / new_sites.var)
@@ -222,7 +229,7 @@ def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray,
         # changes of the group probabilities (not their log-odds, which drift for groups surely on/off).
         size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
         change = max(np.max(np.abs(new_post.mean - post.mean)) / size,
-                     np.max(np.abs(new_group_prob - group_prob)))
+                     np.max(np.abs(new_group_prob - group_prob)), hyper_change)
         if not np.isfinite(change):  # keep the last finite posterior
             failure = f"non-finite posterior at iteration {n_iter}"
             break
@@ -309,9 +316,10 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         the starting point). ``()``, the default, uses the given values as they are. With one ``p0`` per group,
         the offsets between groups are kept and their common level is learned.
     learn_method : {"evidence", "cv"}
-        Type-II maximum likelihood (grid over p0 and the noise variance with v0 tied to the data, refined by
-        EM-like updates at the EP fixed point) or K-fold cross-validation of the held-out squared error on the
-        same grid. See ``shared/spec/LEARNING-HYPERPARAMETERS.md``.
+        Type-II maximum likelihood (a coarse search over p0 and the noise variance with v0 tied to the data,
+        refined by EP iterations that also take EM-like steps of the hyper-parameters) or K-fold
+        cross-validation of the held-out squared error on the spec's 6 x 4 grid. See
+        ``shared/spec/LEARNING-HYPERPARAMETERS.md``.
     cv : int
         Number of folds for ``learn_method="cv"``.
     restart_every : int
@@ -512,7 +520,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                 start = lrn.Hyper(prev["level"], scale.scaled_variance(prev["v0"], "v0"),
                                   scale.scaled_noise(prev["noise_var"]))
                 self._learned["refits"] += 1
-                learned = lrn.learn_warm(problem, start, sites, learn, max_outer=WARM_EM_STEPS)
+                learned = lrn.learn_warm(problem, start, sites, learn)
                 n_fits = 0 if learned is None else learned.n_ep_fits
                 if learned is None or self._learned["refits"] % int(self.restart_every) == 0:
                     fresh = lrn.learn_evidence(problem, start, learn)
