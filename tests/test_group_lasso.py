@@ -74,3 +74,24 @@ def test_loose_constraint_and_bad_input(rng):
     est = GroupLasso(groups, k=1e6).fit(X, y)  # never binds: close to least squares
     np.testing.assert_allclose(est.coef_, np.linalg.lstsq(X, y, rcond=None)[0], atol=1e-3)
     assert not hasattr(est, "cov_matvec")
+
+
+def test_cross_validated_penalty_is_close_to_the_best_on_the_path(rng):
+    """k="cv": the chosen penalty's estimate is nearly as close to the truth as the best penalty of the same
+    path (judged against the true coefficients, which cross-validation never sees), far better than the ends."""
+    from adaptcs.models.group_lasso import N_CV_ALPHAS
+
+    X, y, groups, w = random_group_problem(rng, 80, 16, 4, 1.0, p0=0.2)
+    est = GroupLasso(groups, k="cv").fit(X, y)
+    assert est.converged_ and est.n_iter_ == 1
+    alpha_max = np.max([np.linalg.norm(X[:, groups == g].T @ y) / 2.0 for g in range(16)])
+    path = alpha_max * np.logspace(0.0, -3.0, N_CV_ALPHAS + 1)[1:]
+    assert np.min(np.abs(np.log(path / est.alpha_))) < 1e-9  # a point of the path
+    errors = [np.linalg.norm(GroupLasso(groups, alpha=a).fit(X, y).coef_ - w) for a in path]
+    chosen = np.linalg.norm(est.coef_ - w)
+    assert chosen <= 1.25 * min(errors)
+    assert chosen < 0.5 * max(errors[0], errors[-1])
+    with pytest.raises(ValueError, match="cv must be an integer >= 2"):
+        GroupLasso(groups, k="cv", cv=1).fit(X, y)
+    with pytest.raises(ValueError, match="needs at least 5 rows"):
+        GroupLasso(groups, k="cv").fit(X[:4], y[:4])

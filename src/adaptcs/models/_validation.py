@@ -178,6 +178,18 @@ def check_count(value, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_names(value, allowed: tuple, name: str) -> tuple[str, ...]:
+    """Validate a tuple of distinct names from ``allowed`` (a single name is a tuple of one)."""
+    names = (value,) if isinstance(value, str) else value
+    try:
+        names = tuple(names)
+    except TypeError:
+        raise ValueError(f"{name} must be a tuple of names from {allowed}; got {value!r}") from None
+    if any(n not in allowed for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"{name} must be distinct names from {allowed}; got {value!r}")
+    return names
+
+
 def check_choice(value, choices: tuple, name: str):
     """Validate that ``value`` is one of ``choices``."""
     if not isinstance(value, str) or value not in choices:

@@ -28,6 +28,7 @@ from adaptcs.models._scaling import DataScale
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 MAX_SIGNAL_TO_NOISE = 1e20  # mean(y^2) / noise_var beyond this cannot be resolved in double precision
+NOISE_FLOOR = 1e-6  # a learned noise variance stays above this fraction of mean(y^2)
 _CANCELLATION = 1e-8  # rank updates whose factors 1 + delta sigma fall below this are replaced by a refactorisation
 
 
@@ -129,6 +130,41 @@ class _EvidenceState:
         self.group_var[g] = new
         return delta
 
+    def update_noise(self, floor: float) -> float:
+        """Maximise the evidence over the noise variance (>= ``floor``) with the group variances fixed; returns
+        the change. Exact: with ``X A X^T = U diag(mu) U^T`` and ``r = U^T y`` the evidence is
+        ``-1/2 sum_i [log(s2 + mu_i) + r_i^2 / (s2 + mu_i)]``, maximised in one dimension (O(n^3))."""
+        a = self.group_var[self.coef_group]
+        active = a > 0
+        Xa = self.X[:, active]
+        mu, U = np.linalg.eigh((Xa * a[active]) @ Xa.T)
+        mu = np.maximum(mu, 0.0)
+        r2 = (U.T @ self.y) ** 2
+
+        def evidence(s2):
+            return -0.5 * float(np.sum(np.log(s2 + mu) + r2 / (s2 + mu)))
+
+        def gradient(s2):
+            return float(np.sum(r2 / (s2 + mu) ** 2 - 1.0 / (s2 + mu)))
+
+        old = self.noise_var
+        upper = 2.0 * max(float(np.mean(r2)), floor)
+        for _ in range(200):  # the evidence falls off as -n/2 log s2 for large s2: a bracket is soon found
+            if gradient(upper) < 0.0:
+                break
+            upper *= 2.0
+        if gradient(floor) <= 0.0:
+            new = floor
+        elif gradient(upper) >= 0.0:
+            new = upper
+        else:
+            new = float(brentq(gradient, floor, upper, xtol=1e-14 * upper, rtol=1e-12))
+        if evidence(new) < evidence(old):  # a stationary point that is not an improvement: keep the old value
+            return 0.0
+        self.noise_var = new
+        self.refactor()
+        return new - old
+
     def candidates(self, n_groups: int) -> np.ndarray:
         """Groups worth visiting: active ones, and inactive ones whose evidence gradient at 0 is positive."""
         diag_S = np.einsum("ij,ij->j", self.X, self.Z)
@@ -153,7 +189,10 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     refactor_every : int
         Recompute ``C^{-1}`` from a fresh Cholesky factor every this many sweeps.
     warm_start : bool
-        Start from the previous fit's group variances instead of all zero.
+        Start from the previous fit's group variances (and learned noise variance) instead of all zero.
+    learn : tuple, () or ("noise_var",)
+        ``("noise_var",)`` also maximises the evidence over the noise variance (``noise_var`` is the start), by
+        an exact one-dimensional maximisation after every sweep over the groups.
 
     Attributes
     ----------
@@ -171,15 +210,19 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     converged_ : bool
     evidence_trace_ : ndarray, shape (n_iter_ + 1,)
         Log evidence at the start and after every sweep (never decreases).
+    noise_var_ : float
+        The noise variance of the fit (learned, or the given one).
     """
 
-    def __init__(self, groups, noise_var=1.0, *, tol=1e-6, max_iter=500, refactor_every=10, warm_start=False):
+    def __init__(self, groups, noise_var=1.0, *, tol=1e-6, max_iter=500, refactor_every=10, warm_start=False,
+                 learn=()):
         self.groups = groups
         self.noise_var = noise_var
         self.tol = tol
         self.max_iter = max_iter
         self.refactor_every = refactor_every
         self.warm_start = warm_start
+        self.learn = learn
 
     def _check_hyperparameters(self) -> dict:
         """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
@@ -187,7 +230,8 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                 "tol": val.check_positive_scalar(self.tol, "tol"),
                 "max_iter": val.check_count(self.max_iter, "max_iter"),
                 "refactor_every": val.check_count(self.refactor_every, "refactor_every"),
-                "warm_start": val.check_bool(self.warm_start, "warm_start")}
+                "warm_start": val.check_bool(self.warm_start, "warm_start"),
+                "learn": val.check_names(self.learn, ("noise_var",), "learn")}
 
     def fit(self, X, y):
         """Maximise the evidence over the group variances, then form the Gaussian posterior.
@@ -218,10 +262,13 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
             raise ValueError(f"GroupARD: mean(y^2) / noise_var = {signal_to_noise:.3g} exceeds "
                              f"{MAX_SIGNAL_TO_NOISE:.0e}, beyond what double precision can resolve; noise_var is "
                              "probably in the wrong units")
+        learn_noise = "noise_var" in params["learn"]
         if self.warm_start and hasattr(self, "group_var_"):
             if self.group_var_.shape[0] != G:
                 raise ValueError(f"warm_start: the previous fit had {self.group_var_.shape[0]} groups, now {G}")
             start = self.group_var_ / unit2
+            if learn_noise:
+                noise_s = scale.scaled_noise(self.noise_var_)
         else:
             start = np.zeros(G)
         _order, members = val.group_members(coef_group, G)
@@ -235,6 +282,8 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
             for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
                 for g in state.candidates(G):
                     state.update_group(members[g], g)
+                if learn_noise:
+                    state.update_noise(NOISE_FLOOR * float(np.mean(ys * ys)))
                 if n_iter % refactor_every == 0:
                     state.refactor()
                 trace.append(state.log_evidence() - log_unit)
@@ -252,6 +301,8 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                           f"(last change {trace[-1] - trace[-2]:.3g})", ConvergenceWarning, stacklevel=2)
 
         prior_var = state.group_var[coef_group]
+        noise_s = state.noise_var
+        noise_var = noise_s * scale.y**2
         post = LinearGaussianModel(Xs, ys, noise_s, form="woodbury").posterior(prior_var, np.zeros(d))
         self.n_features_in_ = d
         self.group_labels_ = labels
@@ -262,6 +313,7 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         self.evidence_trace_ = np.asarray(trace)
         self.n_iter_ = n_iter
         self.converged_ = converged
+        self.noise_var_ = float(noise_var)
         self._posterior = post
         self._cov_unit = unit2
         self._noise_var = noise_var

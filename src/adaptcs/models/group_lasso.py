@@ -27,6 +27,7 @@ COARSE_TOL = 1e-6  # duality-gap tolerance (relative to ||y||^2 / 2) while brack
 MIN_ALPHA_RATIO = 1e-4
 # When the bracket on alpha has collapsed to rounding, the constraint counts as met within this relative error.
 BRACKET_K_TOL = 1e-4
+N_CV_ALPHAS = 20  # penalties on the path scored by cross-validation (k="cv")
 
 
 def group_penalty(w: np.ndarray, members: list[np.ndarray]) -> float:
@@ -57,8 +58,10 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         Group label of each coefficient.
     alpha : float, optional
         Penalty strength of the penalised form (in the units of 1/2 ||y - X w||^2, not divided by n).
-    k : float, optional
-        Bound of the constrained form, ``sum_g sqrt(d_g) ||w_g|| <= k`` (the paper uses k = 8 in E1).
+    k : float or "cv", optional
+        Bound of the constrained form, ``sum_g sqrt(d_g) ||w_g|| <= k`` (the paper uses k = 8 in E1); ``"cv"``
+        chooses the penalty by K-fold cross-validation of the held-out squared error over a path of
+        ``N_CV_ALPHAS`` penalties from ``alpha_max`` down to ``alpha_max / 1000`` (``k`` is then ``penalty_``).
     tol : float
         Duality-gap target of each penalised solve, relative to the objective at w = 0 (``||y||^2 / 2``).
     k_tol : float
@@ -67,6 +70,8 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         Cap on penalised solves in the search for alpha (constrained form).
     warm_start : bool
         Start the solver from the previous solution (the search for alpha starts afresh).
+    cv : int
+        Number of folds for ``k="cv"``.
 
     Attributes
     ----------
@@ -82,7 +87,8 @@ class GroupLasso(RegressorMixin, BaseEstimator):
     converged_ : bool
     """
 
-    def __init__(self, groups, *, alpha=None, k=None, tol=1e-8, k_tol=1e-7, max_iter=100, warm_start=False):
+    def __init__(self, groups, *, alpha=None, k=None, tol=1e-8, k_tol=1e-7, max_iter=100, warm_start=False,
+                 cv=5):
         self.groups = groups
         self.alpha = alpha
         self.k = k
@@ -90,13 +96,15 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         self.k_tol = k_tol
         self.max_iter = max_iter
         self.warm_start = warm_start
+        self.cv = cv
 
     def _check_hyperparameters(self) -> dict:
         """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
         if (self.alpha is None) == (self.k is None):
             raise ValueError("give exactly one of alpha (penalised form) and k (constrained form)")
         return {"alpha": None if self.alpha is None else val.check_positive_scalar(self.alpha, "alpha"),
-                "k": None if self.k is None else val.check_positive_scalar(self.k, "k"),
+                "k": None if self.k is None or self.k == "cv" else val.check_positive_scalar(self.k, "k"),
+                "cv": val.check_count(self.cv, "cv", minimum=2),
                 "tol": val.check_positive_scalar(self.tol, "tol"),
                 "k_tol": val.check_positive_scalar(self.k_tol, "k_tol"),
                 "max_iter": val.check_count(self.max_iter, "max_iter"),
@@ -131,7 +139,11 @@ class GroupLasso(RegressorMixin, BaseEstimator):
             solver.set_start(self.coef_ / unit)
 
         gap_tol = tol
-        if self.alpha is not None:
+        if self.k == "cv":
+            alpha_s = _cross_validated_alpha(Xs, ys, members, weights, tol, params["cv"])
+            w = solver.solve(alpha_s)
+            converged = True
+        elif self.alpha is not None:
             alpha_s = _in_range(params["alpha"] / (scale.x * scale.y), "alpha", scale)
             w = solver.solve(alpha_s)
             converged = True
@@ -218,6 +230,27 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         """``X @ coef_`` for rows X of shape (k, d)."""
         check_is_fitted(self, "coef_")
         return val.check_rows(X, self.n_features_in_) @ self.coef_
+
+
+def _cross_validated_alpha(X, y, members, weights, tol: float, n_folds: int, seed: int = 0) -> float:
+    """The penalty of the path (``alpha_max`` down to ``alpha_max / 1000``, log-spaced) with the smallest K-fold
+    held-out squared error; each fold's path is solved with warm starts."""
+    from sklearn.model_selection import KFold
+
+    if X.shape[0] < n_folds:
+        raise ValueError(f"GroupLasso: k='cv' with cv={n_folds} folds needs at least {n_folds} rows; got "
+                         f"{X.shape[0]}")
+    alpha_max = _PenalisedSolver(X, y, members, weights, tol).alpha_max()
+    if alpha_max == 0.0:
+        return 1.0  # y is orthogonal to every group: w = 0 for every alpha
+    alphas = alpha_max * np.logspace(0.0, -3.0, N_CV_ALPHAS + 1)[1:]
+    errors = np.zeros(N_CV_ALPHAS)
+    for train, test in KFold(n_folds, shuffle=True, random_state=seed).split(X):
+        solver = _PenalisedSolver(X[train], y[train], members, weights, tol)
+        for i, alpha in enumerate(alphas):
+            resid = y[test] - X[test] @ solver.solve(alpha, max(tol, COARSE_TOL))
+            errors[i] += float(resid @ resid)
+    return float(alphas[int(np.argmin(errors))])
 
 
 def _in_range(value: float, name: str, scale: DataScale) -> float:

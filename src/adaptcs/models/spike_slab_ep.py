@@ -400,16 +400,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                 "restart_every": val.check_count(self.restart_every, "restart_every")}
 
     def _check_learn(self) -> tuple[str, ...]:
-        learn = (self.learn,) if isinstance(self.learn, str) else self.learn
-        try:
-            learn = tuple(learn)
-        except TypeError:
-            raise ValueError(f"learn must be a tuple of names from ('p0', 'v0', 'noise_var'); got {self.learn!r}") \
-                from None
-        unknown = [name for name in learn if name not in ("p0", "v0", "noise_var")]
-        if unknown or len(set(learn)) != len(learn):
-            raise ValueError(f"learn must be distinct names from ('p0', 'v0', 'noise_var'); got {self.learn!r}")
-        return learn
+        return val.check_names(self.learn, ("p0", "v0", "noise_var"), "learn")
 
     def _check_params(self, d: int):
         params = self._check_hyperparameters()
