@@ -536,7 +536,6 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         return run, (hyper.level, offsets, hyper.v0, hyper.noise_var), n_fits + 1, learned.converged
 
 
-
 class SpikeSlabEP(GroupSpikeSlabEP):
     """Spike-and-slab linear regression fitted by EP (the paper's SS-EP): one group per coefficient.
 
