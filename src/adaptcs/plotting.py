@@ -48,20 +48,15 @@ def _label(method: str, strategy: str, summary) -> str:
         if sweeps != PAPER_N_SAMPLES + PAPER_BURN_IN:
             label += f"\n{sweeps:,} sweeps"
     jobs = [j for (_, m, s), j in summary.items() if (m, s) == (method, strategy)]
-    failed = sum(int(_failed(j).sum()) for j in jobs)
+    failed = sum(int(j.failed.sum()) for j in jobs)
     if failed:  # failed replicates are left out of what is drawn; the label says how many
         label += f"\n{failed} of {sum(len(j.replicate) for j in jobs)} failed"
     return label
 
 
-def _failed(job) -> np.ndarray:
-    """Per replicate (R,): whether its run failed (its errors are NaN from the failed step on)."""
-    return np.array([bool(f) for f in job.failure], dtype=bool) | ~np.isfinite(job.errors[:, -1])
-
-
 def _final_errors(job) -> np.ndarray:
     """Final errors of the replicates that did not fail."""
-    return job.errors[~_failed(job), -1]
+    return job.errors[~job.failed, -1]
 
 
 def _shown_replicates(jobs) -> list:
@@ -69,7 +64,7 @@ def _shown_replicates(jobs) -> list:
     shared = set.intersection(*(set(j.replicate.tolist()) for j in jobs))
     if not shared:
         raise ValueError("the jobs in the summary share no replicate")
-    failed = set().union(*(set(j.replicate[_failed(j)].tolist()) for j in jobs))
+    failed = set().union(*(set(j.replicate[j.failed].tolist()) for j in jobs))
     return sorted(shared - failed) + sorted(shared & failed)
 
 
@@ -231,7 +226,7 @@ def plot_example(summary, experiment: str, replicate: int | None = None):
             row = list(job.replicate).index(replicate)
             _stem(ax, job.coef[row], _color(method))
             ax.set_ylabel(_label(method, strategy, summary), rotation=0, ha="right", va="center")
-            text = "failed" if _failed(job)[row] else f"error {job.errors[row, -1]:.2f}"
+            text = "failed" if job.failed[row] else f"error {job.errors[row, -1]:.2f}"
             ax.text(0.99, 0.85, text, transform=ax.transAxes, ha="right", va="top")
         axes[-1].set_xlabel("coefficient")
         fig.tight_layout()

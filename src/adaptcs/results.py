@@ -125,6 +125,11 @@ class JobResult:
     blas: list = field(default_factory=list)
     created: str = ""
 
+    @property
+    def failed(self) -> np.ndarray:
+        """Per replicate (R,): whether its run failed (its errors are NaN from the failed step on)."""
+        return np.array([bool(f) for f in self.failure], dtype=bool) | ~np.isfinite(self.errors[:, -1])
+
 
 def environment_versions() -> dict:
     """Versions of Python and the numerical packages, for the record."""
@@ -343,7 +348,7 @@ def jobs_table(jobs) -> pd.DataFrame:
             "n_measurements": np.tile(job.n_measurements, R), "error": job.errors.ravel(),
             "fit_seconds": job.fit_seconds.ravel(), "converged": job.converged.ravel(),
             "n_iter": job.n_iter.ravel(), "finite": job.finite.ravel(),
-            "failed": np.repeat([bool(f) for f in job.failure], T)}))
+            "failed": np.repeat(job.failed, T)}))
         for name in ("psnr", "ssim"):  # image quality of the final estimate: on the last step's rows
             values = getattr(job, name)
             if values is not None:
@@ -369,7 +374,7 @@ def final_rows(curves: pd.DataFrame) -> pd.DataFrame:
     """One row per replicate of a tidy curves table: its last step, with the counts of its fits that have a
     convergence test (``fits``) and of those that did not converge (``not_converged``) over all its steps.
 
-    ``failed`` is True for a replicate whose run failed or whose final error is not finite.
+    ``failed`` is :attr:`JobResult.failed` (the run failed somewhere, or its final error is not finite).
     """
     missing = sorted({"error", "converged", "failed"} - set(curves.columns))
     if missing:
@@ -381,7 +386,6 @@ def final_rows(curves: pd.DataFrame) -> pd.DataFrame:
     last = curves.groupby(keys)["step"].transform("max")
     finals = curves[curves["step"] == last].drop(columns=["step", "converged", "n_iter", "finite"], errors="ignore")
     finals = finals.merge(counts, on=keys, how="left", validate="one_to_one")
-    finals["failed"] = finals["failed"].astype(bool) | ~np.isfinite(finals["error"].to_numpy(dtype=float))
     return finals.reset_index(drop=True)
 
 

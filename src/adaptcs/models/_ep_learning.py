@@ -23,10 +23,8 @@ from scipy.special import expit, logit
 from sklearn.model_selection import KFold
 
 from adaptcs.models._gaussian import LinearGaussianModel
-from adaptcs.models.spike_slab_ep import EPSites, _EPRun, _log_normal_at_zero, _run_ep
+from adaptcs.models.spike_slab_ep import LEARNABLE, EPSites, _EPRun, _log_normal_at_zero, _run_ep
 
-LEARNABLE = ("p0", "v0", "noise_var")
-LEARN_METHODS = ("evidence", "cv")
 GRID_P0 = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)
 GRID_NOISE = (0.6, 0.3, 0.1, 0.03)  # times mean(y^2), visited in this (decreasing) order
 P0_RANGE = (1e-4, 0.9)  # the learned mean prior probability is kept inside
@@ -156,10 +154,9 @@ def grid(problem: EPProblem, start: Hyper, learn) -> list[list[Hyper]]:
     return chains + [[start]]
 
 
-def _slab_responsibility(run: _EPRun, v0: float):
+def _slab_responsibility(cav, v0: float):
     """Cavity moments where valid, and the slab responsibility r1 and E[w_j^2 | slab] of the tilted
     distributions (cavity times the exact spike-and-slab factor)."""
-    cav = run.cavity
     vc, mc, pc = cav.var[cav.valid], cav.mean[cav.valid], cav.logit[cav.valid]
     slab = vc + v0
     r1 = expit(pc + _log_normal_at_zero(mc, slab) - _log_normal_at_zero(mc, vc))
@@ -167,10 +164,10 @@ def _slab_responsibility(run: _EPRun, v0: float):
     return vc, mc, slab, r1, second_moment
 
 
-def _explained(problem: EPProblem, run: _EPRun) -> float:
+def _explained(problem: EPProblem, post) -> float:
     """``|y - X m|^2 + tr(X V X^T)``: the expected squared residual under the posterior; O(n^2 d)."""
-    resid = problem.y - problem.X @ run.post.mean
-    return float(resid @ resid + np.sum(np.maximum(run.post.quad_rows(problem.X), 0.0)))
+    resid = problem.y - problem.X @ post.mean
+    return float(resid @ resid + np.sum(np.maximum(post.quad_rows(problem.X), 0.0)))
 
 
 def evidence_gradient(problem: EPProblem, hyper: Hyper, run: _EPRun) -> np.ndarray:
@@ -185,26 +182,27 @@ def evidence_gradient(problem: EPProblem, hyper: Hyper, run: _EPRun) -> np.ndarr
     """
     p0_g = expit(problem.prior_logit(hyper))
     d_level = float(np.sum(run.group_prob - p0_g))
-    vc, mc, slab, r1, _ = _slab_responsibility(run, hyper.v0)
+    vc, mc, slab, r1, _ = _slab_responsibility(run.cavity, hyper.v0)
     d_log_v0 = float(np.sum(r1 * 0.5 * hyper.v0 * (mc * mc / slab**2 - 1.0 / slab)))
-    d_log_s2 = -0.5 * problem.n + _explained(problem, run) / (2.0 * hyper.noise_var)
+    d_log_s2 = -0.5 * problem.n + _explained(problem, run.post) / (2.0 * hyper.noise_var)
     return np.array([d_level, d_log_v0, d_log_s2])
 
 
-def em_update(problem: EPProblem, hyper: Hyper, run: _EPRun, learn) -> Hyper:
-    """One EM-like step (spec 3.3) from the EP fixed point ``run`` at ``hyper``; the learned values only change.
+def em_update(problem: EPProblem, hyper: Hyper, post, cavity, group_prob: np.ndarray, learn) -> Hyper:
+    """One EM-like step (spec 3.3) from the EP posterior ``post``, its ``cavity`` and group probabilities at
+    ``hyper``; the learned values only change.
 
     p0 <- mean_g q(z_g);  s2 <- (|y - X m|^2 + tr(X V X^T)) / n;
     v0 <- sum_j r1_j E[w_j^2 | slab] / sum_j r1_j  under the tilted distributions (cavity x exact prior factor).
     """
     level, v0, s2 = hyper.level, hyper.v0, hyper.noise_var
     if "p0" in learn:
-        level = problem.level_for(float(np.clip(np.mean(run.group_prob), *P0_RANGE)))
+        level = problem.level_for(float(np.clip(np.mean(group_prob), *P0_RANGE)))
     if "noise_var" in learn:
-        s2 = float(np.clip(_explained(problem, run) / problem.n, NOISE_RANGE[0] * problem.mean_y2,
+        s2 = float(np.clip(_explained(problem, post) / problem.n, NOISE_RANGE[0] * problem.mean_y2,
                            NOISE_RANGE[1] * problem.mean_y2))
     if "v0" in learn:
-        _vc, _mc, _slab, r1, second_moment = _slab_responsibility(run, hyper.v0)
+        _vc, _mc, _slab, r1, second_moment = _slab_responsibility(cavity, hyper.v0)
         if np.sum(r1) > 0.0:
             v0 = float(np.sum(r1 * second_moment) / np.sum(r1))
         tied = problem.tied_v0(level, s2)
@@ -225,10 +223,7 @@ def joint_run(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, *,
 
     def adapt(post, cav, group_prob, weight):
         current = state["hyper"]
-        run = _EPRun(sites=None, post=post, group_prob=group_prob, cavity=cav, n_iter=0, stopped=False,
-                     residual=np.inf, change=np.inf, failure=None, ill_conditioned=None, converged=False,
-                     log_evidence=np.nan)
-        target = em_update(problem, current, run, learn)
+        target = em_update(problem, current, post, cav, group_prob, learn)
         phi = current.phi() + weight * np.where(mask, target.phi() - current.phi(), 0.0)
         moved = Hyper(float(phi[0]), float(np.exp(phi[1])), float(np.exp(phi[2])))
         state["hyper"] = moved

@@ -33,6 +33,8 @@ RESIDUAL_FACTOR = 10.0
 # variances may have lost MAX_VARIANCE_ERROR relative accuracy to cancellation (about eps * signal-to-noise).
 MAX_SIGNAL_TO_NOISE = 1e20
 MAX_VARIANCE_ERROR = 1e-3
+LEARNABLE = ("p0", "v0", "noise_var")  # hyper-parameters that can be learned (models/_ep_learning.py)
+LEARN_METHODS = ("evidence", "cv")
 
 
 @dataclass
@@ -395,12 +397,12 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                 "max_iter": val.check_count(self.max_iter, "max_iter"),
                 "v_inf_ratio": val.check_positive_scalar(self.v_inf_ratio, "v_inf_ratio"),
                 "warm_start": val.check_bool(self.warm_start, "warm_start"), "learn": self._check_learn(),
-                "learn_method": val.check_choice(self.learn_method, ("evidence", "cv"), "learn_method"),
+                "learn_method": val.check_choice(self.learn_method, LEARN_METHODS, "learn_method"),
                 "cv": val.check_count(self.cv, "cv", minimum=2),
                 "restart_every": val.check_count(self.restart_every, "restart_every")}
 
     def _check_learn(self) -> tuple[str, ...]:
-        return val.check_names(self.learn, ("p0", "v0", "noise_var"), "learn")
+        return val.check_names(self.learn, LEARNABLE, "learn")
 
     def _check_params(self, d: int):
         params = self._check_hyperparameters()
