@@ -59,6 +59,11 @@ def _final_errors(job) -> np.ndarray:
     return job.errors[~job.failed, -1]
 
 
+def _box_width(n_boxes: int) -> float:
+    """Figure width (inches) that leaves room for two-line labels under every box."""
+    return max(6.4, 1.15 * n_boxes)
+
+
 def _shown_replicates(jobs) -> list:
     """Replicates every job has, those that failed in none first (so that an example shows results)."""
     shared = set.intersection(*(set(j.replicate.tolist()) for j in jobs))
@@ -88,7 +93,7 @@ def plot_errors(summary, experiment: str):
     """Final errors per method: a box plot for one setting, mean +- std against the setting for several."""
     settings = sorted({k[0] for k in summary})
     with style():
-        fig, ax = plt.subplots(figsize=(6.4, 3.6))
+        fig, ax = plt.subplots(figsize=(_box_width(len(summary)), 3.6))
         if len(settings) == 1:
             items = _ordered(summary)
             data = [_final_errors(job) for _, job in items]
@@ -266,7 +271,7 @@ def plot_fit_times(summary, experiment: str):
     """Distribution of the wall time of single fits, per method (log scale)."""
     items = _ordered(summary)
     with style():
-        fig, ax = plt.subplots(figsize=(6.4, 3.4))
+        fig, ax = plt.subplots(figsize=(_box_width(len(items)), 3.4))
         times = [job.fit_seconds[np.isfinite(job.fit_seconds)] for _, job in items]  # steps never reached: NaN
         box = ax.boxplot([1e3 * t for t in times], patch_artist=True, widths=0.6)
         for patch, ((_, method, _), _job) in zip(box["boxes"], items, strict=True):
