@@ -6,7 +6,8 @@ Prints mean +- std of the relative error, the median seconds per fit, the median
 to the oracle fit's on the same problem, EP runs per fit, and the median learned values.
 
 Run: ``python benchmarks/bench_learning.py --e1 30 --mnist 10`` (E1 signals 0..29; MNIST digit-3 images
-0..9 of the E4 protocol, embedded data). One BLAS thread. ``--no-cv`` skips cross-validation.
+0..9 of the E4 protocol, embedded data). One BLAS thread. ``--no-cv`` skips cross-validation. ``--design 8``
+also runs the E3 design loop (32 -> 64 rows) on 8 signals, oracle and learned, and prints the cost of a refit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import warnings
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from adaptcs.data.synthetic import problem_rng
+from adaptcs.design import run_sequential_design
 from adaptcs.experiments import case_estimator, experiment_spec, synthetic_case
 from adaptcs.experiments_mnist import cached_mnist, mnist_case
 
@@ -39,6 +42,7 @@ def main() -> None:
     parser.add_argument("--e1", type=int, default=30, help="E1 signals (default: %(default)s)")
     parser.add_argument("--mnist", type=int, default=10, help="MNIST digit-3 images (default: %(default)s)")
     parser.add_argument("--no-cv", action="store_true", help="skip cross-validation")
+    parser.add_argument("--design", type=int, default=0, help="E3 design-loop signals (default: %(default)s)")
     args = parser.parse_args()
     kinds = {"oracle": {}, "evidence": {"learn": ALL}}
     if not args.no_cv:
@@ -67,6 +71,33 @@ def main() -> None:
         learned = "-" if kind == "oracle" else ", ".join(f"{np.median(a[:, k]):.3g}" for k in (4, 5, 6))
         print(f"| {name} ({len(a)}) | {kind} | {a[:, 0].mean():.3f} +- {a[:, 0].std():.3f} | {np.median(a[:, 1]):.3f} "
               f"| {np.median(a[:, 2]):.1f} | {np.mean(a[:, 3]):.1f} | {learned} | {int(np.sum(a[:, 7] == 0))} |")
+
+
+    if args.design:
+        design_loop(args.design)
+
+
+def design_loop(n_signals: int) -> None:
+    """E3 (32 -> 64 rows) with oracle and learned GSS-EP: final error, seconds per refit, not-converged refits."""
+    rows: dict[tuple, list] = {}
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for r in range(n_signals):
+            case = synthetic_case("E3", 0, r)
+            p = case.problem
+            for kind, params in (("oracle", {}), ("evidence", {"learn": ALL})):
+                for strategy in ("design", "random"):
+                    out = run_sequential_design(case_estimator("gss_ep", case, params), p.w_true, p.X, p.y, 32,
+                                                strategy=strategy, noise_var=p.noise_var, row_norm=512**0.5,
+                                                rng=problem_rng(*case.design_seed))
+                    rows.setdefault((kind, strategy), []).append(
+                        (out.errors[-1], np.mean(out.fit_seconds[1:]), np.mean(out.converged[1:] == 0)))
+    print(f"\nE3 design loop, {n_signals} signals, 32 -> 64 rows")
+    print("| hyper-parameters | strategy | error at 64 rows | s / refit (mean) | refits not converged |")
+    print("|---|---|---|---:|---:|")
+    for (kind, strategy), values in rows.items():
+        a = np.array(values)
+        print(f"| {kind} | {strategy} | {a[:, 0].mean():.3f} | {a[:, 1].mean():.4f} | {100 * a[:, 2].mean():.0f} % |")
 
 
 if __name__ == "__main__":
