@@ -34,6 +34,10 @@ GRID_EP = {"tol": 1e-4, "max_iter": 200}  # badly specified grid points only fre
 SEARCH_EP = {"tol": 1e-3, "max_iter": 100}  # the coarse search only ranks points; the best one is refined
 SEARCH_NOISE = (0.6, 0.3)  # noise levels (times mean(y^2)) tried for every p0 before the best chain continues
 REFINE_EP = {"tol": 1e-5, "max_iter": 1000}  # the joint iteration of sites and hyper-parameters
+# Sequential design refits from the last step's sites and theta, to the estimator's default tolerance: a fixed
+# point that has not settled in 200 iterations only oscillates under the decaying damping (marked not converged).
+WARM_EP = {"tol": 1e-4, "max_iter": 200}
+THETA_TOL = 1e-3  # the joint iteration stops once theta moves less than this (in log units; spec 3.4)
 
 
 @dataclass(frozen=True)
@@ -227,7 +231,7 @@ def joint_run(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, *,
         phi = current.phi() + weight * np.where(mask, target.phi() - current.phi(), 0.0)
         moved = Hyper(float(phi[0]), float(np.exp(phi[1])), float(np.exp(phi[2])))
         state["hyper"] = moved
-        change = float(np.max(np.abs(phi - current.phi())))
+        change = float(np.max(np.abs(phi - current.phi()))) * tol / THETA_TOL  # in the units of the sites' tol
         return (problem.model(moved.noise_var), problem.prior_logit(moved), moved.v0,
                 problem.v_inf_ratio * moved.v0, change)
 
@@ -295,8 +299,8 @@ def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, _EPRu
     return best_hyper, best_run, n_fits
 
 
-def _joint(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn) -> Learned | None:
-    hyper, run = joint_run(problem, hyper, sites, learn, **REFINE_EP)
+def _joint(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, ep=REFINE_EP) -> Learned | None:
+    hyper, run = joint_run(problem, hyper, sites, learn, **ep)
     if not _usable(run):
         return None
     message = "" if run.converged else (f"EP with the hyper-parameters moving did not reach a joint fixed point in "
@@ -304,19 +308,19 @@ def _joint(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn) -> Le
     return Learned(hyper, run, 1, run.converged, message)
 
 
-def learn_evidence(problem: EPProblem, start: Hyper, learn) -> Learned:
+def learn_evidence(problem: EPProblem, start: Hyper, learn, ep=REFINE_EP) -> Learned:
     """Coarse search, then EP with EM-like steps from its best point to the joint fixed point (type-II ML)."""
     hyper, run, n_fits = coarse_search(problem, start, learn)
-    learned = _joint(problem, hyper, run.sites, learn)
+    learned = _joint(problem, hyper, run.sites, learn, ep)
     if learned is None:  # the joint iteration broke down: keep the best point of the search, not converged
         return Learned(hyper, run, n_fits + 1, False, "EP failed while refining the hyper-parameters")
     return replace(learned, n_ep_fits=n_fits + 1)
 
 
 def learn_warm(problem: EPProblem, start: Hyper, sites: EPSites, learn) -> Learned | None:
-    """From the previous fit's hyper-parameters and sites to the joint fixed point (sequential design); None if
-    EP fails there."""
-    return _joint(problem, start, sites, learn)
+    """From the previous fit's hyper-parameters and sites to the joint fixed point (sequential design, EP
+    settings :data:`WARM_EP`); None if EP fails there."""
+    return _joint(problem, start, sites, learn, WARM_EP)
 
 
 def learn_cv(problem: EPProblem, start: Hyper, learn, n_folds: int, seed: int = 0) -> Learned:

@@ -516,7 +516,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                 learned = lrn.learn_warm(problem, start, sites, learn)
                 n_fits = 0 if learned is None else learned.n_ep_fits
                 if learned is None or self._learned["refits"] % int(self.restart_every) == 0:
-                    fresh = lrn.learn_evidence(problem, start, learn)
+                    fresh = lrn.learn_evidence(problem, start, learn, lrn.WARM_EP)
                     n_fits += fresh.n_ep_fits
                     if learned is None or fresh.run.log_evidence > learned.run.log_evidence:
                         learned = fresh
