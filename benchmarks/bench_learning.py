@@ -7,7 +7,8 @@ to the oracle fit's on the same problem, EP runs per fit, and the median learned
 
 Run: ``python benchmarks/bench_learning.py --e1 30 --mnist 10`` (E1 signals 0..29; MNIST digit-3 images
 0..9 of the E4 protocol, embedded data). One BLAS thread. ``--no-cv`` skips cross-validation. ``--design 8``
-also runs the E3 design loop (32 -> 64 rows) on 8 signals, oracle and learned, and prints the cost of a refit.
+also runs the E3 design loop (32 -> 64 rows) on 8 signals, oracle and learned, and prints the cost of a refit;
+``--design-mnist 2 --steps 40`` the same for E5 (digit 3, 128 random rows then 40 designed or random ones).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def main() -> None:
     parser.add_argument("--mnist", type=int, default=10, help="MNIST digit-3 images (default: %(default)s)")
     parser.add_argument("--no-cv", action="store_true", help="skip cross-validation")
     parser.add_argument("--design", type=int, default=0, help="E3 design-loop signals (default: %(default)s)")
+    parser.add_argument("--design-mnist", type=int, default=0, help="E5 design-loop images (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=40, help="E5 design steps (default: %(default)s)")
     args = parser.parse_args()
     kinds = {"oracle": {}, "evidence": {"learn": ALL}}
     if not args.no_cv:
@@ -74,30 +77,39 @@ def main() -> None:
 
 
     if args.design:
-        design_loop(args.design)
+        design_loop("E3", [synthetic_case("E3", 0, r) for r in range(args.design)], 32)
+    if args.design_mnist:
+        data = cached_mnist("embedded", None, None)
+        setting = experiment_spec("E5").setting_indices([3])[0]
+        design_loop("E5", [mnist_case("E5", setting, r, data=data) for r in range(args.design_mnist)], args.steps)
 
 
-def design_loop(n_signals: int) -> None:
-    """E3 (32 -> 64 rows) with oracle and learned GSS-EP: final error, seconds per refit, not-converged refits."""
+def design_loop(experiment: str, cases, n_steps: int) -> None:
+    """The design loop with oracle and learned GSS-EP: final error, seconds per refit, not-converged refits and
+    the learned refit's mean cost in oracle refits of the same strategy."""
     rows: dict[tuple, list] = {}
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for r in range(n_signals):
-            case = synthetic_case("E3", 0, r)
+        for case in cases:
             p = case.problem
             for kind, params in (("oracle", {}), ("evidence", {"learn": ALL})):
                 for strategy in ("design", "random"):
-                    out = run_sequential_design(case_estimator("gss_ep", case, params), p.w_true, p.X, p.y, 32,
-                                                strategy=strategy, noise_var=p.noise_var, row_norm=512**0.5,
+                    out = run_sequential_design(case_estimator("gss_ep", case, params), p.w_true, p.X, p.y,
+                                                n_steps, strategy=strategy, noise_var=p.noise_var,
+                                                row_norm=float(np.sqrt(p.w_true.size)),
                                                 rng=problem_rng(*case.design_seed))
                     rows.setdefault((kind, strategy), []).append(
                         (out.errors[-1], np.mean(out.fit_seconds[1:]), np.mean(out.converged[1:] == 0)))
-    print(f"\nE3 design loop, {n_signals} signals, 32 -> 64 rows")
-    print("| hyper-parameters | strategy | error at 64 rows | s / refit (mean) | refits not converged |")
-    print("|---|---|---|---:|---:|")
+    n0 = cases[0].problem.X.shape[0]
+    print(f"\n{experiment} design loop, {len(cases)} problems, {n0} -> {n0 + n_steps} rows")
+    print(f"| hyper-parameters | strategy | error at {n0 + n_steps} rows | s / refit (mean) | x oracle refit | "
+          "refits not converged |")
+    print("|---|---|---|---:|---:|---:|")
     for (kind, strategy), values in rows.items():
         a = np.array(values)
-        print(f"| {kind} | {strategy} | {a[:, 0].mean():.3f} | {a[:, 1].mean():.4f} | {100 * a[:, 2].mean():.0f} % |")
+        ratio = a[:, 1].mean() / np.array(rows[("oracle", strategy)])[:, 1].mean()
+        print(f"| {kind} | {strategy} | {a[:, 0].mean():.3f} | {a[:, 1].mean():.4f} | {ratio:.1f} | "
+              f"{100 * a[:, 2].mean():.0f} % |")
 
 
 if __name__ == "__main__":

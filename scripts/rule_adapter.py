@@ -23,7 +23,8 @@ def run_job():
 
     job = run_job(sm.wildcards.experiment, int(sm.wildcards.setting), sm.wildcards.method, sm.wildcards.strategy,
                   sm.params.replicates, method_params=dict(sm.params.method_params), progress=True,
-                  n_steps=sm.params.n_steps, data_options=dict(sm.params.data_options))
+                  n_steps=sm.params.n_steps, data_options=dict(sm.params.data_options),
+                  hyperparameters=sm.wildcards.hyperparameters)
     job.config["workflow_config"] = dict(sm.config)
     write_job(sm.output[0], job)
 

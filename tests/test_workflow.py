@@ -8,9 +8,11 @@ directory lock (tests write only below their own temporary results folder).
 import re
 import subprocess
 import sys
+from collections import namedtuple
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -19,14 +21,18 @@ from adaptcs.models.registry import METHODS
 from adaptcs.results import read_job, read_summary
 from adaptcs.workflow import RunJob, find_job, run_jobs
 
+Wildcards = namedtuple("Wildcards", "experiment setting method hyperparameters strategy chunk")
+
 REPO = Path(__file__).resolve().parents[1]
 
 TINY_CONFIG = {
     "replicates_per_job": 2,
     "experiments": {
-        "E1": {"replicates": 2, "methods": ["gss_ep", "ss_ep", "g_ard", "g_lasso", "gss_mcmc"]},
+        "E1": {"replicates": 2, "methods": ["gss_ep", "ss_ep", "g_ard", "g_lasso", "gss_mcmc"],
+               "hyperparameters": ["oracle", "learned"]},
         "E2": {"replicates": 2, "methods": ["gss_ep", "ss_ep"], "settings": [0, 4]},
-        "E3": {"replicates": 2, "methods": ["gss_ep", "ss_ep", "g_ard"], "n_steps": 3},
+        "E3": {"replicates": 2, "methods": ["gss_ep", "ss_ep", "g_ard"], "n_steps": 3,
+               "hyperparameters": ["oracle", "learned"]},
         "E5": {"replicates": 1, "digits": [3], "methods": ["gss_ep"], "n_steps": 2},
     },
     "mnist": {"source": "embedded"},
@@ -114,8 +120,8 @@ def test_cluster_jobs_see_the_given_config(tmp_path):
     submit = """sh -c 'bash "$0" > "$0.out" 2>&1; echo $$'"""
     trimmed = {"replicates_per_job": 1, "experiments": {"E1": {"replicates": 1, "methods": ["gss_ep"]}}}
     snakemake(tmp_path, "--executor", "cluster-generic", "--cluster-generic-submit-cmd", submit, "--jobs", "1",
-              str(tmp_path / "out/runs/E1/setting0/gss_ep-random-chunk0.h5"), config=trimmed)
-    job = read_job(tmp_path / "out/runs/E1/setting0/gss_ep-random-chunk0.h5")
+              str(tmp_path / "out/runs/E1/setting0/gss_ep-oracle-random-chunk0.h5"), config=trimmed)
+    job = read_job(tmp_path / "out/runs/E1/setting0/gss_ep-oracle-random-chunk0.h5")
     schema_defaults = {"method_params": {}, "mnist": {"source": "embedded", "groups": "similarity"}}
     assert job.config["workflow_config"] == {**trimmed, **schema_defaults, "results": str(tmp_path / "out")}
 
@@ -131,18 +137,30 @@ def test_tiny_end_to_end_run(tmp_path):
     snakemake(tmp_path, "--cores", "2", config=TINY_CONFIG)
     out = tmp_path / "out"
 
-    job = read_job(out / "runs/E3/setting0/gss_ep-design-chunk0.h5")
+    job = read_job(out / "runs/E3/setting0/gss_ep-oracle-design-chunk0.h5")
     assert job.errors.shape == (2, 4) and list(job.n_measurements) == [32, 33, 34, 35]
     assert job.coef.shape == (2, 512) and job.group_prob.shape == (2, 128)
     assert job.config["workflow_config"]["results"] == str(out)
-    with h5py.File(out / "runs/E1/setting0/ss_ep-random-chunk0.h5") as f:
+    with h5py.File(out / "runs/E1/setting0/ss_ep-oracle-random-chunk0.h5") as f:
         assert f.attrs["method"] == "ss_ep" and "blas" in f.attrs
 
     curves = pd.read_csv(out / "summary/E3_curves.csv")
-    assert len(curves) == 3 * 2 * 2 * 4  # methods x strategies x replicates x steps
-    assert set(pd.read_csv(out / "summary/E1_curves.csv")["method"]) == {"gss_ep", "ss_ep", "g_ard", "g_lasso",
-                                                                        "gss_mcmc"}
-    gibbs = read_job(out / "runs/E1/setting0/gss_mcmc-random-chunk0.h5")
+    assert len(curves) == 3 * 2 * 2 * 2 * 4  # methods x hyper-parameters x strategies x replicates x steps
+    e1_methods = {"gss_ep", "ss_ep", "g_ard", "g_lasso", "gss_mcmc"}
+    assert set(pd.read_csv(out / "summary/E1_curves.csv")["method"]) == e1_methods | {f"{m}+learned"
+                                                                                     for m in e1_methods}
+    # Learned runs store what they learned, per replicate; oracle runs what they were given.
+    learned = read_job(out / "runs/E1/setting0/gss_ep-learned-random-chunk0.h5")
+    oracle = read_job(out / "runs/E1/setting0/gss_ep-oracle-random-chunk0.h5")
+    assert learned.hyperparameters == "learned" and learned.config["hyperparameters"] == "learned"
+    assert np.all(oracle.fitted_noise_var == 1.0) and np.allclose(oracle.fitted_p0, 4 / 128)
+    assert np.all(np.isfinite(learned.fitted_p0)) and not np.allclose(learned.fitted_p0, 4 / 128)
+    assert np.all((learned.fitted_noise_var > 0.2) & (learned.fitted_noise_var < 5))
+    assert np.all(read_job(out / "runs/E1/setting0/g_lasso-learned-random-chunk0.h5").fitted_alpha > 0)
+    assert read_job(out / "runs/E1/setting0/gss_mcmc-learned-random-chunk0.h5").fitted_v0.shape == (2,)
+    table = (out / "tables/E1.md").read_text()
+    assert "gss_ep+learned (random, error):" in table and "against" in table and "learned p0" in table
+    gibbs = read_job(out / "runs/E1/setting0/gss_mcmc-oracle-random-chunk0.h5")
     assert gibbs.config["method_params"] == {"n_samples": 200, "burn_in": 50} and gibbs.group_prob.shape == (2, 128)
     assert set(read_summary(out / "summary/E2.h5")) == {(s, m, "random") for s in (0, 4) for m in ("gss_ep", "ss_ep")}
     for name in ["E1_errors", "E1_example", "E1_group_probs", "E1_fit_times", "E2_errors", "E3_curves"]:
@@ -150,10 +168,10 @@ def test_tiny_end_to_end_run(tmp_path):
         assert (out / f"figures/{name}.pdf").stat().st_size > 1000
     table = (out / "tables/E2.md").read_text()
     assert "label noise 0.1" in table and "label noise 1.0" in table and "gss_ep" in table
-    assert (out / "logs/runs/E1/setting0/gss_ep-random-chunk0.log").read_text().count("replicate") == 2
-    assert (out / "benchmarks/runs/E1/setting0/gss_ep-random-chunk0.tsv").exists()
+    assert (out / "logs/runs/E1/setting0/gss_ep-oracle-random-chunk0.log").read_text().count("replicate") == 2
+    assert (out / "benchmarks/runs/E1/setting0/gss_ep-oracle-random-chunk0.tsv").exists()
 
-    mnist = read_job(out / "runs/E5/setting3/gss_ep-design-chunk0.h5")
+    mnist = read_job(out / "runs/E5/setting3/gss_ep-oracle-design-chunk0.h5")
     assert mnist.w_true.shape == (1, 784) and mnist.psnr.shape == (1,) and 0 < mnist.ssim[0] <= 1
     assert list(mnist.checkpoint_n) == [128] and mnist.checkpoint_coef.shape == (1, 1, 784)
     assert (out / "figures/E5_images.png").stat().st_size > 5000
@@ -162,7 +180,7 @@ def test_tiny_end_to_end_run(tmp_path):
     assert planned_jobs(snakemake(tmp_path, "-n", config=TINY_CONFIG)) == {}
 
     # Deleting one run file reruns that job and only what depends on it.
-    (out / "runs/E2/setting4/ss_ep-random-chunk0.h5").unlink()
+    (out / "runs/E2/setting4/ss_ep-oracle-random-chunk0.h5").unlink()
     jobs = planned_jobs(snakemake(tmp_path, "-n", config=TINY_CONFIG))
     assert jobs == {"run_job": 1, "aggregate": 1, "make_table": 1, "plot_figure": 1, "default": 1}
 
@@ -214,14 +232,29 @@ def test_schema_lists_exactly_the_registered_methods():
 
 def test_job_grid():
     jobs = run_jobs({**TINY_CONFIG, "replicates_per_job": 1})
-    # E1: 5 methods x 2 chunks; E2: 2 settings x 2 methods x 2 chunks; E3: 3 methods x 2 strategies x 2 chunks;
-    # E5: 2 strategies x 1 chunk
-    assert len(jobs) == 5 * 2 + 2 * 2 * 2 + 3 * 2 * 2 + 2
-    job = find_job(jobs, "E3", "0", "ss_ep", "design", "1")
-    assert job == RunJob("E3", 0, "ss_ep", "design", 1, (1,))
-    assert job.name == "E3/setting0/ss_ep-design-chunk1"
+    # E1: 5 methods x 2 hyper-parameter kinds x 2 chunks; E2: 2 settings x 2 methods x 2 chunks;
+    # E3: 3 methods x 2 kinds x 2 strategies x 2 chunks; E5: 2 strategies x 1 chunk
+    assert len(jobs) == 5 * 2 * 2 + 2 * 2 * 2 + 3 * 2 * 2 * 2 + 2
+    job = find_job(jobs, Wildcards("E3", "0", "ss_ep", "oracle", "design", "1"))
+    assert job == RunJob("E3", 0, "ss_ep", "oracle", "design", 1, (1,))
+    assert job.name == "E3/setting0/ss_ep-oracle-design-chunk1"
     with pytest.raises(ValueError, match="no job"):
-        find_job(jobs, "E3", 0, "ss_ep", "design", 5)
+        find_job(jobs, Wildcards("E3", 0, "ss_ep", "oracle", "design", 5))
+    with pytest.raises(ValueError, match="no job"):
+        find_job(jobs, Wildcards("E2", 0, "ss_ep", "learned", "random", 0))
+
+
+def test_job_grid_runs_both_hyperparameter_kinds_when_asked():
+    config = {"experiments": {"E3": {"replicates": 2, "methods": ["gss_ep", "g_lasso"],
+                                     "hyperparameters": ["oracle", "learned"]}}}
+    names = {job.name for job in run_jobs(config)}
+    # g_lasso has no posterior covariance: random rows only
+    assert names == {f"E3/setting0/{m}-{h}-{s}-chunk0" for h in ("oracle", "learned")
+                     for m, s in (("gss_ep", "design"), ("gss_ep", "random"), ("g_lasso", "random"))}
+    for bad in ([], ["oracle", "oracle"], ["oracel"]):
+        config["experiments"]["E3"]["hyperparameters"] = bad
+        with pytest.raises(ValueError, match="hyperparameters"):
+            run_jobs(config)
 
 
 def test_job_logs_capture_warnings(tmp_path):

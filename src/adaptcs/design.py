@@ -25,6 +25,9 @@ from adaptcs.metrics import relative_error
 from adaptcs.models import _validation as val
 
 STRATEGIES = ("design", "random", "pool")
+# Hyper-parameters an estimator may report after fitting (attribute name + "_"), given or learned: the prior
+# probability of a group, the slab variance, the noise variance, the (group) lasso penalty.
+FITTED_HYPERPARAMETERS = ("p0", "v0", "noise_var", "alpha")
 
 
 @dataclass
@@ -157,6 +160,9 @@ class SequentialDesignResult:
         ``errors`` NaN, ``finite`` False and ``converged`` -1.
     failure : str
         Empty, or what went wrong (the step and the error), if a fit failed.
+    hyperparameters : dict
+        The final fit's values of those of :data:`FITTED_HYPERPARAMETERS` the estimator reports (given or
+        learned; ``p0`` averaged over groups); empty if the run failed.
     """
 
     n_measurements: np.ndarray
@@ -173,6 +179,7 @@ class SequentialDesignResult:
     n_iter: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     finite: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     failure: str = ""
+    hyperparameters: dict = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -327,6 +334,8 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
             callback(step, X_all.shape[0], errors[-1])
 
     group_prob = getattr(est, "group_prob_", None) if ok else None
+    fitted = {name: float(np.mean(getattr(est, f"{name}_"))) for name in FITTED_HYPERPARAMETERS
+              if ok and getattr(est, f"{name}_", None) is not None}
     if failure:
         warnings.warn(f"sequential design: a fit failed at {failure}; the remaining steps are recorded as missing",
                       RuntimeWarning, stacklevel=2)
@@ -337,4 +346,5 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         group_prob=None if group_prob is None else np.asarray(group_prob).copy(),
         select_seconds=np.asarray(select_seconds, dtype=float), checkpoint_n=np.asarray(kept_n, dtype=np.int64),
         checkpoint_coef=np.asarray(kept_coef).reshape(len(kept_n), d), converged=np.asarray(converged, dtype=np.int8),
-        n_iter=np.asarray(n_iter, dtype=np.int64), finite=np.asarray(finite, dtype=bool), failure=failure)
+        n_iter=np.asarray(n_iter, dtype=np.int64), finite=np.asarray(finite, dtype=bool), failure=failure,
+        hyperparameters=fitted)

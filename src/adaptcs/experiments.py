@@ -30,8 +30,8 @@ from adaptcs.data.synthetic import (
 )
 from adaptcs.design import run_sequential_design
 from adaptcs.metrics import image_quality
-from adaptcs.models.registry import PriorInfo, make_estimator
-from adaptcs.results import JobResult
+from adaptcs.models.registry import METHODS, PriorInfo, make_estimator, variant_label
+from adaptcs.results import FITTED, JobResult
 
 log = logging.getLogger(__name__)
 
@@ -99,15 +99,39 @@ def synthetic_case(experiment: str, setting_index: int, replicate: int, **overri
     return Case(problem, fit_groups, prior, problem_seed, design_seed, method_seed)
 
 
-def case_estimator(method: str, case: Case, method_params: dict | None = None):
-    """The estimator of ``method`` for one case: the paper's hyper-parameters, the user's overrides, and for
+def case_estimator(method: str, case: Case, method_params: dict | None = None, hyperparameters: str = "oracle"):
+    """The estimator of ``method`` for one case: the paper's hyper-parameters (``"oracle"``) or learned from the
+    measurements starting from :func:`uninformed_prior` (``"learned"``), the user's overrides, and for
     samplers a random stream of their own derived from the case's key (never shared with the data)."""
     method_params = dict(method_params or {})
-    estimator = make_estimator(method, case.fit_groups, case.prior, **method_params)
-    if "random_state" in estimator.get_params() and "random_state" not in method_params:
-        seed = np.random.SeedSequence(list(case.method_seed)).generate_state(1)[0]
-        estimator.set_params(random_state=int(seed))
-    return estimator
+    if "random_state" in METHODS[method].parameter_names() and "random_state" not in method_params:
+        method_params["random_state"] = int(np.random.SeedSequence(list(case.method_seed)).generate_state(1)[0])
+    prior = case.prior if hyperparameters == "oracle" else uninformed_prior(case)
+    return make_estimator(method, case.fit_groups, prior, hyperparameters=hyperparameters, **method_params)
+
+
+UNINFORMED_P0 = 0.5  # prior probability of a group (or coefficient) before anything is learned
+UNINFORMED_NOISE = 0.1  # starting noise variance, as a fraction of the measurements' mean square
+
+
+def uninformed_prior(case: Case) -> PriorInfo:
+    """Where learning starts, from the measurements alone (nothing from the true signal).
+
+    ``p0`` is 1/2; group-specific prior knowledge (E6) keeps its per-group offsets around that level (only the
+    level is learned). The noise variance starts at a tenth of ``mean(y^2)``; ``v0`` makes the prior's mean
+    ``y_i^2`` equal the data's (LEARNING-HYPERPARAMETERS.md section 3.4).
+    """
+    X, y = case.problem.X, case.problem.y
+    mean_y2 = float(np.mean(y * y))
+    noise_var = UNINFORMED_NOISE * mean_y2
+    v0 = (mean_y2 - noise_var) / (UNINFORMED_P0 * float(np.mean(np.sum(X * X, axis=1))))
+    p0_group = case.prior.p0_group
+    if np.ndim(p0_group):  # prior knowledge: its offsets around a common level of logit(1/2) = 0
+        log_odds = np.log(p0_group) - np.log1p(-np.asarray(p0_group))
+        p0_group = 1.0 / (1.0 + np.exp(-(log_odds - log_odds.mean())))
+    else:
+        p0_group = UNINFORMED_P0
+    return PriorInfo(p0_group=p0_group, p0_coef=UNINFORMED_P0, v0=v0, noise_var=noise_var)
 
 
 def check_n_steps(experiment: str, n_steps: int | None) -> int:
@@ -138,8 +162,9 @@ def experiment_spec(experiment: str):
 
 def run_job(experiment: str, setting_index: int, method: str, strategy: str, replicates, *,
             method_params: dict | None = None, progress: bool = False, n_steps: int | None = None,
-            data_options: dict | None = None) -> JobResult:
-    """Run ``replicates`` of one (experiment, setting, method, strategy) through the design loop.
+            data_options: dict | None = None, hyperparameters: str = "oracle") -> JobResult:
+    """Run ``replicates`` of one (experiment, setting, method, hyper-parameters, strategy) through the design
+    loop.
 
     Parameters
     ----------
@@ -159,6 +184,8 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
     data_options : dict, optional
         MNIST only: ``source``, ``cache_dir``, ``path`` (see :func:`adaptcs.data.mnist.load_mnist`) and
         ``groups`` ("similarity" or "blocks").
+    hyperparameters : {"oracle", "learned"}
+        The paper's values from the true signal, or learned from the measurements (:func:`case_estimator`).
     """
     from adaptcs.experiments_mnist import MNIST, cached_mnist, mnist_case
 
@@ -188,11 +215,12 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
         def make_case(replicate):
             return synthetic_case(experiment, setting_index, replicate, **overrides)
 
+    label = variant_label(method, hyperparameters)
     cases, results, quality = [], [], []
     for i, replicate in enumerate(replicates):
         case = make_case(replicate)
         p = case.problem
-        estimator = case_estimator(method, case, method_params)
+        estimator = case_estimator(method, case, method_params, hyperparameters)
         start = time.perf_counter()
         result = run_sequential_design(estimator, p.w_true, p.X, p.y, steps, strategy=strategy,
                                        noise_var=p.noise_var, row_norm=float(np.sqrt(p.w_true.shape[0])),
@@ -203,11 +231,11 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
             quality.append(failed if result.failed else image_quality(result.coef, p.w_true, (SIDE, SIDE)))
         if progress:
             log.info("%s setting %d %s/%s replicate %d (%d/%d): error %.3f at n=%d, %.2f s, %d of %d fits not "
-                     "converged", experiment, setting_index, method, strategy, replicate, i + 1, len(replicates),
+                     "converged", experiment, setting_index, label, strategy, replicate, i + 1, len(replicates),
                      result.errors[-1], result.n_measurements[-1], time.perf_counter() - start,
                      int(np.sum(result.converged == 0)), result.converged.size)
         if result.failed:
-            log.warning("%s setting %d %s/%s replicate %d FAILED at %s", experiment, setting_index, method, strategy,
+            log.warning("%s setting %d %s/%s replicate %d FAILED at %s", experiment, setting_index, label, strategy,
                         replicate, result.failure)
         cases.append(case)
         results.append(result)
@@ -217,11 +245,13 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
     if any(g is not None for g in group_probs):  # failed replicates have none: NaN rows keep the shape
         G = next(g for g in group_probs if g is not None).shape[0]
         group_probs = [np.full(G, np.nan) if g is None else g for g in group_probs]
+    fitted = {name: np.array([r.hyperparameters.get(name, np.nan) for r in results]) for name in FITTED}
     checkpoint_n = np.unique(np.concatenate([r.checkpoint_n for r in results])).astype(np.int64)
     has_checkpoints = checkpoint_n.size > 0
     return JobResult(
         experiment=experiment, setting_index=setting_index, setting=dict(spec.settings[setting_index]),
-        method=method, strategy=strategy, replicate=np.asarray(replicates, dtype=np.int64),
+        method=method, hyperparameters=hyperparameters, strategy=strategy,
+        replicate=np.asarray(replicates, dtype=np.int64),
         n_measurements=results[0].n_measurements, errors=np.stack([r.errors for r in results]),
         fit_seconds=np.stack([r.fit_seconds for r in results]),
         select_seconds=np.stack([r.select_seconds for r in results]),
@@ -237,9 +267,10 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
         finite=np.stack([r.finite for r in results]), failure=np.array([r.failure for r in results], dtype=str),
         psnr=np.array([q[0] for q in quality]) if is_image else None,
         ssim=np.array([q[1] for q in quality]) if is_image else None,
+        **{f"fitted_{name}": values if np.any(np.isfinite(values)) else None for name, values in fitted.items()},
         config={"experiment": experiment, "setting_index": setting_index, "method": method,
-                "strategy": strategy, "replicates": replicates, "method_params": method_params,
-                "n_steps": steps, "data_options": data_options})
+                "hyperparameters": hyperparameters, "strategy": strategy, "replicates": replicates,
+                "method_params": method_params, "n_steps": steps, "data_options": data_options})
 
 
 def _checkpoints(result, wanted_n, d: int) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Figures from stored summaries (never from inference).
 
-Every figure function takes a summary, ``{(setting_index, method, strategy): JobResult}`` as returned by
+Every figure function takes a summary, ``{(setting_index, label, strategy): JobResult}`` as returned by
 :func:`adaptcs.results.read_summary`, and returns a matplotlib Figure. :data:`FIGURES` maps the figure
 kinds named in the experiment definitions to these functions; :func:`save` writes one figure in several
 formats with the shared style (``adaptcs.mplstyle``).
@@ -18,8 +18,10 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display is ever needed
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
 
 from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES  # noqa: E402
+from adaptcs.models.registry import base_method  # noqa: E402
 
 METHOD_COLORS = {"gss_ep": "C0", "ss_ep": "C1", "gss_mcmc": "C2", "g_ard": "C3", "g_lasso": "C4",
                  "g_hs": "C5", "bg_lasso": "C6"}
@@ -33,8 +35,25 @@ def style():
         yield
 
 
-def _color(method: str) -> str:
-    return METHOD_COLORS.get(method, "C7")
+def _color(label: str):
+    """The method's colour; a darker shade of it for its learned-hyper-parameter variant (``gss_ep+learned``)."""
+    color = METHOD_COLORS.get(base_method(label), "C7")
+    if _is_learned(label):
+        return tuple(0.55 * c for c in to_rgb(color))
+    return color
+
+
+def _is_learned(label: str) -> bool:
+    return label != base_method(label)
+
+
+def _style_boxes(box, labels) -> None:
+    """Fill each box with its method's colour; hatch the learned variants."""
+    for patch, label in zip(box["boxes"], labels, strict=True):
+        patch.set_facecolor(_color(label))
+        patch.set_alpha(0.35)
+        if _is_learned(label):
+            patch.set_hatch("///")
 
 
 def _label(method: str, strategy: str, summary) -> str:
@@ -85,8 +104,14 @@ def _mean_and_band(errors: np.ndarray):
 
 
 def _ordered(summary):
-    return sorted(summary.items(), key=lambda kv: (kv[0][0], list(METHOD_COLORS).index(kv[0][1])
-                                                   if kv[0][1] in METHOD_COLORS else 99, kv[0][2]))
+    """Items by setting, then method (in :data:`METHOD_COLORS` order, each oracle before learned), strategy."""
+    def key(item):
+        setting, label, strategy = item[0]
+        method = base_method(label)
+        rank = list(METHOD_COLORS).index(method) if method in METHOD_COLORS else 99
+        return setting, rank, label, strategy
+
+    return sorted(summary.items(), key=key)
 
 
 def plot_errors(summary, experiment: str):
@@ -98,9 +123,7 @@ def plot_errors(summary, experiment: str):
             items = _ordered(summary)
             data = [_final_errors(job) for _, job in items]
             box = ax.boxplot(data, patch_artist=True, widths=0.6)
-            for patch, ((_, method, _), _job) in zip(box["boxes"], items, strict=True):
-                patch.set_facecolor(_color(method))
-                patch.set_alpha(0.35)
+            _style_boxes(box, [method for (_, method, _), _ in items])
             rng = np.random.default_rng(0)
             for i, values in enumerate(data, start=1):
                 ax.plot(i + rng.uniform(-0.12, 0.12, len(values)), values, ".", color="0.25", ms=3)
@@ -115,7 +138,8 @@ def plot_errors(summary, experiment: str):
                 finals = [_final_errors(jobs[s]) for s in xs]
                 means = [e.mean() if e.size else np.nan for e in finals]
                 stds = [e.std() if e.size else np.nan for e in finals]
-                ax.errorbar([labels[s] for s in xs], means, yerr=stds, capsize=3, marker="o",
+                ax.errorbar([labels[s] for s in xs], means, yerr=stds, capsize=3,
+                            marker="s" if _is_learned(method) else "o",
                             color=_color(method), label=_label(method, strategy, summary))
             ax.set_xlabel(_setting_name(next(iter(summary.values())).setting))
             ax.legend()
@@ -274,9 +298,7 @@ def plot_fit_times(summary, experiment: str):
         fig, ax = plt.subplots(figsize=(_box_width(len(items)), 3.4))
         times = [job.fit_seconds[np.isfinite(job.fit_seconds)] for _, job in items]  # steps never reached: NaN
         box = ax.boxplot([1e3 * t for t in times], patch_artist=True, widths=0.6)
-        for patch, ((_, method, _), _job) in zip(box["boxes"], items, strict=True):
-            patch.set_facecolor(_color(method))
-            patch.set_alpha(0.35)
+        _style_boxes(box, [method for (_, method, _), _ in items])
         ax.set_xticks(range(1, len(items) + 1), [_label(m, s, summary) for (_, m, s), _ in items])
         ax.set_yscale("log")
         ax.set_ylabel("ms per fit")

@@ -1,10 +1,12 @@
 """The HDF5 result file of one job, and tidy tables read back from many.
 
-A job is many replicates of one (experiment, setting, method, strategy). Its file holds (format version 2):
+A job is many replicates of one (experiment, setting, method, hyper-parameters, strategy). Its file holds
+(format version 3):
 
 File attributes
-    ``format`` = "adaptcs.results", ``format_version`` = 1, ``experiment``, ``setting_index``,
-    ``setting`` (JSON), ``method``, ``strategy``, ``config`` (JSON of everything the job was run with),
+    ``format`` = "adaptcs.results", ``format_version`` = 3, ``experiment``, ``setting_index``,
+    ``setting`` (JSON), ``method``, ``hyperparameters`` ("oracle": the paper's values from the true signal, or
+    "learned" from the measurements), ``strategy``, ``config`` (JSON of everything the job was run with),
     ``versions`` (JSON: python, adaptcs, numpy, scipy, scikit-learn, h5py), ``blas`` (JSON: BLAS library,
     version and thread count from threadpoolctl), ``created`` (UTC, ISO 8601), ``attrs_sha256`` (SHA-256 of
     all the other attributes; checked on reading).
@@ -25,6 +27,10 @@ Datasets (R replicates, T = 1 + number of design steps, d coefficients, G groups
     ``checkpoint_n`` (K,) int and ``checkpoint_coef`` (R, K, d): estimates kept at some numbers of rows
     (image experiments; optional).
     ``psnr`` (R,) in dB and ``ssim`` (R,): image quality of the final estimate (image experiments; optional).
+    ``fitted_p0``, ``fitted_v0``, ``fitted_noise_var``, ``fitted_alpha`` (R,): the final fit's hyper-parameters
+    (given in oracle jobs, learned in learned jobs; p0 averaged over groups, v0 and the noise variance in
+    squared signal and measurement units, alpha the lasso penalty); NaN where the method has no such value
+    (optional: only the methods that report some).
     ``converged`` (R, T) int8: per fit, 1 converged, 0 not converged, -1 no convergence test or fit failed.
     ``n_iter`` (R, T) int: per fit, iterations (sweeps for samplers); -1 where the method reports none.
     ``finite`` (R, T) bool: per fit, whether the estimate was finite (False from a failed fit on).
@@ -35,8 +41,8 @@ Every dataset carries ``units`` and ``description`` attributes and a Fletcher-32
 flipped bit makes reading fail instead of changing a number; every read error names the file.
 
 A summary file (:func:`write_summary`) holds the merged jobs of one experiment, one HDF5 group per
-(setting, method, strategy) at ``/{setting_index}/{method}/{strategy}`` with the same attributes and
-datasets as a job file.
+(setting, method, hyper-parameters, strategy) at ``/{setting_index}/{label}/{strategy}``, ``label`` being
+:attr:`JobResult.label` (``gss_ep``, ``gss_ep+learned``), with the same attributes and datasets as a job file.
 
 Writes are atomic: the file is written under a temporary name in the same folder and renamed into place
 only when complete, so a killed job never leaves a file that looks finished.
@@ -59,7 +65,7 @@ import pandas as pd
 from adaptcs._io import atomic_write
 
 FORMAT = "adaptcs.results"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 _DATASETS = {
     # name: (units, description)
@@ -83,8 +89,13 @@ _DATASETS = {
     "n_iter": ("1", "per fit: iterations (sweeps for samplers), -1 where the method reports none"),
     "finite": ("1", "per fit: whether the estimate was finite"),
     "failure": ("text", "per replicate: empty, or where and how its run failed (UTF-8)"),
+    "fitted_p0": ("1", "final fit's prior probability of a group (mean over groups); given or learned"),
+    "fitted_v0": ("signal units^2", "final fit's slab variance; given or learned"),
+    "fitted_noise_var": ("measurement units^2", "final fit's noise variance; given or learned"),
+    "fitted_alpha": ("measurement units^2", "final fit's lasso penalty; given or chosen by cross-validation"),
 }
-_OPTIONAL = ("group_prob", "checkpoint_n", "checkpoint_coef", "psnr", "ssim")
+FITTED = ("p0", "v0", "noise_var", "alpha")  # fitted_<name> datasets, from SequentialDesignResult.hyperparameters
+_OPTIONAL = ("group_prob", "checkpoint_n", "checkpoint_coef", "psnr", "ssim") + tuple(f"fitted_{n}" for n in FITTED)
 
 
 class ResultFileError(ValueError):
@@ -120,10 +131,22 @@ class JobResult:
     n_iter: np.ndarray | None = None
     finite: np.ndarray | None = None
     failure: np.ndarray | None = None
+    fitted_p0: np.ndarray | None = None
+    fitted_v0: np.ndarray | None = None
+    fitted_noise_var: np.ndarray | None = None
+    fitted_alpha: np.ndarray | None = None
+    hyperparameters: str = "oracle"
     config: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
     blas: list = field(default_factory=list)
     created: str = ""
+
+    @property
+    def label(self) -> str:
+        """The method as results name it: ``gss_ep`` with oracle hyper-parameters, ``gss_ep+learned``."""
+        from adaptcs.models.registry import variant_label
+
+        return variant_label(self.method, self.hyperparameters)
 
     @property
     def failed(self) -> np.ndarray:
@@ -186,16 +209,16 @@ def _reading(path):
 
 
 def merge_jobs(jobs) -> JobResult:
-    """Concatenate jobs of the same (experiment, setting, method, strategy) along replicates, sorted."""
+    """Concatenate jobs of the same (experiment, setting, method, hyper-parameters, strategy) along replicates,
+    sorted."""
     jobs = list(jobs)
     if not jobs:
         raise ValueError("no jobs to merge")
     first = jobs[0]
-    key = (first.experiment, first.setting_index, first.method, first.strategy)
+    key = _job_key(first)
     for job in jobs[1:]:
-        if (job.experiment, job.setting_index, job.method, job.strategy) != key:
-            raise ValueError(f"cannot merge jobs of different kinds: {key} and "
-                             f"{(job.experiment, job.setting_index, job.method, job.strategy)}")
+        if _job_key(job) != key:
+            raise ValueError(f"cannot merge jobs of different kinds: {key} and {_job_key(job)}")
         if not np.array_equal(job.n_measurements, first.n_measurements):
             raise ValueError(f"cannot merge jobs with different measurement schedules ({key})")
         if _run_settings(job.config) != _run_settings(first.config):
@@ -213,9 +236,14 @@ def merge_jobs(jobs) -> JobResult:
     arrays = {name: stacked(name) for name in _DATASETS if name not in ("n_measurements", "checkpoint_n")}
     arrays["checkpoint_n"] = first.checkpoint_n
     return JobResult(experiment=first.experiment, setting_index=first.setting_index, setting=first.setting,
-                     method=first.method, strategy=first.strategy, n_measurements=first.n_measurements,
+                     method=first.method, hyperparameters=first.hyperparameters, strategy=first.strategy,
+                     n_measurements=first.n_measurements,
                      config=first.config, versions=first.versions, blas=first.blas, created=first.created,
                      **arrays)
+
+
+def _job_key(job: JobResult) -> tuple:
+    return job.experiment, job.setting_index, job.method, job.hyperparameters, job.strategy
 
 
 def _run_settings(config: dict) -> str:
@@ -225,20 +253,20 @@ def _run_settings(config: dict) -> str:
 
 
 def write_summary(path, jobs) -> Path:
-    """Write merged jobs of one experiment to one file, a group per (setting, method, strategy); atomic."""
+    """Write merged jobs of one experiment to one file, a group per (setting, label, strategy); atomic."""
     jobs = list(jobs)
 
     def write(f):
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = FORMAT_VERSION
         for job in jobs:
-            _write_job_group(f.create_group(f"{job.setting_index}/{job.method}/{job.strategy}"), job)
+            _write_job_group(f.create_group(f"{job.setting_index}/{job.label}/{job.strategy}"), job)
 
     return _atomic_h5(path, write)
 
 
 def read_summary(path) -> dict[tuple[int, str, str], JobResult]:
-    """Read a summary file: ``{(setting_index, method, strategy): JobResult}``."""
+    """Read a summary file: ``{(setting_index, label, strategy): JobResult}`` (label: :attr:`JobResult.label`)."""
     out = {}
     with _reading(path) as f:
         _check_format(f, path)
@@ -250,11 +278,12 @@ def read_summary(path) -> dict[tuple[int, str, str], JobResult]:
 
 
 def aggregate_runs(run_paths, *, summary_path, curves_path) -> None:
-    """Merge job files by (setting, method, strategy) into a summary HDF5 and a tidy curves CSV."""
+    """Merge job files by (setting, method, hyper-parameters, strategy) into a summary HDF5 and a tidy curves
+    CSV."""
     groups: dict[tuple, list[JobResult]] = {}
     for path in run_paths:
         job = read_job(path)
-        groups.setdefault((job.setting_index, job.method, job.strategy), []).append(job)
+        groups.setdefault(_job_key(job), []).append(job)
     merged = [merge_jobs(jobs) for _, jobs in sorted(groups.items())]
     write_summary(summary_path, merged)
     write_csv(jobs_table(merged), curves_path)
@@ -294,6 +323,7 @@ def _write_job_group(g, job: JobResult) -> None:
     g.attrs["setting_index"] = int(job.setting_index)
     g.attrs["setting"] = json.dumps(job.setting, sort_keys=True)
     g.attrs["method"] = job.method
+    g.attrs["hyperparameters"] = job.hyperparameters
     g.attrs["strategy"] = job.strategy
     g.attrs["config"] = json.dumps(job.config, sort_keys=True, default=_json_default)
     g.attrs["versions"] = json.dumps(job.versions or environment_versions(), sort_keys=True)
@@ -324,7 +354,8 @@ def _read_job_group(g, path) -> JobResult:
         arrays["failure"] = np.array([v.decode() for v in arrays["failure"].ravel()], dtype=str)
     return JobResult(
         experiment=str(g.attrs["experiment"]), setting_index=int(g.attrs["setting_index"]),
-        setting=json.loads(g.attrs["setting"]), method=str(g.attrs["method"]), strategy=str(g.attrs["strategy"]),
+        setting=json.loads(g.attrs["setting"]), method=str(g.attrs["method"]),
+        hyperparameters=str(g.attrs["hyperparameters"]), strategy=str(g.attrs["strategy"]),
         config=json.loads(g.attrs["config"]), versions=json.loads(g.attrs["versions"]),
         blas=json.loads(g.attrs["blas"]), created=str(g.attrs["created"]),
         **{name: arrays.pop(name, None) for name in _OPTIONAL}, **arrays)
@@ -333,7 +364,8 @@ def _read_job_group(g, path) -> JobResult:
 def jobs_table(jobs) -> pd.DataFrame:
     """Tidy table of error curves from JobResults: one row per (job, replicate, step).
 
-    Columns: experiment, setting_index, setting (JSON), method, strategy, replicate, step,
+    Columns: experiment, setting_index, setting (JSON), method (:attr:`JobResult.label`, e.g.
+    ``gss_ep+learned``), hyperparameters ("oracle" or "learned"), strategy, replicate, step,
     n_measurements, error, fit_seconds, and what each fit reported: converged (1, 0, or -1 for a method
     without a convergence test or a step never reached), n_iter (-1 where none), finite (the estimate was
     finite), failed (the replicate's run failed somewhere; its errors from there on are NaN).
@@ -343,13 +375,15 @@ def jobs_table(jobs) -> pd.DataFrame:
         R, T = job.errors.shape
         frames.append(pd.DataFrame({
             "experiment": job.experiment, "setting_index": job.setting_index,
-            "setting": json.dumps(job.setting, sort_keys=True), "method": job.method, "strategy": job.strategy,
+            "setting": json.dumps(job.setting, sort_keys=True), "method": job.label,
+            "hyperparameters": job.hyperparameters, "strategy": job.strategy,
             "replicate": np.repeat(job.replicate, T), "step": np.tile(np.arange(T), R),
             "n_measurements": np.tile(job.n_measurements, R), "error": job.errors.ravel(),
             "fit_seconds": job.fit_seconds.ravel(), "converged": job.converged.ravel(),
             "n_iter": job.n_iter.ravel(), "finite": job.finite.ravel(),
             "failed": np.repeat(job.failed, T)}))
-        for name in ("psnr", "ssim"):  # image quality of the final estimate: on the last step's rows
+        final_values = ("psnr", "ssim") + tuple(f"fitted_{n}" for n in FITTED)
+        for name in final_values:  # image quality and hyper-parameters of the final estimate: on the last step
             values = getattr(job, name)
             if values is not None:
                 column = np.full((R, T), np.nan)

@@ -2,7 +2,9 @@
 
 Every row reports the final relative error as mean +- std over replicates and a paired comparison with
 the best row of the same setting: a Wilcoxon signed-rank test on the per-replicate errors (every method
-sees the same signals, so the errors pair up by replicate).
+sees the same signals, so the errors pair up by replicate). A method run with learned hyper-parameters
+(``gss_ep+learned``) is also compared, paired, with the same method given the oracle's, and the median of the
+values it learned is reported.
 
 Failures are part of the table, never averaged away: a replicate whose run failed (a fit raised a numerical
 error or returned a non-finite estimate) is left out of the mean and counted in ``failed``, and the cell says
@@ -19,7 +21,12 @@ import numpy as np
 import pandas as pd
 from scipy.stats import wilcoxon
 
+from adaptcs.models.registry import base_method
+
 ALPHA = 0.05
+FITTED_NAMES = {"fitted_p0": "p0", "fitted_v0": "v0", "fitted_noise_var": "noise variance",
+                "fitted_alpha": "penalty"}
+FITTED_COLUMNS = tuple(FITTED_NAMES)
 
 
 def summary_table(finals: pd.DataFrame) -> pd.DataFrame:
@@ -37,7 +44,9 @@ def summary_table(finals: pd.DataFrame) -> pd.DataFrame:
     replicates that did not fail), n (replicates), failed (replicates that failed), fits (fits with a
     convergence test), not_converged (of those, fits that did not converge), best (bool), p_value (against
     the best row, on the replicates neither failed; NaN for the best itself and for a row with no
-    results), significant (p < 0.05).
+    results), significant (p < 0.05); for learned rows with an oracle row of the same method and strategy
+    p_vs_oracle (paired, NaN otherwise) and oracle_mean; median fitted_p0, fitted_v0, fitted_noise_var and
+    fitted_alpha over the replicates that did not fail, where the method reports them.
     """
     keys = ["experiment", "setting_index", "setting", "method", "strategy"]
     rows = []
@@ -61,6 +70,14 @@ def summary_table(finals: pd.DataFrame) -> pd.DataFrame:
             for name in ("psnr", "ssim"):  # image experiments
                 if name in cell and cell.loc[~cell["failed"], name].notna().any():
                     row[name] = float(cell.loc[~cell["failed"], name].mean())
+            for name in FITTED_COLUMNS:
+                if name in cell and cell.loc[~cell["failed"], name].notna().any():
+                    row[name] = float(cell.loc[~cell["failed"], name].median())
+            oracle = (base_method(method), strategy)
+            row["p_vs_oracle"], row["oracle_mean"] = np.nan, np.nan
+            if oracle != (method, strategy) and oracle in errors and len(err) and len(errors[oracle]):
+                row["p_vs_oracle"] = paired_p_value(err, errors[oracle])
+                row["oracle_mean"] = float(errors[oracle].mean())
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -111,12 +128,32 @@ def to_markdown(table: pd.DataFrame) -> str:
     lines.append(f"Final relative error, mean +- std over {', '.join(map(str, n))} replicates (those that did not "
                  f"fail). Bold: best in its column; \u2020: not significantly different from the best (paired "
                  f"Wilcoxon signed-rank test, p >= {ALPHA}).{quality}")
+    lines += _learned_vs_oracle(table)
     failed, not_converged = int(table["failed"].sum()), int(table["not_converged"].sum())
     lines.append("")
     lines.append(f"Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the "
                  f"mean): {failed}. Fits that stopped before meeting their convergence test: {not_converged} of "
                  f"{int(table['fits'].sum())}; the cells with any say how many.")
     return "\n".join(lines) + "\n"
+
+
+def _learned_vs_oracle(table: pd.DataFrame) -> list[str]:
+    """Markdown lines comparing each learned row with its oracle row (paired) and giving the learned values."""
+    learned = table[table["method"] != table["method"].map(base_method)]
+    if learned.empty:
+        return []
+    lines = ["", "Learned against oracle hyper-parameters (same signals; paired Wilcoxon signed-rank test; median "
+                 "learned values over the replicates):", ""]
+    for _, row in learned.sort_values(["setting_index", "method", "strategy"]).iterrows():
+        where = f"{row['method']} ({row['strategy']}, {_setting_label(row['setting'])})"
+        if np.isfinite(row["p_vs_oracle"]):
+            text = f"{row['mean']:.3f} against {row['oracle_mean']:.3f} with the oracle's, p = {row['p_vs_oracle']:.2g}"
+        else:
+            text = f"{row['mean']:.3f} (no oracle run to compare with)"
+        values = [f"{FITTED_NAMES[name]} {row[name]:.3g}" for name in FITTED_COLUMNS
+                  if name in row and np.isfinite(row[name])]
+        lines.append(f"- {where}: {text}" + (f"; learned {', '.join(values)}" if values else ""))
+    return lines
 
 
 def failure_note(row) -> str:

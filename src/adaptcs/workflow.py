@@ -19,16 +19,17 @@ from adaptcs.data.mnist import official_files
 from adaptcs.design import has_posterior_covariance
 from adaptcs.experiments import check_n_steps, experiment_spec, synthetic_case
 from adaptcs.experiments_mnist import MNIST
-from adaptcs.models.registry import METHODS, make_estimator
+from adaptcs.models.registry import HYPERPARAMETERS, METHODS, make_estimator
 
 
 @dataclass(frozen=True)
 class RunJob:
-    """One grid job: a chunk of replicates of one (experiment, setting, method, strategy)."""
+    """One grid job: a chunk of replicates of one (experiment, setting, method, hyper-parameters, strategy)."""
 
     experiment: str
     setting: int
     method: str
+    hyperparameters: str
     strategy: str
     chunk: int
     replicates: tuple[int, ...]
@@ -36,7 +37,8 @@ class RunJob:
     @property
     def name(self) -> str:
         """Path of the job's files below a results folder, without suffix."""
-        return f"{self.experiment}/setting{self.setting}/{self.method}-{self.strategy}-chunk{self.chunk}"
+        return (f"{self.experiment}/setting{self.setting}/{self.method}-{self.hyperparameters}-{self.strategy}"
+                f"-chunk{self.chunk}")
 
 
 @functools.cache
@@ -68,7 +70,14 @@ def experiment_options(config: dict, experiment: str) -> dict:
     if unknown:
         raise ValueError(f"config: experiments.{experiment}.methods has unknown {unknown}; known: {sorted(METHODS)}")
     data_options = dict(config.get("mnist", {})) if experiment in MNIST else {}
+    hyperparameters = list(entry.get("hyperparameters", ["oracle"]))
+    bad = [h for h in hyperparameters if h not in HYPERPARAMETERS] or \
+        [h for h in set(hyperparameters) if hyperparameters.count(h) > 1]
+    if bad or not hyperparameters:
+        raise ValueError(f"config: experiments.{experiment}.hyperparameters must be a non-empty list of distinct "
+                         f"values from {list(HYPERPARAMETERS)}; got {hyperparameters}")
     return {"replicates": entry["replicates"], "methods": list(entry["methods"]), "settings": list(settings),
+            "hyperparameters": hyperparameters,
             "strategies": list(entry.get("strategies", spec.strategies)),
             "n_steps": _config_n_steps(experiment, entry.get("n_steps")),
             "data_options": data_options}
@@ -134,19 +143,21 @@ def run_jobs(config: dict) -> list[RunJob]:
         for setting in opts["settings"]:
             for method in opts["methods"]:
                 strategies = opts["strategies"] if supports_design(method) else ["random"]
-                for strategy in strategies:
-                    for chunk, reps in enumerate(chunks):
-                        jobs.append(RunJob(experiment, setting, method, strategy, chunk, reps))
+                for hyper in opts["hyperparameters"]:
+                    for strategy in strategies:
+                        for chunk, reps in enumerate(chunks):
+                            jobs.append(RunJob(experiment, setting, method, hyper, strategy, chunk, reps))
     return jobs
 
 
-def find_job(jobs: list[RunJob], experiment: str, setting: int, method: str, strategy: str, chunk: int) -> RunJob:
-    """The job matching these wildcards (``ValueError`` if the config has no such job)."""
+def find_job(jobs: list[RunJob], wildcards) -> RunJob:
+    """The job of a ``run_job`` rule's wildcards (``ValueError`` if the config has no such job)."""
+    wanted = (f"{wildcards.experiment}/setting{int(wildcards.setting)}/{wildcards.method}-"
+              f"{wildcards.hyperparameters}-{wildcards.strategy}-chunk{int(wildcards.chunk)}")
     for job in jobs:
-        if (job.experiment, job.setting, job.method, job.strategy, job.chunk) == (
-                experiment, int(setting), method, strategy, int(chunk)):
+        if job.name == wanted:
             return job
-    raise ValueError(f"no job {experiment}/setting{setting}/{method}-{strategy}-chunk{chunk} in the config")
+    raise ValueError(f"no job {wanted} in the config")
 
 
 def figure_kinds(experiment: str) -> list[str]:

@@ -16,6 +16,7 @@ wildcard_constraints:
     experiment="E[0-9]+",
     setting=r"\d+",
     method="[a-z_]+",
+    hyperparameters="oracle|learned",
     strategy="design|random|pool",
     chunk=r"\d+",
     kind="[a-z_]+",

@@ -1,16 +1,16 @@
-# One job per (experiment, setting, method, strategy, chunk of replicates); see adaptcs.workflow.run_jobs.
+# One job per (experiment, setting, method, hyper-parameters, strategy, chunk of replicates); see adaptcs.workflow.run_jobs.
 
 
 rule run_job:
     output:
-        f"{RESULTS}/runs/{{experiment}}/setting{{setting}}/{{method}}-{{strategy}}-chunk{{chunk}}.h5",
+        f"{RESULTS}/runs/{{experiment}}/setting{{setting}}/{{method}}-{{hyperparameters}}-{{strategy}}-chunk{{chunk}}.h5",
     log:
-        f"{RESULTS}/logs/runs/{{experiment}}/setting{{setting}}/{{method}}-{{strategy}}-chunk{{chunk}}.log",
+        f"{RESULTS}/logs/runs/{{experiment}}/setting{{setting}}/{{method}}-{{hyperparameters}}-{{strategy}}-chunk{{chunk}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/runs/{{experiment}}/setting{{setting}}/{{method}}-{{strategy}}-chunk{{chunk}}.tsv"
+        f"{RESULTS}/benchmarks/runs/{{experiment}}/setting{{setting}}/{{method}}-{{hyperparameters}}-{{strategy}}-chunk{{chunk}}.tsv"
     params:
         replicates=lambda wc: list(
-            wf.find_job(JOBS, wc.experiment, wc.setting, wc.method, wc.strategy, wc.chunk).replicates
+            wf.find_job(JOBS, wc).replicates
         ),
         n_steps=lambda wc: wf.experiment_options(config, wc.experiment)["n_steps"],
         data_options=lambda wc: wf.experiment_options(config, wc.experiment)["data_options"],

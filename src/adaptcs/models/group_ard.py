@@ -300,8 +300,15 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
             warnings.warn(f"GroupARD: evidence still changing after {max_iter} sweeps "
                           f"(last change {trace[-1] - trace[-2]:.3g})", ConvergenceWarning, stacklevel=2)
 
-        prior_var = state.group_var[coef_group]
         noise_s = state.noise_var
+        if learn_noise and noise_s <= 1.01 * NOISE_FLOOR * float(np.mean(ys * ys)):
+            # Not a numerical failure: with n rows and at least n coefficients switched on, the evidence grows
+            # as the noise variance goes to 0 (the fit interpolates the data). Seen on E1 (64 rows, 512
+            # coefficients) from every start.
+            warnings.warn(f"GroupARD: the evidence drove the learned noise variance to its floor ({NOISE_FLOOR:g} "
+                          f"mean(y^2)) with {int(np.sum(state.group_var > 0))} groups on: the fit interpolates the "
+                          f"{n} measurements; give noise_var instead of learning it", UserWarning, stacklevel=2)
+        prior_var = state.group_var[coef_group]
         noise_var = noise_s * scale.y**2
         post = LinearGaussianModel(Xs, ys, noise_s, form="woodbury").posterior(prior_var, np.zeros(d))
         self.n_features_in_ = d

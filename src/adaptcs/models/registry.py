@@ -16,11 +16,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adaptcs.models.empirical_bayes import LearnedPrior
 from adaptcs.models.gibbs import BayesianGroupLasso, GroupHorseshoe, GroupSpikeSlabGibbs
 from adaptcs.models.group_ard import GroupARD
 from adaptcs.models.group_lasso import GroupLasso
 from adaptcs.models.matching import bg_lasso_gamma, horseshoe_tau
-from adaptcs.models.spike_slab_ep import GroupSpikeSlabEP, SpikeSlabEP
+from adaptcs.models.spike_slab_ep import LEARNABLE, GroupSpikeSlabEP, SpikeSlabEP
+
+HYPERPARAMETERS = ("oracle", "learned")
+LEARNED_PRIOR = "prior matched to GSS-EP's learned values"  # Method.learned of methods without their own learning
 
 
 @dataclass(frozen=True)
@@ -55,15 +59,22 @@ _PLACEHOLDER_PRIOR = PriorInfo(p0_group=0.5, p0_coef=0.5, v0=1.0, noise_var=1.0)
 @dataclass(frozen=True)
 class Method:
     """A method of EXPERIMENTS.md: its estimator, the hyper-parameters it derives per problem from the prior
-    knowledge, and the choices fixed for it (the user's ``method_params`` go on top of both).
+    knowledge, the choices fixed for it (the user's ``method_params`` go on top of both), and how it runs
+    without an oracle.
 
     Calling it with ``(groups, prior, **overrides)`` makes the estimator.
+
+    ``learned`` is what the method does with ``hyperparameters="learned"`` (:func:`make_estimator`): parameters
+    that make it learn from the data (e.g. ``{"learn": ("noise_var",)}``), or :data:`LEARNED_PRIOR` for a
+    method whose prior is matched to GSS-EP's learned values (:class:`~adaptcs.models.empirical_bayes.
+    LearnedPrior`).
     """
 
     estimator: type
     from_prior: Callable[[np.ndarray, PriorInfo], dict]
     fixed: dict = field(default_factory=dict)
     grouped: bool = True
+    learned: dict | str = field(default_factory=dict)
 
     def __call__(self, groups, prior: PriorInfo, **overrides):
         params = self.from_prior(groups, prior) | self.fixed | overrides
@@ -124,19 +135,32 @@ def _bayesian_group_lasso(groups, prior: PriorInfo) -> dict:
             "noise_var": prior.noise_var}
 
 
+_LEARN_ALL = {"learn": LEARNABLE}  # type-II maximum likelihood of p0, v0 and the noise variance
+
 METHODS: dict[str, Method] = {
-    "gss_ep": Method(GroupSpikeSlabEP, _spike_slab),
-    "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False),
-    "g_ard": Method(GroupARD, _noise_only),
-    # The paper's constrained form with k = 8, the best of the values it tried on E1.
-    "g_lasso": Method(GroupLasso, _nothing, fixed={"k": 8.0}),
-    "gss_mcmc": Method(GroupSpikeSlabGibbs, _spike_slab),
-    "g_hs": Method(GroupHorseshoe, _horseshoe),
-    "bg_lasso": Method(BayesianGroupLasso, _bayesian_group_lasso),
+    "gss_ep": Method(GroupSpikeSlabEP, _spike_slab, learned=_LEARN_ALL),
+    "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL),
+    "g_ard": Method(GroupARD, _noise_only, learned={"learn": ("noise_var",)}),
+    # The paper's constrained form with k = 8, the best of the values it tried on E1; without an oracle, the
+    # penalty is chosen by 5-fold cross-validation.
+    "g_lasso": Method(GroupLasso, _nothing, fixed={"k": 8.0}, learned={"k": "cv"}),
+    "gss_mcmc": Method(GroupSpikeSlabGibbs, _spike_slab, learned=LEARNED_PRIOR),
+    "g_hs": Method(GroupHorseshoe, _horseshoe, learned=LEARNED_PRIOR),
+    "bg_lasso": Method(BayesianGroupLasso, _bayesian_group_lasso, learned=LEARNED_PRIOR),
 }
 
 
-def make_estimator(method: str, groups, prior: PriorInfo, **overrides):
+def variant_label(method: str, hyperparameters: str) -> str:
+    """How results name a method run with ``hyperparameters``: ``gss_ep`` (oracle), ``gss_ep+learned``."""
+    return method if hyperparameters == "oracle" else f"{method}+{hyperparameters}"
+
+
+def base_method(label: str) -> str:
+    """The method of a :func:`variant_label`."""
+    return label.split("+", 1)[0]
+
+
+def make_estimator(method: str, groups, prior: PriorInfo, *, hyperparameters: str = "oracle", **overrides):
     """A fresh estimator for ``method`` with the paper's hyper-parameters (and ``overrides`` on top).
 
     Parameters
@@ -146,9 +170,20 @@ def make_estimator(method: str, groups, prior: PriorInfo, **overrides):
     groups : array-like, shape (d,)
         Group labels the method is told (possibly noisy, as in E2).
     prior : PriorInfo
+        The paper's prior knowledge with ``hyperparameters="oracle"``; the starting point of the learning
+        with ``"learned"`` (which must then not come from the true signal).
+    hyperparameters : {"oracle", "learned"}
+        "learned": the method learns from the data what the oracle would give it (:attr:`Method.learned`).
     **overrides
         Estimator parameters that replace the derived ones (e.g. ``tol``, ``max_iter``).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {sorted(METHODS)}; got {method!r}")
-    return METHODS[method](groups, prior, **overrides)
+    if hyperparameters not in HYPERPARAMETERS:
+        raise ValueError(f"hyperparameters must be one of {HYPERPARAMETERS}; got {hyperparameters!r}")
+    spec = METHODS[method]
+    if hyperparameters == "oracle":
+        return spec(groups, prior, **overrides)
+    if spec.learned == LEARNED_PRIOR:
+        return LearnedPrior(spec, groups, prior, overrides)
+    return spec(groups, prior, **(spec.learned | overrides))
