@@ -149,6 +149,23 @@ def test_warm_learning_in_a_sequence_restarts_periodically(rng):
     assert all(f > warm + 10 for i, f in enumerate(fits[1:], start=1) if i % 3 == 0)  # and a coarse search
 
 
+def test_tracked_hyper_parameters_reach_those_learned_from_scratch(rng):
+    """In a sequence of refits (at most 30 joint iterations each) the tracked values end where a fit learning
+    from scratch, to the strict tolerance, ends on the same rows."""
+    X, y, groups, _w = simulated(rng, n=90)
+    est = GroupSpikeSlabEP(groups, learn=ALL, warm_start=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n in range(60, 91, 2):
+            est.fit(X[:n], y[:n])
+    fresh = GroupSpikeSlabEP(groups, learn=ALL).fit(X, y)
+    assert est.learn_converged_ and fresh.converged_
+    assert est.p0_ == pytest.approx(fresh.p0_, rel=0.01)
+    assert est.v0_ == pytest.approx(fresh.v0_, rel=0.01)
+    assert est.noise_var_ == pytest.approx(fresh.noise_var_, rel=0.01)
+    assert np.linalg.norm(est.coef_ - fresh.coef_) < 0.02 * np.linalg.norm(fresh.coef_)
+
+
 @pytest.mark.parametrize("params, message", [
     ({"learn": ("p0", "tau")}, "learn must be distinct names"),
     ({"learn": ("p0", "p0")}, "learn must be distinct names"),

@@ -33,6 +33,7 @@ def test_posterior_matches_dense(rng, n, d, form):
 
     Z = rng.normal(size=(4, d))
     np.testing.assert_allclose(post.quad_rows(Z), np.einsum("ij,jk,ik->i", Z, V, Z), rtol=1e-8)
+    assert post.trace_data() == pytest.approx(np.trace(X @ V @ X.T), rel=1e-8)
 
 
 def test_auto_form_follows_shape(rng):

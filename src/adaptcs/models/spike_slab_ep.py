@@ -354,8 +354,9 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     n_ep_fits_ : int
         EP runs done by this fit (1 without learning).
     learn_converged_ : bool
-        Whether the learning ended because the hyper-parameters stopped moving (True without learning).
-        ``converged_`` requires it.
+        Whether the learning ended because the hyper-parameters stopped moving (True without learning); in
+        a warm refit, whether one more EM-like step from them at this fit would move them by less than 2 %
+        (see Notes). ``converged_`` requires it.
 
     Notes
     -----
@@ -363,6 +364,11 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     (exactly) so that they are of unit size, and the convergence test and the clamped site variance are
     relative, so fitting ``(c X, y)`` with ``v0 / c^2`` gives the coefficients of ``(X, y)`` with ``v0``
     divided by ``c``, for any c within the floating-point range.
+
+    With ``warm_start`` and evidence learning (sequential design) the hyper-parameters are tracked: each refit
+    starts from the last one's values and sites and takes at most 30 joint iterations of sites and EM-like
+    steps; the values go on moving at the next refit. Every ``restart_every`` refits a coarse search from
+    scratch (started from its own sites of the last search) competes on the evidence.
     """
 
     def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
@@ -504,6 +510,10 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         start = lrn.Hyper(level, v0_s, model.noise_var)
         warm = (self.warm_start and self.learn_method == "evidence" and hasattr(self, "_learned")
                 and self._learned["d"] == model.d and self._learned["learn"] == learn)
+        # The coarse search's sites at each of its points (sequential design restarts it from them).
+        unit, unit2 = scale.coef, scale.coef2
+        memo = {key: EPSites(s.var / unit2, s.mean / unit, s.logit) for key, s in self._learned["search"].items()} \
+            if warm else {}
         try:
             if self.learn_method == "cv":
                 learned = lrn.learn_cv(problem, start, learn, int(self.cv))
@@ -516,12 +526,12 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                 learned = lrn.learn_warm(problem, start, sites, learn)
                 n_fits = 0 if learned is None else learned.n_ep_fits
                 if learned is None or self._learned["refits"] % int(self.restart_every) == 0:
-                    fresh = lrn.learn_evidence(problem, start, learn, lrn.WARM_EP)
+                    fresh = lrn.learn_evidence(problem, start, learn, lrn.WARM_EP, memo)
                     n_fits += fresh.n_ep_fits
                     if learned is None or fresh.run.log_evidence > learned.run.log_evidence:
                         learned = fresh
             else:
-                learned = lrn.learn_evidence(problem, start, learn)
+                learned = lrn.learn_evidence(problem, start, learn, memo=memo)
                 n_fits = learned.n_ep_fits
         except ValueError as exc:
             raise ValueError(f"{name}: learning {', '.join(learn)}: {exc}") from None
@@ -529,13 +539,21 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         run = problem.run(hyper, learned.run.sites, tol=float(self.tol), max_iter=int(self.max_iter))
         if run is None:  # cannot happen at a point where EP just ran; kept as a clear error
             raise ValueError(f"{name}: the posterior cannot be factorised at the learned hyper-parameters")
-        if not learned.converged:
-            warnings.warn(f"{name}: learning {', '.join(learn)} did not converge ({learned.message}); the fit is "
+        converged, message = learned.converged, learned.message
+        if warm:  # theta is tracked from row to row: learned when it is (nearly) its own EM update at this fit
+            step = lrn.em_step(problem, hyper, run, learn) if run.failure is None and np.all(run.cavity.valid) \
+                else np.inf
+            converged = step < lrn.TRACK_TOL
+            message = f"an EM-like step from the tracked values would still move them by {step:.3g} > " \
+                      f"{lrn.TRACK_TOL:g} in log units"
+        if not converged:
+            warnings.warn(f"{name}: learning {', '.join(learn)} did not converge ({message}); the fit is "
                           "marked not converged", ConvergenceWarning, stacklevel=3)
         refits = self._learned["refits"] if warm else 0
         self._learned = {"d": model.d, "learn": learn, "level": hyper.level, "refits": refits,
-                         "v0": hyper.v0 * scale.coef2, "noise_var": hyper.noise_var * scale.y**2}
-        return run, (hyper.level, offsets, hyper.v0, hyper.noise_var), n_fits + 1, learned.converged
+                         "v0": hyper.v0 * unit2, "noise_var": hyper.noise_var * scale.y**2,
+                         "search": {key: EPSites(s.var * unit2, s.mean * unit, s.logit) for key, s in memo.items()}}
+        return run, (hyper.level, offsets, hyper.v0, hyper.noise_var), n_fits + 1, converged
 
 
 class SpikeSlabEP(GroupSpikeSlabEP):
