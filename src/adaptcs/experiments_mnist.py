@@ -132,3 +132,44 @@ def mnist_case(experiment: str, setting_index: int, replicate: int, *, data: Mni
     key = EXPERIMENT_INDEX[experiment]
     # Random rows come from a stream shared by E6's prior kinds, so they are compared on the same rows.
     return Case(problem, pixel_groups, prior, problem_seed, (key, digit, replicate, 1), (key, digit, replicate, 2))
+
+
+# G-LASSO's bound k per digit (the paper chose the best k for each digit): the grid is these multiples of the
+# median group penalty sum_g sqrt(d_g) |w_g| of the calibration images, scored by the mean relative error of
+# their reconstructions from E4's measurements (n_initial rows, same noise, rows of their own).
+G_LASSO_K_FACTORS = (0.5, 0.7, 1.0, 1.4)
+N_CALIBRATION = 5  # grouping images of the digit used (never an image that is reconstructed)
+_G_LASSO_K: dict[tuple, tuple[float, dict]] = {}
+
+
+def g_lasso_k(data: MnistData, digit: int, groups: str = "similarity") -> tuple[float, dict]:
+    """The paper protocol's G-LASSO bound for ``digit``, chosen on grouping images (computed once per process).
+
+    Returns
+    -------
+    (k, scores)
+        The chosen bound and ``{k: mean relative error}`` over the grid, for the record.
+    """
+    from adaptcs.models import GroupLasso
+    from adaptcs.models.group_lasso import group_penalty
+
+    key = (data.source, data.images.shape[0], digit, groups)
+    if key not in _G_LASSO_K:
+        spec = MNIST["E4"]
+        _images, grouping = digit_images(data, digit)
+        pixel_groups = digit_groups(grouping, digit, groups, spec.group_size)
+        members = [np.flatnonzero(pixel_groups == g) for g in range(int(pixel_groups.max()) + 1)]
+        calibration = grouping[:N_CALIBRATION]
+        scale = float(np.median([group_penalty(w, members) for w in calibration]))
+        grid = [factor * scale for factor in G_LASSO_K_FACTORS]
+        errors = np.zeros(len(grid))
+        for j, w in enumerate(calibration):
+            rng = problem_rng(EXPERIMENT_INDEX["E4"], digit, 3000 + j)  # rows no experiment uses
+            X = sphere_rows(rng, spec.n_initial, w.shape[0])
+            y = X @ w + rng.normal(0.0, np.sqrt(spec.noise_var), size=spec.n_initial)
+            for i, k in enumerate(grid):
+                coef = GroupLasso(pixel_groups, k=k).fit(X, y).coef_
+                errors[i] += np.linalg.norm(coef - w) / np.linalg.norm(w) / len(calibration)
+        _G_LASSO_K[key] = (float(grid[int(np.argmin(errors))]), {round(k, 3): round(float(e), 4)
+                                                                 for k, e in zip(grid, errors, strict=True)})
+    return _G_LASSO_K[key]
