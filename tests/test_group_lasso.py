@@ -93,5 +93,26 @@ def test_cross_validated_penalty_is_close_to_the_best_on_the_path(rng):
     assert chosen < 0.5 * max(errors[0], errors[-1])
     with pytest.raises(ValueError, match="cv must be an integer >= 2"):
         GroupLasso(groups, k="cv", cv=1).fit(X, y)
+    with pytest.raises(ValueError, match="cv_every must be an integer >= 1"):
+        GroupLasso(groups, k="cv", cv_every=0).fit(X, y)
     with pytest.raises(ValueError, match="needs at least 5 rows"):
         GroupLasso(groups, k="cv").fit(X[:4], y[:4])
+
+
+def test_refits_cross_validate_every_cv_every_rows(rng):
+    """With warm_start, k="cv" cross-validates at the first fit and every cv_every-th refit (then the penalty is
+    the one a fresh fit chooses); in between the last choice is kept as a fraction of alpha_max."""
+    X, y, groups, _w = random_group_problem(rng, 60, 16, 4, 1.0, p0=0.2)
+
+    def alpha_max(n):
+        return np.max([np.linalg.norm(X[:n, groups == g].T @ y[:n]) / 2.0 for g in range(16)])
+
+    est = GroupLasso(groups, k="cv", warm_start=True, cv_every=3)
+    ratios = []
+    for n in range(40, 47):
+        est.fit(X[:n], y[:n])
+        ratios.append(est.alpha_ / alpha_max(n))
+        if (n - 40) % 3 == 0:  # cross-validated here: the same choice as a fit from scratch
+            assert est.alpha_ == pytest.approx(GroupLasso(groups, k="cv").fit(X[:n], y[:n]).alpha_, rel=1e-12)
+        else:
+            assert ratios[-1] == pytest.approx(ratios[-2], rel=1e-12)

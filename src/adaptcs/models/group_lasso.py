@@ -72,6 +72,10 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         Start the solver from the previous solution (the search for alpha starts afresh).
     cv : int
         Number of folds for ``k="cv"``.
+    cv_every : int
+        With ``warm_start`` and ``k="cv"`` (sequential design), the penalty is cross-validated at the first fit
+        and then at every ``cv_every``-th refit; the refits in between keep the last choice as a fraction of
+        ``alpha_max`` (cross-validating every refit costs seconds per row).
 
     Attributes
     ----------
@@ -88,7 +92,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, groups, *, alpha=None, k=None, tol=1e-8, k_tol=1e-7, max_iter=100, warm_start=False,
-                 cv=5):
+                 cv=5, cv_every=8):
         self.groups = groups
         self.alpha = alpha
         self.k = k
@@ -97,6 +101,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.warm_start = warm_start
         self.cv = cv
+        self.cv_every = cv_every
 
     def _check_hyperparameters(self) -> dict:
         """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
@@ -105,6 +110,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         return {"alpha": None if self.alpha is None else val.check_positive_scalar(self.alpha, "alpha"),
                 "k": None if self.k is None or self.k == "cv" else val.check_positive_scalar(self.k, "k"),
                 "cv": val.check_count(self.cv, "cv", minimum=2),
+                "cv_every": val.check_count(self.cv_every, "cv_every"),
                 "tol": val.check_positive_scalar(self.tol, "tol"),
                 "k_tol": val.check_positive_scalar(self.k_tol, "k_tol"),
                 "max_iter": val.check_count(self.max_iter, "max_iter"),
@@ -135,12 +141,21 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         unit = scale.coef
         Xs, ys = X / scale.x, y / scale.y
         solver = _PenalisedSolver(Xs, ys, members, weights, tol)
-        if self.warm_start and hasattr(self, "coef_") and self.coef_.shape[0] == d:
+        warm = self.warm_start and hasattr(self, "coef_") and self.coef_.shape[0] == d
+        if warm:
             solver.set_start(self.coef_ / unit)
 
         gap_tol = tol
         if self.k == "cv":
-            alpha_s = _cross_validated_alpha(Xs, ys, members, weights, tol, params["cv"])
+            refits = self._cv_state["refits"] + 1 if warm else 0
+            ratio = self._cv_state["ratio"] if warm else None
+            alpha_max = solver.alpha_max()
+            if ratio is None or refits % params["cv_every"] == 0 or alpha_max == 0.0:
+                alpha_s = _cross_validated_alpha(Xs, ys, members, weights, tol, params["cv"])
+                ratio = alpha_s / alpha_max if alpha_max > 0.0 else None
+            else:
+                alpha_s = ratio * alpha_max
+            self._cv_state = {"refits": refits, "ratio": ratio}
             w = solver.solve(alpha_s)
             converged = True
         elif self.alpha is not None:
