@@ -157,8 +157,9 @@ def plot_curves(summary, experiment: str):
         variant = {k: v for k, v in job.setting.items() if k not in ("digit", "label_noise")}
         key = (method, strategy, json.dumps(variant, sort_keys=True))
         lines.setdefault(key, []).append(job)
+    many = len(lines) > 6  # then the legend goes beside the axes, not over the curves
     with style():
-        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        fig, ax = plt.subplots(figsize=(6.4 + 2.8 * many, 4.0))
         for i, ((method, strategy, variant), jobs) in enumerate(lines.items()):
             n = jobs[0].n_measurements
             errors = np.concatenate([j.errors for j in jobs])
@@ -172,7 +173,7 @@ def plot_curves(summary, experiment: str):
         ax.set_xlabel("number of measurements")
         ax.set_ylabel("relative error")
         ax.set_title(f"{experiment}: mean error (band: 25%-75% of replicates)")
-        ax.legend()
+        ax.legend(**({"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if many else {}))
         fig.tight_layout()
     return fig
 
