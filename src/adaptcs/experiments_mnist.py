@@ -101,6 +101,13 @@ def oracle_prior(w: np.ndarray, groups: np.ndarray, noise_var: float) -> PriorIn
                      v0=float(np.mean(np.abs(w[nonzero])) ** 2), noise_var=noise_var)
 
 
+def measure(w: np.ndarray, n: int, noise_var: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` random rows on the sphere of radius 28 and their noisy measurements of image ``w`` (784,):
+    X of shape (n, 784), y of shape (n,)."""
+    X = sphere_rows(rng, n, w.shape[0])
+    return X, X @ w + rng.normal(0.0, np.sqrt(noise_var), size=n)
+
+
 def mnist_case(experiment: str, setting_index: int, replicate: int, *, data: MnistData, groups: str = "similarity",
                n_initial: int | None = None):
     """The problem of (experiment, setting, replicate) on ``data``; returns an experiments.Case."""
@@ -120,8 +127,7 @@ def mnist_case(experiment: str, setting_index: int, replicate: int, *, data: Mni
     # Rows and noise depend on (experiment, digit, image) only: E6's prior kinds see the same measurements.
     problem_seed = (EXPERIMENT_INDEX[experiment], digit, replicate)
     rng = problem_rng(*problem_seed)
-    X = sphere_rows(rng, n, w.shape[0])
-    y = X @ w + rng.normal(0.0, np.sqrt(spec.noise_var), size=n)
+    X, y = measure(w, n, spec.noise_var, rng)
     prior = oracle_prior(w, pixel_groups, spec.noise_var)
     kind = setting.get("prior_knowledge", "none")
     if kind != "none":
@@ -140,6 +146,7 @@ def mnist_case(experiment: str, setting_index: int, replicate: int, *, data: Mni
 G_LASSO_K_FACTORS = (0.5, 0.7, 1.0, 1.4)
 N_CALIBRATION = 5  # grouping images of the digit used (never an image that is reconstructed)
 _G_LASSO_K: dict[tuple, tuple[float, dict]] = {}
+G_LASSO_K_NOTE = "on E4-E6 chosen per digit on grouping images (the choice is recorded in each run file)"
 
 
 def g_lasso_k(data: MnistData, digit: int, groups: str = "similarity") -> tuple[float, dict]:
@@ -165,8 +172,7 @@ def g_lasso_k(data: MnistData, digit: int, groups: str = "similarity") -> tuple[
         errors = np.zeros(len(grid))
         for j, w in enumerate(calibration):
             rng = problem_rng(EXPERIMENT_INDEX["E4"], digit, 3000 + j)  # rows no experiment uses
-            X = sphere_rows(rng, spec.n_initial, w.shape[0])
-            y = X @ w + rng.normal(0.0, np.sqrt(spec.noise_var), size=spec.n_initial)
+            X, y = measure(w, spec.n_initial, spec.noise_var, rng)
             for i, k in enumerate(grid):
                 coef = GroupLasso(pixel_groups, k=k).fit(X, y).coef_
                 errors[i] += np.linalg.norm(coef - w) / np.linalg.norm(w) / len(calibration)

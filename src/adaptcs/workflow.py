@@ -18,7 +18,7 @@ from adaptcs._io import atomic_write
 from adaptcs.data.mnist import official_files
 from adaptcs.design import has_posterior_covariance
 from adaptcs.experiments import check_n_steps, experiment_spec, synthetic_case
-from adaptcs.experiments_mnist import MNIST
+from adaptcs.experiments_mnist import G_LASSO_K_NOTE, MNIST
 from adaptcs.models.registry import HYPERPARAMETERS, METHODS, make_estimator
 
 
@@ -126,8 +126,11 @@ def effective_config(config: dict) -> dict:
     experiments = {e: experiment_options(config, e) for e in config["experiments"]}
     methods = sorted({m for opts in experiments.values() for m in opts["methods"]})
     overrides = config.get("method_params", {})
-    return {"config": config, "experiments": experiments,
-            "method_params": {m: METHODS[m].effective_params(overrides.get(m, {})) for m in methods}}
+    params = {m: METHODS[m].effective_params(overrides.get(m, {})) for m in methods}
+    if "g_lasso" in params and not {"k", "alpha"} & set(overrides.get("g_lasso", {})) and any(
+            e in MNIST and "g_lasso" in opts["methods"] for e, opts in experiments.items()):
+        params["g_lasso"]["k"] = f"{params['g_lasso']['k']} on E1-E3; {G_LASSO_K_NOTE}"
+    return {"config": config, "experiments": experiments, "method_params": params}
 
 
 def run_jobs(config: dict) -> list[RunJob]:

@@ -218,23 +218,28 @@ def em_update(problem: EPProblem, hyper: Hyper, post, cavity, group_prob: np.nda
     return Hyper(level, v0, s2)
 
 
+def _mask(learn) -> np.ndarray:
+    """Which of (level, log v0, log s2) are learned; shape (3,)."""
+    return np.array([name in learn for name in LEARNABLE])
+
+
 def em_step(problem: EPProblem, hyper: Hyper, run: _EPRun, learn) -> float:
     """The size of the EM-like step (:func:`em_update`) from ``hyper`` at its EP fit ``run``: the largest change
     of a learned value in (level, log v0, log s2). Zero at a type-II fixed point."""
-    mask = np.array([name in learn for name in LEARNABLE])
+    mask = _mask(learn)
     target = em_update(problem, hyper, run.post, run.cavity, run.group_prob, learn)
     return float(np.max(np.abs(target.phi() - hyper.phi())[mask], initial=0.0))
 
 
 def joint_run(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, *, tol: float,
-              max_iter: int, theta_tol: float = THETA_TOL) -> tuple[Hyper, _EPRun | None]:
+              max_iter: int) -> tuple[Hyper, _EPRun | None]:
     """EP with the learned hyper-parameters moving along with the sites: every iteration also takes a damped
     EM-like step (:func:`em_update`, in (level, log v0, log s2), weighted like the site update), so one run
     reaches the joint fixed point (sites matched at theta, theta the EM update of itself).
 
     Returns the final hyper-parameters and run (None if the posterior cannot be factorised at the start).
     """
-    mask = np.array([name in learn for name in LEARNABLE])
+    mask = _mask(learn)
     state = {"hyper": hyper}
 
     def adapt(post, cav, group_prob, weight):
@@ -243,7 +248,7 @@ def joint_run(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, *,
         phi = current.phi() + weight * np.where(mask, target.phi() - current.phi(), 0.0)
         moved = Hyper(float(phi[0]), float(np.exp(phi[1])), float(np.exp(phi[2])))
         state["hyper"] = moved
-        change = float(np.max(np.abs(phi - current.phi()))) * tol / theta_tol  # in the units of the sites' tol
+        change = float(np.max(np.abs(phi - current.phi()))) * tol / THETA_TOL  # in the units of the sites' tol
         return (problem.model(moved.noise_var), problem.prior_logit(moved), moved.v0,
                 problem.v_inf_ratio * moved.v0, change)
 
@@ -259,7 +264,7 @@ def joint_run(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, *,
     return state["hyper"], run
 
 
-def coarse_search(problem: EPProblem, start: Hyper, learn, memo: dict | None = None) -> tuple[Hyper, _EPRun, int]:
+def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, _EPRun, int]:
     """The starting point of the refinement: the best of a coarse search over (p0, s2), v0 tied when learned.
 
     The spec's 6 x 4 grid (:func:`grid`) at a third of its cost and the same E1 results (0.303 on 20 signals,
@@ -267,57 +272,45 @@ def coarse_search(problem: EPProblem, start: Hyper, learn, memo: dict | None = N
     warm-started along each chain and from one p0 to the next, to a loose tolerance; then only the best chain
     goes on to smaller noise levels, while its evidence grows. The starting point is a candidate too.
 
-    ``memo`` (sequential design) maps each search point to its sites at the last search, on data with a few
-    rows less: EP starts there instead (same points, same ranking, a fraction of the iterations); it is updated
-    in place.
-
     Returns
     -------
     (hyper, run, n_fits) at the point with the largest evidence.
     """
-    levels = sorted(GRID_P0, reverse=True) if "p0" in learn else [None]
+    levels = [problem.level_for(p) for p in sorted(GRID_P0, reverse=True)] if "p0" in learn else [start.level]
     learn_noise = "noise_var" in learn
-    memo = {} if memo is None else memo
+    first_noises = [f * problem.mean_y2 for f in SEARCH_NOISE] if learn_noise else [start.noise_var]
 
-    def point(p0, factor):
-        level = start.level if p0 is None else problem.level_for(p0)
-        noise_var = start.noise_var if factor is None else factor * problem.mean_y2
+    def point(level, noise_var):
         return Hyper(level, problem.tied_v0(level, noise_var) if "v0" in learn else start.v0, noise_var)
 
-    def fit(key, sites):
-        hyper = point(*key)
-        run = problem.run(hyper, memo.get(key, sites), **SEARCH_EP)
-        if _usable(run):
-            memo[key] = run.sites
-            return hyper, run, run.sites
-        memo.pop(key, None)
-        return hyper, None, None
-
     candidates, n_fits, carried = [], 0, None
-    for p0 in levels:
+    for level in levels:
         sites = carried
-        for i, factor in enumerate(SEARCH_NOISE if learn_noise else [None]):
-            hyper, run, sites = fit((p0, factor), sites)
+        for i, noise_var in enumerate(first_noises):
+            hyper = point(level, noise_var)
+            run = problem.run(hyper, sites, **SEARCH_EP)
             n_fits += 1
+            sites = run.sites if _usable(run) else None
             if i == 0:
                 carried = sites  # the next p0 starts from this p0's sites at the largest noise level
-            if run is not None:
-                candidates.append((run.log_evidence, hyper, run, (p0, factor)))
+            if _usable(run):
+                candidates.append((run.log_evidence, hyper, run))
     run = problem.run(start, None, **SEARCH_EP)
     n_fits += 1
     if _usable(run):
-        candidates.append((run.log_evidence, start, run, None))
+        candidates.append((run.log_evidence, start, run))
     if not candidates:
         raise ValueError("EP failed at every point of the coarse search over the hyper-parameters")
-    best_ev, best_hyper, best_run, best_key = max(candidates, key=lambda c: c[0])
-    if learn_noise and best_key is not None:  # continue the best chain to smaller noise while it improves
+    best_ev, best_hyper, best_run = max(candidates, key=lambda c: c[0])
+    if learn_noise and best_hyper is not start:  # continue the best chain to smaller noise while it improves
         sites, previous = best_run.sites, best_ev
-        for factor in [f for f in GRID_NOISE if f < best_key[1]]:
-            hyper, run, sites = fit((best_key[0], factor), sites)
+        for f in [f for f in GRID_NOISE if f * problem.mean_y2 < best_hyper.noise_var]:
+            hyper = point(best_hyper.level, f * problem.mean_y2)
+            run = problem.run(hyper, sites, **SEARCH_EP)
             n_fits += 1
-            if run is None or run.log_evidence < previous:
+            if not _usable(run) or run.log_evidence < previous:
                 break
-            previous = run.log_evidence
+            sites, previous = run.sites, run.log_evidence
             if run.log_evidence > best_ev:
                 best_ev, best_hyper, best_run = run.log_evidence, hyper, run
     return best_hyper, best_run, n_fits
@@ -332,10 +325,9 @@ def _joint(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, ep=RE
     return Learned(hyper, run, 1, run.converged, message)
 
 
-def learn_evidence(problem: EPProblem, start: Hyper, learn, ep=REFINE_EP, memo: dict | None = None) -> Learned:
-    """Coarse search (``memo`` as in :func:`coarse_search`), then EP with EM-like steps from its best point to
-    the joint fixed point (type-II ML)."""
-    hyper, run, n_fits = coarse_search(problem, start, learn, memo)
+def learn_evidence(problem: EPProblem, start: Hyper, learn, ep=REFINE_EP) -> Learned:
+    """Coarse search, then EP with EM-like steps from its best point to the joint fixed point (type-II ML)."""
+    hyper, run, n_fits = coarse_search(problem, start, learn)
     learned = _joint(problem, hyper, run.sites, learn, ep)
     if learned is None:  # the joint iteration broke down: keep the best point of the search, not converged
         return Learned(hyper, run, n_fits + 1, False, "EP failed while refining the hyper-parameters")

@@ -147,8 +147,9 @@ class GroupLasso(RegressorMixin, BaseEstimator):
 
         gap_tol = tol
         if self.k == "cv":
-            refits = self._cv_state["refits"] + 1 if warm else 0
-            ratio = self._cv_state["ratio"] if warm else None
+            state = getattr(self, "_cv_state", None) if warm else None  # None also after a fit with another k
+            refits = state["refits"] + 1 if state else 0
+            ratio = state["ratio"] if state else None
             alpha_max = solver.alpha_max()
             if ratio is None or refits % params["cv_every"] == 0 or alpha_max == 0.0:
                 alpha_s = _cross_validated_alpha(Xs, ys, members, weights, tol, params["cv"])

@@ -368,7 +368,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     With ``warm_start`` and evidence learning (sequential design) the hyper-parameters are tracked: each refit
     starts from the last one's values and sites and takes at most 30 joint iterations of sites and EM-like
     steps; the values go on moving at the next refit. Every ``restart_every`` refits a coarse search from
-    scratch (started from its own sites of the last search) competes on the evidence.
+    scratch competes on the evidence.
     """
 
     def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
@@ -510,10 +510,6 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         start = lrn.Hyper(level, v0_s, model.noise_var)
         warm = (self.warm_start and self.learn_method == "evidence" and hasattr(self, "_learned")
                 and self._learned["d"] == model.d and self._learned["learn"] == learn)
-        # The coarse search's sites at each of its points (sequential design restarts it from them).
-        unit, unit2 = scale.coef, scale.coef2
-        memo = {key: EPSites(s.var / unit2, s.mean / unit, s.logit) for key, s in self._learned["search"].items()} \
-            if warm else {}
         try:
             if self.learn_method == "cv":
                 learned = lrn.learn_cv(problem, start, learn, int(self.cv))
@@ -526,12 +522,12 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                 learned = lrn.learn_warm(problem, start, sites, learn)
                 n_fits = 0 if learned is None else learned.n_ep_fits
                 if learned is None or self._learned["refits"] % int(self.restart_every) == 0:
-                    fresh = lrn.learn_evidence(problem, start, learn, lrn.WARM_EP, memo)
+                    fresh = lrn.learn_evidence(problem, start, learn, lrn.WARM_EP)
                     n_fits += fresh.n_ep_fits
                     if learned is None or fresh.run.log_evidence > learned.run.log_evidence:
                         learned = fresh
             else:
-                learned = lrn.learn_evidence(problem, start, learn, memo=memo)
+                learned = lrn.learn_evidence(problem, start, learn)
                 n_fits = learned.n_ep_fits
         except ValueError as exc:
             raise ValueError(f"{name}: learning {', '.join(learn)}: {exc}") from None
@@ -551,8 +547,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                           "marked not converged", ConvergenceWarning, stacklevel=3)
         refits = self._learned["refits"] if warm else 0
         self._learned = {"d": model.d, "learn": learn, "level": hyper.level, "refits": refits,
-                         "v0": hyper.v0 * unit2, "noise_var": hyper.noise_var * scale.y**2,
-                         "search": {key: EPSites(s.var * unit2, s.mean * unit, s.logit) for key, s in memo.items()}}
+                         "v0": hyper.v0 * scale.coef2, "noise_var": hyper.noise_var * scale.y**2}
         return run, (hyper.level, offsets, hyper.v0, hyper.noise_var), n_fits + 1, converged
 
 
