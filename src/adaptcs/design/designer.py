@@ -1,0 +1,348 @@
+"""The ask/tell loop of sequential design: which rows to measure next, from the measurements so far alone.
+
+``ask()`` returns the next rows, the instrument measures them, ``tell(rows, values)`` refits. The designer
+never sees the signal; it may be told rows it did not ask for (measurements taken anyway), and it keeps every
+row and value it was told. The simulation driver :func:`adaptcs.design.run_sequential_design` is this loop
+with measurements made up from a known signal.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import clone
+
+from adaptcs.data.synthetic import sphere_rows
+from adaptcs.design.binary import binary_rows
+from adaptcs.design.eigen import top_eigenvectors
+from adaptcs.models import _validation as val
+
+STRATEGIES = ("design", "random", "pool")
+ROW_CONSTRAINTS = ("sphere", "binary")
+NO_MEASUREMENTS = "random (no measurements yet)"
+
+
+class FitFailedWarning(RuntimeWarning):
+    """A refit failed numerically (or gave a non-finite estimate); the measurements are kept."""
+
+
+@dataclass
+class Asked:
+    """One call of :meth:`SequentialDesigner.ask`.
+
+    Attributes
+    ----------
+    n_told : int
+        Rows told before the call.
+    rows : ndarray, shape (k, d)
+    chosen_by : str
+        The strategy that chose the rows (random rows before any measurement, whatever the strategy).
+    scores : ndarray, shape (k,)
+        ``x^T V x`` of each row (for a batch of binary rows, under the covariance conditioned on the batch's
+        earlier rows); NaN for random rows.
+    bound : float
+        ``lambda_max ||x||^2``, the largest ``x^T V x`` any row of that norm can have; NaN for random rows.
+    seconds : float
+        Wall time spent choosing the rows.
+    """
+
+    n_told: int
+    rows: np.ndarray
+    chosen_by: str
+    scores: np.ndarray
+    bound: float
+    seconds: float
+
+
+@dataclass
+class Told:
+    """One call of :meth:`SequentialDesigner.tell` and the refit it made.
+
+    Attributes
+    ----------
+    n_told : int
+        Rows told so far, these included.
+    asked : ndarray of bool, shape (k,)
+        Per new row: whether it is a row that was asked for (and not told before).
+    fit_seconds : float
+    converged : int
+        1 converged, 0 not converged, -1 the method has no convergence test (or the fit failed).
+    n_iter : int
+        Iterations of the fit; -1 where the method does not report them.
+    failure : str
+        Empty, or why the fit failed (the error, or "non-finite estimate").
+    """
+
+    n_told: int
+    asked: np.ndarray
+    fit_seconds: float
+    converged: int
+    n_iter: int
+    failure: str
+
+
+def has_posterior_covariance(estimator) -> bool:
+    """Whether the estimator exposes ``cov_matvec`` (the only thing designed rows need)."""
+    return callable(getattr(estimator, "cov_matvec", None))
+
+
+class SequentialDesigner:
+    """Ask for the rows to measure next, tell what was measured; repeat.
+
+    Parameters
+    ----------
+    estimator : scikit-learn style estimator
+        Cloned at the first :meth:`tell` (the caller's object is left untouched); refits use
+        ``warm_start=True`` when the estimator has that parameter. "design" and "pool" need ``cov_matvec``.
+    strategy : {"design", "random", "pool"}
+        "design": rows with the largest ``x^T V x`` under the posterior covariance V (its leading
+        eigenvectors, or for binary rows see :mod:`adaptcs.design.binary`); "random": rows uniform on the
+        sphere (or uniform random signs); "pool": the rows of ``pool`` with the largest ``x^T V x``, each
+        measured at most once. Before any measurement every strategy gives random rows (the prior covariance
+        of an exchangeable prior is a multiple of the identity: every direction is as good).
+    row_norm : float, optional
+        Euclidean norm of the rows asked for; default ``sqrt(d)`` (the norm of a +-1 row). Binary rows have
+        entries ``+-row_norm / sqrt(d)``. Not used by "pool", whose rows are used as given.
+    batch_size : int
+        Rows per :meth:`ask`.
+    pool : array-like, shape (m, d), optional
+        Candidate rows for "pool".
+    row_constraint : {"sphere", "binary"}
+        "binary": rows in ``{-a, +a}^d`` (``a = row_norm / sqrt(d)``), the difference of two complementary
+        0/1 patterns of a digital micromirror device.
+    rng : None, int or numpy.random.Generator
+        Random rows and eigenvector starts (``numpy.random.default_rng`` semantics; a Generator is used as is).
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        Fitted on every row told so far (None before the first :meth:`tell`).
+    X_ : ndarray, shape (n, d)
+        Every row told, in order.
+    y_ : ndarray, shape (n,)
+        Their measured values.
+    history_ : list of :class:`Asked` and :class:`Told`
+        Every call, in order.
+    failure_ : str
+        Empty, or why the last refit failed (then :meth:`ask` refuses until a refit succeeds).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from adaptcs.design import SequentialDesigner
+    >>> from adaptcs.models import GroupSpikeSlabEP
+    >>> groups = np.repeat(np.arange(8), 4)                 # 32 coefficients in groups of 4
+    >>> w = np.where(groups < 2, 1.0, 0.0)                  # the unknown signal (only the instrument knows it)
+    >>> designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.01), batch_size=2, rng=0)
+    >>> for _ in range(6):
+    ...     rows = designer.ask()                           # (2, 32): what to measure next
+    ...     designer.tell(rows, rows @ w)                   # the instrument's values
+    >>> designer.X_.shape
+    (12, 32)
+    """
+
+    def __init__(self, estimator, *, strategy: str = "design", row_norm: float | None = None, batch_size: int = 1,
+                 pool=None, row_constraint: str = "sphere", rng=None):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
+        if row_constraint not in ROW_CONSTRAINTS:
+            raise ValueError(f"row_constraint must be one of {ROW_CONSTRAINTS}; got {row_constraint!r}")
+        if strategy != "random" and not has_posterior_covariance(estimator):
+            raise ValueError(f"strategy={strategy!r} needs a posterior covariance; {type(estimator).__name__} has "
+                             "no cov_matvec, so it can only run with strategy='random'")
+        if strategy == "pool":
+            if pool is None:
+                raise ValueError("pool must be given for strategy='pool'")
+            if row_constraint != "sphere":
+                raise ValueError("row_constraint applies to designed and random rows; pool rows are used as given")
+            pool = val.check_rows(pool, np.shape(pool)[-1], "pool")
+        elif pool is not None:
+            raise ValueError(f"pool is only used by strategy='pool'; got strategy={strategy!r}")
+        self.estimator = estimator
+        self.strategy = strategy
+        self.row_norm = None if row_norm is None else val.check_positive_scalar(row_norm, "row_norm")
+        self.batch_size = val.check_count(batch_size, "batch_size")
+        self.pool = pool
+        self.row_constraint = row_constraint
+        self.rng = val.check_random_generator(rng)
+        self.estimator_ = None
+        self.X_: np.ndarray | None = None
+        self.y_: np.ndarray | None = None
+        self.history_: list[Asked | Told] = []
+        self.failure_ = ""
+        self._pending = np.zeros((0, 0))
+        self._pool_used = None if pool is None else np.zeros(pool.shape[0], dtype=bool)
+
+    # -- what is known ---------------------------------------------------------------------------------------
+    @property
+    def n_features_in_(self) -> int | None:
+        """Coefficients per row: from the rows told, the pool, or the estimator's groups (None if unknown)."""
+        if self.X_ is not None:
+            return self.X_.shape[1]
+        if self.pool is not None:
+            return self.pool.shape[1]
+        groups = self.estimator.get_params().get("groups") if hasattr(self.estimator, "get_params") else None
+        return None if groups is None or np.ndim(groups) != 1 else len(groups)
+
+    @property
+    def n_told_(self) -> int:
+        """Rows told so far."""
+        return 0 if self.X_ is None else self.X_.shape[0]
+
+    def _row_norm(self, d: int) -> float:
+        return float(np.sqrt(d)) if self.row_norm is None else self.row_norm
+
+    def _noise_var(self) -> float:
+        noise = getattr(self.estimator_, "noise_var_", None)
+        if noise is None:
+            noise = self.estimator_.get_params().get("noise_var")
+        if noise is None:
+            raise ValueError(f"binary design rows need the noise variance; {type(self.estimator_).__name__} reports "
+                             "neither noise_var_ nor a noise_var parameter")
+        return float(noise)
+
+    # -- ask -------------------------------------------------------------------------------------------------
+    def ask(self) -> np.ndarray:
+        """The next ``batch_size`` rows to measure.
+
+        Returns
+        -------
+        ndarray, shape (batch_size, d)
+
+        Raises
+        ------
+        ValueError
+            If the number of coefficients is not known yet (tell some measurements first, or give groups or a
+            pool), or a pool has too few unmeasured rows left.
+        RuntimeError
+            If the last refit failed (nothing sensible can be designed from it).
+        """
+        d = self.n_features_in_
+        if d is None:
+            raise ValueError("the number of coefficients is not known yet: tell() some measurements first (or use "
+                             "an estimator with groups, or a pool)")
+        if self.failure_:
+            raise RuntimeError(f"the last fit failed ({self.failure_}); tell() more measurements so that a refit "
+                               "succeeds before asking for rows")
+        k = self.batch_size
+        if k > d:
+            raise ValueError(f"batch_size ({k}) cannot exceed the number of coefficients d ({d})")
+        if self.pool is not None and int(np.sum(~self._pool_used)) < k:
+            raise ValueError(f"the pool has {int(np.sum(~self._pool_used))} unmeasured rows left; {k} are asked for")
+        start = time.perf_counter()
+        scores, bound = np.full(k, np.nan), np.nan
+        norm = self._row_norm(d)
+        chosen_by = self.strategy if self.estimator_ is not None else NO_MEASUREMENTS
+        if chosen_by == "random" or (chosen_by == NO_MEASUREMENTS and self.pool is None):
+            if self.row_constraint == "binary":
+                rows = (2.0 * self.rng.integers(0, 2, size=(k, d)) - 1.0) * (norm / np.sqrt(d))
+            else:
+                rows = sphere_rows(self.rng, k, d, norm)
+        elif chosen_by == NO_MEASUREMENTS:
+            rows = self.pool[self.rng.choice(np.flatnonzero(~self._pool_used), size=k, replace=False)]
+        elif self.strategy == "design":
+            rows, scores, bound = self._designed_rows(d, k, norm)
+        else:
+            rows, scores = self._pool_rows(k)
+        self.history_.append(Asked(n_told=self.n_told_, rows=rows.copy(), chosen_by=chosen_by, scores=scores,
+                                   bound=bound, seconds=time.perf_counter() - start))
+        self._pending = rows.copy()
+        return rows
+
+    def _designed_rows(self, d: int, k: int, norm: float):
+        est = self.estimator_
+        if self.row_constraint == "binary":
+            chosen = binary_rows(est.cov_matvec, est.coef_var_, k, self._noise_var(), rng=self.rng)
+            amplitude2 = norm * norm / d
+            return chosen.rows * np.sqrt(amplitude2), chosen.scores * amplitude2, float(chosen.bounds[0]) * amplitude2
+        eig = top_eigenvectors(est.cov_matvec, d, k, rng=self.rng)
+        return (eig.vectors * norm).T, eig.values * norm * norm, float(eig.values[0]) * norm * norm
+
+    def _pool_rows(self, k: int):
+        # argmax of x^T V x = argmax of the predictive variance (they differ by the noise variance)
+        _mean, std = self.estimator_.predict(self.pool, return_std=True)
+        score = np.where(self._pool_used, -np.inf, std)
+        chosen = np.argsort(-score, kind="stable")[:k]
+        noise = getattr(self.estimator_, "noise_var_", np.nan)
+        return self.pool[chosen], std[chosen] ** 2 - noise
+
+    # -- tell ------------------------------------------------------------------------------------------------
+    def tell(self, X_new, y_new) -> SequentialDesigner:
+        """Add measured rows and their values, then refit on everything told so far.
+
+        Parameters
+        ----------
+        X_new : array-like, shape (k, d) or (d,)
+            Rows measured: those :meth:`ask` returned, or any others.
+        y_new : array-like, shape (k,) or scalar
+            Their measured values.
+
+        Bad input (wrong width, non-finite values, a row count that does not match the values) raises
+        ValueError and changes nothing. A refit that fails numerically keeps the measurements, sets
+        ``failure_`` and warns (:class:`FitFailedWarning`).
+        """
+        X_new = np.atleast_2d(np.asarray(X_new, dtype=float)) if np.ndim(X_new) == 1 else X_new
+        X_new, y_new = val.check_design(X_new, np.atleast_1d(y_new))
+        d = self.n_features_in_
+        if d is not None and X_new.shape[1] != d:
+            raise ValueError(f"rows must have {d} entries (coefficients); got {X_new.shape[1]}")
+        first = self.estimator_ is None
+        X_all = X_new if first else np.vstack([self.X_, X_new])
+        y_all = y_new if first else np.concatenate([self.y_, y_new])
+        est = self.estimator_
+        if first:
+            est = clone(self.estimator)
+            if "warm_start" in est.get_params():
+                est.set_params(warm_start=True)
+        # A ValueError at the first fit is bad input and propagates (nothing is kept); later the same
+        # estimator on more rows can only fail numerically, which is recorded like a LinAlgError.
+        numerical = (np.linalg.LinAlgError, FloatingPointError) if first else \
+            (np.linalg.LinAlgError, FloatingPointError, ValueError)
+        failure = ""
+        start = time.perf_counter()
+        try:
+            est.fit(X_all, y_all)
+        except numerical as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+        fit_seconds = time.perf_counter() - start
+        if not failure and not np.all(np.isfinite(est.coef_)):
+            failure = "non-finite estimate"
+        self.estimator_, self.X_, self.y_ = est, X_all, y_all
+        asked = self._match_asked(X_new)
+        if self._pool_used is not None:
+            for row in X_new:
+                hit = np.flatnonzero(~self._pool_used & (self.pool == row).all(axis=1))
+                if hit.size:
+                    self._pool_used[hit[0]] = True
+        flag = None if failure else getattr(est, "converged_", None)
+        iterations = None if failure else getattr(est, "n_iter_", None)
+        self.history_.append(Told(n_told=X_all.shape[0], asked=asked, fit_seconds=fit_seconds,
+                                  converged=-1 if flag is None else int(bool(flag)),
+                                  n_iter=-1 if iterations is None else int(iterations), failure=failure))
+        self.failure_ = failure
+        if failure:
+            warnings.warn(f"the fit on {X_all.shape[0]} rows failed ({failure}); the measurements are kept",
+                          FitFailedWarning, stacklevel=2)
+        return self
+
+    def _match_asked(self, X_new: np.ndarray) -> np.ndarray:
+        """Which new rows are pending asked rows (each asked row matches once); the matched ones stop pending."""
+        asked = np.zeros(X_new.shape[0], dtype=bool)
+        if self._pending.shape[1] != X_new.shape[1]:
+            return asked
+        pending = np.ones(self._pending.shape[0], dtype=bool)
+        for i, row in enumerate(X_new):
+            hit = np.flatnonzero(pending & (self._pending == row).all(axis=1))
+            if hit.size:
+                asked[i] = True
+                pending[hit[0]] = False
+        self._pending = self._pending[pending]
+        return asked
+
+    @property
+    def last_fit(self) -> Told | None:
+        """The record of the last refit (None before the first :meth:`tell`)."""
+        return next((h for h in reversed(self.history_) if isinstance(h, Told)), None)

@@ -1,0 +1,197 @@
+"""The ask/tell designer and +-1 design rows, against dense linear algebra and exhaustive search."""
+
+import itertools
+
+import numpy as np
+import pytest
+from sklearn.linear_model import Ridge
+
+from adaptcs.design import FitFailedWarning, SequentialDesigner, binary_rows
+from adaptcs.design.designer import NO_MEASUREMENTS, Asked, Told
+from adaptcs.models import GroupSpikeSlabEP, SpikeSlabEP
+
+from conftest import random_group_problem
+
+
+@pytest.fixture
+def problem(rng):
+    X, y, groups, w = random_group_problem(rng, n=10, n_groups=8, group_size=4, noise_var=0.1, p0=0.25)
+    return X, y, groups, w
+
+
+def dense_covariance(est, X):
+    """GSS-EP's posterior covariance (X^T X / s2 + diag(1 / site variances))^-1, by a dense inverse."""
+    return np.linalg.inv(X.T @ X / est.noise_var_ + np.diag(1.0 / est.sites_.var))
+
+
+def test_first_rows_are_random_before_any_measurement(problem):
+    _, _, groups, _ = problem
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), batch_size=3, rng=0)
+    rows = designer.ask()
+    assert rows.shape == (3, 32)
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), np.sqrt(32))
+    assert designer.history_[-1].chosen_by == NO_MEASUREMENTS
+    binary = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), row_constraint="binary", row_norm=8.0,
+                                rng=0).ask()
+    np.testing.assert_array_equal(np.abs(binary), np.full((1, 32), 8.0 / np.sqrt(32)))
+
+
+def test_asking_before_the_size_is_known_is_a_clear_error():
+    with pytest.raises(ValueError, match="number of coefficients is not known yet"):
+        SequentialDesigner(SpikeSlabEP(0.1, 1.0, 0.1)).ask()
+
+
+def test_designed_rows_are_the_top_eigenvectors_of_the_dense_posterior_covariance(problem):
+    X, y, groups, _ = problem
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), batch_size=2, row_norm=3.0, rng=1)
+    rows = designer.tell(X, y).ask()
+    V = dense_covariance(designer.estimator_, X)
+    values, vectors = np.linalg.eigh(V)
+    cosines = np.linalg.svd(vectors[:, -2:].T @ (rows.T / 3.0), compute_uv=False)
+    assert cosines.min() > 1 - 1e-8
+    asked = designer.history_[-1]
+    np.testing.assert_allclose(asked.scores, 9.0 * values[::-1][:2], rtol=1e-6)
+    assert asked.bound == pytest.approx(9.0 * values[-1], rel=1e-6)
+
+
+def test_tell_keeps_every_measurement_and_knows_which_rows_were_asked(problem):
+    X, y, groups, w = problem
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), batch_size=2, rng=2)
+    designer.tell(X[:6], y[:6])
+    rows = designer.ask()
+    extra = X[6:8]  # measured although nobody asked for them
+    designer.tell(np.vstack([extra[:1], rows[::-1], extra[1:]]), np.r_[y[6], rows[::-1] @ w, y[7]])
+    told = designer.history_[-1]
+    assert isinstance(told, Told) and isinstance(designer.history_[-2], Asked)
+    np.testing.assert_array_equal(told.asked, [False, True, True, False])
+    assert designer.X_.shape == (10, 32) and designer.n_told_ == told.n_told == 10
+    np.testing.assert_array_equal(designer.y_[:6], y[:6])
+    designer.tell(rows[0], rows[0] @ w)  # a single row as a vector; asked rows match only once
+    assert designer.history_[-1].asked.tolist() == [False]
+    # the refit is the fit on everything told (warm started; the same fixed point to EP's tolerance)
+    cold = GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1).fit(designer.X_, designer.y_)
+    np.testing.assert_allclose(designer.estimator_.coef_, cold.coef_, atol=1e-3)
+
+
+@pytest.mark.parametrize("X_new, y_new, match", [
+    (np.ones((2, 31)), np.ones(2), "rows must have 32 entries"),
+    (np.ones((2, 32)), np.ones(3), "inconsistent|rows|samples"),
+    (np.full((2, 32), np.nan), np.ones(2), "NaN|finite"),
+    (np.ones((2, 32)), np.array([1.0, np.inf]), "NaN|finite|infinity"),
+])
+def test_bad_measurements_change_nothing(problem, X_new, y_new, match):
+    X, y, groups, _ = problem
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), rng=3).tell(X, y)
+    before = (designer.X_.copy(), designer.y_.copy(), len(designer.history_), designer.estimator_.coef_.copy())
+    with pytest.raises(ValueError, match=match):
+        designer.tell(X_new, y_new)
+    np.testing.assert_array_equal(designer.X_, before[0])
+    np.testing.assert_array_equal(designer.y_, before[1])
+    assert len(designer.history_) == before[2]
+    np.testing.assert_array_equal(designer.estimator_.coef_, before[3])
+
+
+def test_a_failed_refit_keeps_the_data_and_stops_asking(problem):
+    X, y, _, _ = problem
+
+    class FailsOnSecondFit(Ridge):
+        def fit(self, X, y):
+            if X.shape[0] > 10:
+                raise np.linalg.LinAlgError("singular")
+            return super().fit(X, y)
+
+    designer = SequentialDesigner(FailsOnSecondFit(), strategy="random", rng=4).tell(X, y)
+    with pytest.warns(FitFailedWarning, match="the fit on 11 rows failed"):
+        designer.tell(X[0], y[0])
+    assert designer.n_told_ == 11 and "LinAlgError" in designer.failure_
+    with pytest.raises(RuntimeError, match="last fit failed"):
+        designer.ask()
+
+
+def test_pool_rows_are_spent_when_measured_not_when_asked(problem):
+    X, y, groups, w = problem
+    pool = np.random.default_rng(5).normal(size=(6, 32))
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), strategy="pool", pool=pool,
+                                  batch_size=2, rng=5).tell(X, y)
+    first = designer.ask()
+    np.testing.assert_array_equal(designer.ask(), first)  # nothing measured: the same advice
+    designer.tell(first, first @ w)
+    second = designer.ask()
+    assert not any((second[i] == first[j]).all() for i in range(2) for j in range(2))
+    with pytest.raises(ValueError, match="pool rows are used as given"):
+        SequentialDesigner(GroupSpikeSlabEP(groups), strategy="pool", pool=pool, row_constraint="binary")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"strategy": "best"}, "strategy must be one of"),
+    ({"row_constraint": "ternary"}, "row_constraint must be one of"),
+    ({"strategy": "pool"}, "pool must be given"),
+    ({"pool": np.ones((3, 32))}, "only used by strategy='pool'"),
+    ({"batch_size": 0}, "batch_size"),
+    ({"row_norm": 0.0}, "row_norm"),
+])
+def test_bad_designer_arguments(problem, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SequentialDesigner(GroupSpikeSlabEP(problem[2]), **kwargs)
+
+
+def test_designer_leaves_the_callers_estimator_alone(problem):
+    X, y, groups, _ = problem
+    est = GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1)
+    designer = SequentialDesigner(est, rng=6).tell(X, y)
+    assert not hasattr(est, "coef_") and est.warm_start is False and designer.estimator_.warm_start is True
+
+
+# ---- +-1 rows ----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def small_covariance(rng):
+    """A GSS-EP posterior covariance on 12 coefficients (exhaustive search over 2^12 sign rows is cheap)."""
+    X, y, groups, _ = random_group_problem(rng, n=4, n_groups=3, group_size=4, noise_var=0.05, p0=0.4)
+    est = GroupSpikeSlabEP(groups, 0.4, 1.0, 0.05).fit(X, y)
+    return dense_covariance(est, X), est.noise_var_
+
+
+def all_sign_rows(d):
+    return np.array(list(itertools.product([-1.0, 1.0], repeat=d)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_binary_rows_reach_the_exhaustive_optimum(small_covariance, seed):
+    V, _ = small_covariance
+    d = V.shape[0]
+    chosen = binary_rows(lambda B: V @ B, np.diag(V), 1, 0.05, rng=np.random.default_rng(seed))
+    x = chosen.rows[0]
+    assert set(np.unique(x)) <= {-1.0, 1.0}
+    assert chosen.scores[0] == pytest.approx(x @ V @ x, rel=1e-10)
+    cube = all_sign_rows(d)
+    scores = np.einsum("ij,jk,ik->i", cube, V, cube)
+    # a heuristic over the cube: at least 98 % of the exact maximum here (its roundings and flips find the top
+    # basin of these small problems), never above it, and below the continuous bound lambda_max d
+    assert 0.98 * scores.max() <= chosen.scores[0] <= scores.max() * (1 + 1e-12)
+    assert chosen.bounds[0] == pytest.approx(np.linalg.eigvalsh(V)[-1] * d, rel=1e-3)
+    # a local optimum: no single flip improves it
+    flipped = x * (1 - 2 * np.eye(d))
+    assert np.einsum("ij,jk,ik->i", flipped, V, flipped).max() <= chosen.scores[0] * (1 + 1e-12)
+
+
+def test_a_binary_batch_conditions_each_row_on_the_earlier_ones(small_covariance):
+    V, noise_var = small_covariance
+    chosen = binary_rows(lambda B: V @ B, np.diag(V), 2, noise_var, rng=np.random.default_rng(0))
+    x1, x2 = chosen.rows
+    V1 = V - np.outer(V @ x1, V @ x1) / (noise_var + x1 @ V @ x1)  # the covariance after measuring x1
+    assert chosen.scores[1] == pytest.approx(x2 @ V1 @ x2, rel=1e-9)
+    assert not np.array_equal(x1, x2) and not np.array_equal(x1, -x2)
+    cube = all_sign_rows(V.shape[0])
+    assert chosen.scores[1] >= 0.98 * np.einsum("ij,jk,ik->i", cube, V1, cube).max()
+
+
+def test_binary_designed_rows_beat_random_sign_rows(problem):
+    X, y, groups, _ = problem
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), row_constraint="binary",
+                                  row_norm=np.sqrt(32), rng=7).tell(X, y)
+    x = designer.ask()[0]
+    np.testing.assert_array_equal(np.abs(x), 1.0)
+    V = dense_covariance(designer.estimator_, X)
+    R = 2.0 * np.random.default_rng(8).integers(0, 2, size=(200, 32)) - 1.0
+    assert x @ V @ x > np.einsum("ij,jk,ik->i", R, V, R).max()
