@@ -1,4 +1,4 @@
-"""Command line for people who do not use Snakemake: ``python -m adaptcs {run,table,curves} ...``.
+"""Command line for people who do not use Snakemake: ``python -m adaptcs {run,table,curves,design} ...``.
 
 Examples::
 
@@ -6,6 +6,13 @@ Examples::
         --out results/runs/E3-0-gss_ep-design.h5
     python -m adaptcs table results/runs/E2-*.h5
     python -m adaptcs curves results/runs/E3-*.h5 --every 8
+
+The lab loop at an instrument (all state in one HDF5 file; see adaptcs.lab)::
+
+    python -m adaptcs design init --groups groups.csv --state s.h5     # p0, v0, noise learned (or --p0 ...)
+    python -m adaptcs design next --state s.h5 --batch 4 --out rows.csv
+    python -m adaptcs design add --state s.h5 --rows rows.csv --values y.csv
+    python -m adaptcs design estimate --state s.h5 --out estimate.csv
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+
+import numpy as np
 
 from adaptcs.experiments import SYNTHETIC, run_synthetic_job
 from adaptcs.models.registry import METHODS
@@ -70,6 +79,92 @@ def _curves(args) -> int:
     return 0
 
 
+def _design_init(args) -> int:
+    from adaptcs import lab
+
+    state = lab.init(args.state, args.groups, p0=args.p0, v0=args.v0, noise_var=args.noise_var,
+                     strategy=args.strategy, row_constraint=args.row_constraint, row_norm=args.row_norm, seed=args.seed,
+                     pool_path=args.pool, force=args.force)
+    learned = ", ".join(state.learned) or "nothing"
+    print(f"{args.state}: {state.d} coefficients in {len(set(state.groups.tolist()))} groups, strategy "
+          f"{state.strategy} ({state.row_constraint} rows); learned from the measurements: {learned}")
+    return 0
+
+
+def _design_next(args) -> int:
+    from adaptcs import lab
+
+    state_before = lab.load_state(args.state)
+    rows, summary, info = lab.next_rows(args.state, args.out, args.batch)
+    print(summary.describe(state_before.learned))
+    if summary.converged is False:
+        print("warning: the fit did not converge; these rows are the best the current fit suggests", file=sys.stderr)
+    detail = f"x^T V x {min(info['score']):.4g}..{max(info['score']):.4g} (bound {info['bound']:.4g})" \
+        if np.isfinite(info["bound"]) else "no covariance used"
+    print(f"wrote {rows.shape[0]} rows ({info['chosen_by']}; {detail}) to {args.out}")
+    return 0
+
+
+def _design_add(args) -> int:
+    from adaptcs import lab
+
+    info = lab.add(args.state, args.rows, args.values)
+    print(f"{args.state}: added {info['rows']} measurements ({info['asked']} of them asked for); "
+          f"{info['n_measured']} in all")
+    return 0
+
+
+def _design_estimate(args) -> int:
+    from adaptcs import lab
+
+    table, summary = lab.estimate(args.state, args.out)
+    print(summary.describe(lab.load_state(args.state).learned))
+    if not summary.converged:
+        print("warning: the fit did not converge: treat the estimate with care", file=sys.stderr)
+    active = table.groupby("group")["group_prob"].first()
+    print(f"wrote {len(table)} coefficients to {args.out}; {int((active > 0.5).sum())} of {active.size} groups "
+          "have probability > 0.5 of being active")
+    return 0
+
+
+def _add_design_parser(sub) -> None:
+    design = sub.add_parser("design", help="the lab loop: ask for rows, measure, tell (state in one HDF5 file)",
+                            description="Sequential design at an instrument. Every command takes --state, the HDF5 "
+                                        "file that holds every measurement and setting (written atomically).")
+    steps = design.add_subparsers(dest="step", required=True)
+    init = steps.add_parser("init", help="start: groups, fixed hyper-parameters (others learned), strategy")
+    init.add_argument("--groups", required=True, help="CSV: one non-negative integer group label per coefficient")
+    init.add_argument("--state", required=True)
+    for name, what in (("p0", "prior probability of a group"), ("v0", "variance of a non-zero coefficient"),
+                       ("noise-var", "noise variance of a measurement")):
+        init.add_argument(f"--{name}", type=float, help=f"fix the {what} (default: learned from the measurements)")
+    init.add_argument("--strategy", default="design", choices=["design", "random", "pool"])
+    init.add_argument("--row-constraint", default="sphere", choices=["sphere", "binary"],
+                      help="binary: rows of +-a entries, a = row norm / sqrt(d) (micromirror patterns)")
+    init.add_argument("--row-norm", type=float, help="norm of the rows asked for (default sqrt(d))")
+    init.add_argument("--pool", help="CSV of candidate rows (strategy pool)")
+    init.add_argument("--seed", type=int, default=0, help="seed of random rows and eigenvector starts")
+    init.add_argument("--force", action="store_true", help="overwrite an existing state file")
+    init.set_defaults(func=_design_init)
+
+    ask = steps.add_parser("next", help="write the next rows to measure")
+    ask.add_argument("--state", required=True)
+    ask.add_argument("--batch", type=int, default=1, help="rows to ask for (default 1)")
+    ask.add_argument("--out", required=True, help="CSV to write: one row per line")
+    ask.set_defaults(func=_design_next)
+
+    tell = steps.add_parser("add", help="add measured rows and their values (asked for or not)")
+    tell.add_argument("--state", required=True)
+    tell.add_argument("--rows", required=True, help="CSV: one measured row per line")
+    tell.add_argument("--values", required=True, help="CSV: one measured value per line, in the same order")
+    tell.set_defaults(func=_design_add)
+
+    est = steps.add_parser("estimate", help="posterior mean, std and group probabilities from all measurements")
+    est.add_argument("--state", required=True)
+    est.add_argument("--out", required=True, help="CSV to write: coefficient, group, mean, std, group_prob")
+    est.set_defaults(func=_design_estimate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m adaptcs", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     curves.add_argument("files", nargs="+")
     curves.add_argument("--every", type=int, default=4, help="print every k-th step (default 4)")
     curves.set_defaults(func=_curves)
+
+    _add_design_parser(sub)
     return parser
 
 

@@ -121,10 +121,7 @@ def uninformed_prior(case: Case) -> PriorInfo:
     level is learned). The noise variance starts at a tenth of ``mean(y^2)``; ``v0`` makes the prior's mean
     ``y_i^2`` equal the data's (LEARNING-HYPERPARAMETERS.md section 3.4).
     """
-    X, y = case.problem.X, case.problem.y
-    mean_y2 = float(np.mean(y * y))
-    noise_var = UNINFORMED_NOISE * mean_y2
-    v0 = (mean_y2 - noise_var) / (UNINFORMED_P0 * float(np.mean(np.sum(X * X, axis=1))))
+    v0, noise_var = uninformed_scale(case.problem.X, case.problem.y)
     p0_group = case.prior.p0_group
     if np.ndim(p0_group):  # prior knowledge: its offsets around a common level of logit(1/2) = 0
         log_odds = np.log(p0_group) - np.log1p(-np.asarray(p0_group))
@@ -132,6 +129,16 @@ def uninformed_prior(case: Case) -> PriorInfo:
     else:
         p0_group = UNINFORMED_P0
     return PriorInfo(p0_group=p0_group, p0_coef=UNINFORMED_P0, v0=v0, noise_var=noise_var)
+
+
+def uninformed_scale(X: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Starting ``(v0, noise_var)`` from measurements alone: the noise variance a tenth of ``mean(y^2)``, ``v0``
+    such that a prior with p0 = 1/2 explains the rest of it (LEARNING-HYPERPARAMETERS.md section 3.4)."""
+    mean_y2 = float(np.mean(y * y))
+    if not mean_y2 > 0.0:
+        raise ValueError("the measurements are all zero: there is no scale to start learning from")
+    noise_var = UNINFORMED_NOISE * mean_y2
+    return (mean_y2 - noise_var) / (UNINFORMED_P0 * float(np.mean(np.sum(X * X, axis=1)))), noise_var
 
 
 def check_n_steps(experiment: str, n_steps: int | None) -> int:

@@ -1,0 +1,364 @@
+"""The lab loop from the command line: every measurement and setting in one HDF5 state file.
+
+``python -m adaptcs design init|next|add|estimate`` (see :mod:`adaptcs.cli`) call the functions here. Each
+command reads the state, and the ones that change it (init, next, add) write a complete new file next to it
+and rename it over the old one, under an exclusive lock: an interrupted or failed command leaves the state as
+it was, and bad input files change nothing. The estimate depends only on the measurements told (every command
+refits GSS-EP from scratch on all of them), never on the order of the commands.
+
+State file layout (format ``adaptcs-design-state``, version 1)::
+
+    attrs: format, format_version, strategy, row_constraint, row_norm (NaN: sqrt(d)), seed,
+           given (JSON: the hyper-parameters fixed by the user; the others are learned), estimator (JSON)
+    groups      (d,)     int    group label of every coefficient
+    X           (n, d)   float  every row measured, in the order told
+    y           (n,)     float  the measured values
+    added_by    (n,)     int    which ``add`` told the row (0, 1, ...)
+    was_asked   (n,)     bool   whether the row is one that ``next`` asked for
+    asked       (m, d)   float  every row ``next`` ever asked for
+    asked_by    (m,)     int    which ``next`` asked it
+    pool        (p, d)   float  candidate rows (strategy "pool" only)
+    log         (k,)     str    one JSON line per command that changed the state
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pandas as pd
+
+from adaptcs._io import atomic_write
+from adaptcs.design import SequentialDesigner
+from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES
+from adaptcs.experiments import UNINFORMED_P0, uninformed_scale
+from adaptcs.models import GroupSpikeSlabEP
+from adaptcs.models import _validation as val
+
+STATE_FORMAT = "adaptcs-design-state"
+STATE_VERSION = 1
+HYPERPARAMETER_NAMES = ("p0", "v0", "noise_var")
+
+
+class StateError(ValueError):
+    """A state or input file that cannot be used (the message says which and why)."""
+
+
+@dataclass
+class LabState:
+    """Everything the lab loop knows (see the module docstring for the file layout)."""
+
+    groups: np.ndarray
+    strategy: str = "design"
+    row_constraint: str = "sphere"
+    row_norm: float | None = None
+    seed: int = 0
+    given: dict = field(default_factory=dict)
+    X: np.ndarray | None = None
+    y: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    added_by: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    was_asked: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    asked: np.ndarray | None = None
+    asked_by: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    pool: np.ndarray | None = None
+    log: list = field(default_factory=list)
+
+    def __post_init__(self):
+        d = self.d
+        self.X = np.zeros((0, d)) if self.X is None else self.X
+        self.asked = np.zeros((0, d)) if self.asked is None else self.asked
+
+    @property
+    def d(self) -> int:
+        """Number of coefficients."""
+        return int(self.groups.shape[0])
+
+    @property
+    def n_asks(self) -> int:
+        return sum(1 for entry in self.log if entry["command"] == "next")
+
+    @property
+    def n_adds(self) -> int:
+        return sum(1 for entry in self.log if entry["command"] == "add")
+
+    @property
+    def learned(self) -> tuple[str, ...]:
+        """The hyper-parameters learned from the measurements (those the user did not fix)."""
+        return tuple(name for name in HYPERPARAMETER_NAMES if self.given.get(name) is None)
+
+    def estimator(self) -> GroupSpikeSlabEP:
+        """GSS-EP with the given hyper-parameters, and the others learned starting from the measurements' scale."""
+        start = {"p0": UNINFORMED_P0, "v0": 1.0, "noise_var": 1.0}
+        if self.learned and self.X.shape[0]:
+            start["v0"], start["noise_var"] = uninformed_scale(self.X, self.y)
+        values = {name: self.given.get(name) if self.given.get(name) is not None else start[name]
+                  for name in HYPERPARAMETER_NAMES}
+        return GroupSpikeSlabEP(self.groups, values["p0"], values["v0"], values["noise_var"], learn=self.learned)
+
+    def designer(self, batch_size: int = 1) -> SequentialDesigner:
+        """A designer told every measurement so far (one fit, from scratch); seeded by (seed, number of asks)."""
+        designer = SequentialDesigner(self.estimator(), strategy=self.strategy, row_norm=self.row_norm,
+                                      batch_size=batch_size, pool=self.pool, row_constraint=self.row_constraint,
+                                      rng=np.random.default_rng([self.seed, self.n_asks]))
+        if self.X.shape[0]:
+            designer.tell(self.X, self.y)  # pool rows among them are spent
+        return designer
+
+
+# -- files -------------------------------------------------------------------------------------------------------
+
+def read_numbers(path, what: str) -> np.ndarray:
+    """A CSV of numbers (comma separated, one record per line, ``#`` comments allowed) as a 2-D float array."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # numpy warns (not raises) on an empty file
+            values = np.loadtxt(path, delimiter=",", ndmin=2, dtype=float)
+    except FileNotFoundError:
+        raise StateError(f"{path}: no such file ({what})") from None
+    except (ValueError, UserWarning) as exc:
+        raise StateError(f"{path}: {what} must be numbers separated by commas, one record per line: {exc}") from None
+    if values.size == 0:
+        raise StateError(f"{path}: {what} is empty")
+    if not np.all(np.isfinite(values)):
+        bad = np.argwhere(~np.isfinite(values))[0]
+        raise StateError(f"{path}: {what} has a non-finite value (NaN or infinity) on line {bad[0] + 1}, column "
+                         f"{bad[1] + 1}")
+    return values
+
+
+def read_groups(path) -> np.ndarray:
+    """Group labels, one integer per coefficient: one per line, or all on one line separated by commas."""
+    values = read_numbers(path, "group labels").ravel()
+    if not np.all(values == np.round(values)) or values.min() < 0:
+        raise StateError(f"{path}: group labels must be non-negative integers")
+    return values.astype(np.int64)
+
+
+def read_values(path, n_rows: int) -> np.ndarray:
+    """Measured values: one per line (or all on one line), as many as there are rows."""
+    values = read_numbers(path, "measured values")
+    if values.shape[0] > 1 and values.shape[1] > 1:
+        raise StateError(f"{path}: measured values must be one column (or one line); got {values.shape[0]} lines of "
+                         f"{values.shape[1]}")
+    values = values.ravel()
+    if values.shape[0] != n_rows:
+        raise StateError(f"{path}: {values.shape[0]} measured values for {n_rows} rows; they must match one to one")
+    return values
+
+
+def write_csv(path, array: np.ndarray) -> Path:
+    """Numbers with full precision (17 significant digits: they read back exactly), atomically."""
+    return atomic_write(path, lambda tmp: np.savetxt(tmp, np.atleast_2d(array), delimiter=",", fmt="%.17g"))
+
+
+@contextlib.contextmanager
+def locked(path):
+    """An exclusive lock on ``path`` (through a ``.lock`` file next to it) for a read-modify-write."""
+    lock_path = Path(path).with_name(f".{Path(path).name}.lock")
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def save_state(path, state: LabState) -> Path:
+    """Write the whole state to a new file and rename it over ``path``."""
+
+    def write(tmp):
+        with h5py.File(tmp, "w", locking=False) as f:
+            f.attrs["format"] = STATE_FORMAT
+            f.attrs["format_version"] = STATE_VERSION
+            f.attrs["strategy"] = state.strategy
+            f.attrs["row_constraint"] = state.row_constraint
+            f.attrs["row_norm"] = np.nan if state.row_norm is None else state.row_norm
+            f.attrs["seed"] = state.seed
+            f.attrs["given"] = json.dumps(state.given, sort_keys=True)
+            estimator = state.estimator().get_params()
+            estimator.pop("groups")
+            f.attrs["estimator"] = json.dumps({"class": "GroupSpikeSlabEP", **estimator}, sort_keys=True, default=str)
+            f["groups"] = state.groups
+            for name in ("X", "y", "added_by", "was_asked", "asked", "asked_by"):
+                f[name] = getattr(state, name)
+            if state.pool is not None:
+                f["pool"] = state.pool
+            f["log"] = np.array([json.dumps(entry, sort_keys=True) for entry in state.log], dtype=h5py.string_dtype())
+
+    return atomic_write(path, write)
+
+
+def load_state(path) -> LabState:
+    """Read a state file (StateError if it is not one)."""
+    path = Path(path)
+    if not path.exists():
+        raise StateError(f"{path}: no such state file (make one with 'python -m adaptcs design init')")
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            if f.attrs.get("format") != STATE_FORMAT:
+                raise StateError(f"{path}: not an adaptcs design state file")
+            if int(f.attrs["format_version"]) != STATE_VERSION:
+                raise StateError(f"{path}: state format version {f.attrs['format_version']} is not supported")
+            row_norm = float(f.attrs["row_norm"])
+            return LabState(
+                groups=f["groups"][()], strategy=str(f.attrs["strategy"]),
+                row_constraint=str(f.attrs["row_constraint"]),
+                row_norm=None if np.isnan(row_norm) else row_norm, seed=int(f.attrs["seed"]),
+                given=json.loads(f.attrs["given"]), X=f["X"][()], y=f["y"][()], added_by=f["added_by"][()],
+                was_asked=f["was_asked"][()].astype(bool), asked=f["asked"][()], asked_by=f["asked_by"][()],
+                pool=f["pool"][()] if "pool" in f else None,
+                log=[json.loads(line) for line in f["log"].asstr()[()]])
+    except OSError as exc:
+        raise StateError(f"{path}: cannot read the state file: {exc}") from None
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+# -- commands ----------------------------------------------------------------------------------------------------
+
+def init(state_path, groups_path, *, p0=None, v0=None, noise_var=None, strategy="design", row_constraint="sphere",
+         row_norm=None, seed=0, pool_path=None, force=False) -> LabState:
+    """Start a lab loop: groups, the hyper-parameters fixed by the user (the others are learned), the strategy."""
+    if Path(state_path).exists() and not force:
+        raise StateError(f"{state_path} exists (it holds measurements); remove it or pass --force to start over")
+    if strategy not in STRATEGIES:
+        raise StateError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
+    if row_constraint not in ROW_CONSTRAINTS:
+        raise StateError(f"row constraint must be one of {ROW_CONSTRAINTS}; got {row_constraint!r}")
+    groups = read_groups(groups_path)
+    given = {}
+    for name, value in (("p0", p0), ("v0", v0), ("noise_var", noise_var)):
+        if value is not None:
+            given[name] = val.check_positive_scalar(value, name)
+    if given.get("p0", 0.5) >= 1.0:
+        raise StateError(f"p0 must be below 1; got {given['p0']}")
+    pool = None
+    if pool_path is not None:
+        pool = read_numbers(pool_path, "candidate rows")
+        if pool.shape[1] != groups.shape[0]:
+            raise StateError(f"{pool_path}: candidate rows have {pool.shape[1]} entries; the groups file has "
+                             f"{groups.shape[0]} coefficients")
+    if (strategy == "pool") != (pool is not None):
+        raise StateError("strategy 'pool' needs --pool, and --pool needs strategy 'pool'")
+    state = LabState(groups=groups, strategy=strategy, row_constraint=row_constraint,
+                     row_norm=None if row_norm is None else val.check_positive_scalar(row_norm, "row_norm"),
+                     seed=val.check_count(seed, "seed", minimum=0), given=given, pool=pool)
+    SequentialDesigner(state.estimator(), strategy=strategy, row_constraint=row_constraint, pool=pool)  # checks
+    state.log.append({"command": "init", "time": _now(), "d": state.d, "groups": int(np.unique(groups).size),
+                      "given": given, "learned": list(state.learned)})
+    save_state(state_path, state)
+    return state
+
+
+@dataclass
+class FitSummary:
+    """What a command's fit says about the measurements so far."""
+
+    n_rows: int
+    converged: bool | None
+    n_iter: int | None
+    hyperparameters: dict
+
+    def describe(self, learned) -> str:
+        if self.n_rows == 0:
+            return "no measurements yet"
+        values = ", ".join(f"{name}={value:.4g}" + (" (learned)" if name in learned else "")
+                           for name, value in self.hyperparameters.items())
+        status = "converged" if self.converged else "NOT converged"
+        return f"fit on {self.n_rows} rows: {status} ({self.n_iter} iterations in the last EP run); {values}"
+
+
+def _fit_summary(designer: SequentialDesigner) -> FitSummary:
+    est = designer.estimator_
+    if est is None:
+        return FitSummary(0, None, None, {})
+    if designer.failure_:
+        raise StateError(f"the fit on {designer.n_told_} measurements failed ({designer.failure_}); nothing was "
+                         "changed")
+    return FitSummary(designer.n_told_, bool(est.converged_), int(est.n_iter_),
+                      {"p0": float(np.mean(est.p0_)), "v0": float(est.v0_), "noise_var": float(est.noise_var_)})
+
+
+def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSummary, dict]:
+    """Ask for the next ``batch`` rows: write them to ``out_path`` (CSV, one row per line) and record them."""
+    batch = val.check_count(batch, "batch")
+    with locked(state_path):
+        state = load_state(state_path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fit's convergence is reported in the summary instead
+            designer = state.designer(batch)
+            summary = _fit_summary(designer)
+            try:
+                rows = designer.ask()
+            except (ValueError, RuntimeError) as exc:
+                raise StateError(str(exc)) from None
+        asked = designer.history_[-1]
+        call = state.n_asks
+        state.asked = np.vstack([state.asked, rows])
+        state.asked_by = np.concatenate([state.asked_by, np.full(rows.shape[0], call)])
+        info = {"command": "next", "time": _now(), "call": call, "rows": int(rows.shape[0]),
+                "chosen_by": asked.chosen_by, "n_measured": designer.n_told_,
+                "score": [float(s) for s in asked.scores], "bound": float(asked.bound),
+                "converged": summary.converged, **summary.hyperparameters}
+        state.log.append(info)
+        write_csv(out_path, rows)
+        save_state(state_path, state)
+    return rows, summary, info
+
+
+def add(state_path, rows_path, values_path) -> dict:
+    """Tell measured rows and their values (any rows, asked or not); checked before anything is changed."""
+    with locked(state_path):
+        state = load_state(state_path)
+        rows = read_numbers(rows_path, "measured rows")
+        if rows.shape[1] != state.d:
+            raise StateError(f"{rows_path}: rows have {rows.shape[1]} entries; this state has {state.d} coefficients")
+        values = read_values(values_path, rows.shape[0])
+        pending = np.ones(state.asked.shape[0], dtype=bool)
+        for row in state.X[state.was_asked]:  # asked rows already measured are no longer pending
+            hit = np.flatnonzero(pending & (state.asked == row).all(axis=1))
+            if hit.size:
+                pending[hit[0]] = False
+        was_asked = np.zeros(rows.shape[0], dtype=bool)
+        for i, row in enumerate(rows):
+            hit = np.flatnonzero(pending & (state.asked == row).all(axis=1))
+            if hit.size:
+                was_asked[i], pending[hit[0]] = True, False
+        call = state.n_adds
+        state.X = np.vstack([state.X, rows])
+        state.y = np.concatenate([state.y, values])
+        state.added_by = np.concatenate([state.added_by, np.full(rows.shape[0], call)])
+        state.was_asked = np.concatenate([state.was_asked, was_asked])
+        info = {"command": "add", "time": _now(), "call": call, "rows": int(rows.shape[0]),
+                "asked": int(was_asked.sum()), "n_measured": int(state.X.shape[0]),
+                "rows_file": str(rows_path), "values_file": str(values_path)}
+        state.log.append(info)
+        save_state(state_path, state)
+    return info
+
+
+def estimate(state_path, out_path) -> tuple[pd.DataFrame, FitSummary]:
+    """The posterior from every measurement: per coefficient its group, mean, standard deviation and the
+    probability that its group is active; written to ``out_path`` (CSV with a header)."""
+    state = load_state(state_path)
+    if state.X.shape[0] == 0:
+        raise StateError(f"{state_path} has no measurements yet (add some with 'python -m adaptcs design add')")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reported in the summary
+        designer = state.designer()
+        summary = _fit_summary(designer)
+    est = designer.estimator_
+    group_prob = est.group_prob_[np.searchsorted(est.group_labels_, state.groups)]
+    table = pd.DataFrame({"coefficient": np.arange(state.d), "group": state.groups, "mean": est.coef_,
+                          "std": np.sqrt(est.coef_var_), "group_prob": group_prob})
+    atomic_write(out_path, lambda tmp: table.to_csv(tmp, index=False, float_format="%.10g"))
+    return table, summary

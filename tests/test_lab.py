@@ -1,0 +1,159 @@
+"""The lab loop's command line: ask, measure, tell, estimate, with all state in one HDF5 file."""
+
+import hashlib
+import warnings
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from adaptcs import lab
+from adaptcs.cli import main
+from adaptcs.models import GroupSpikeSlabEP
+
+
+@pytest.fixture
+def bench(tmp_path):
+    """A folder with a groups file and a hidden signal (16 groups of 4, 2 active)."""
+    groups = np.repeat(np.arange(16), 4)
+    np.savetxt(tmp_path / "groups.csv", groups, fmt="%d")
+    w = np.where(np.isin(groups, [2, 9]), np.random.default_rng(0).normal(size=64), 0.0)
+    return tmp_path, groups, w
+
+
+def design(*args):
+    return main(["design", *map(str, args)])
+
+
+def measure(folder, w, rng, noise=0.1, rows="rows.csv"):
+    X = np.loadtxt(folder / rows, delimiter=",", ndmin=2)
+    np.savetxt(folder / "y.csv", X @ w + rng.normal(0.0, noise, X.shape[0]))
+    return X
+
+
+def digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_lab_loop_learns_the_signal_without_an_oracle(bench, capsys):
+    folder, groups, w = bench
+    state = folder / "s.h5"
+    rng = np.random.default_rng(1)
+    assert design("init", "--groups", folder / "groups.csv", "--state", state) == 0
+    for _ in range(6):
+        assert design("next", "--state", state, "--batch", 4, "--out", folder / "rows.csv") == 0
+        measure(folder, w, rng)
+        assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv") == 0
+    assert design("estimate", "--state", state, "--out", folder / "estimate.csv") == 0
+    estimate = pd.read_csv(folder / "estimate.csv")
+    assert list(estimate.columns) == ["coefficient", "group", "mean", "std", "group_prob"]
+    assert np.linalg.norm(estimate["mean"] - w) / np.linalg.norm(w) < 0.1  # 24 rows for 64 coefficients
+    assert set(estimate.loc[estimate["group_prob"] > 0.5, "group"]) == {2, 9}
+    assert "learned" in capsys.readouterr().out
+    s = lab.load_state(state)
+    assert s.X.shape == (24, 64) and s.was_asked.all() and s.asked.shape == (24, 64)
+    np.testing.assert_array_equal(s.added_by, np.repeat(np.arange(6), 4))
+    assert [e["command"] for e in s.log] == ["init"] + ["next", "add"] * 6
+    assert s.log[1]["chosen_by"] == "random (no measurements yet)" and s.log[3]["chosen_by"] == "design"
+    # the estimate is GSS-EP fitted on exactly the measurements told, learning p0, v0 and the noise
+    with h5py.File(state) as f:
+        X, y = f["X"][()], f["y"][()]
+        assert '"learn": ["p0", "v0", "noise_var"]' in f.attrs["estimator"]
+    refit = s.estimator().fit(X, y)
+    np.testing.assert_allclose(estimate["mean"], refit.coef_, rtol=1e-8, atol=1e-10)
+
+
+def test_given_hyperparameters_binary_rows_and_rows_nobody_asked_for(bench):
+    folder, groups, w = bench
+    state = folder / "s.h5"
+    rng = np.random.default_rng(2)
+    design("init", "--groups", folder / "groups.csv", "--state", state, "--p0", 0.125, "--v0", 1.0,
+           "--noise-var", 0.01, "--row-constraint", "binary", "--seed", 3)
+    X0 = rng.normal(size=(10, 64))  # measurements taken before any advice
+    np.savetxt(folder / "own.csv", X0, delimiter=",")
+    np.savetxt(folder / "y.csv", X0 @ w + rng.normal(0, 0.1, 10))
+    assert design("add", "--state", state, "--rows", folder / "own.csv", "--values", folder / "y.csv") == 0
+    assert design("next", "--state", state, "--batch", 3, "--out", folder / "rows.csv") == 0
+    rows = measure(folder, w, rng)
+    np.testing.assert_array_equal(np.abs(rows), 1.0)  # row norm sqrt(d): entries +-1
+    design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv")
+    s = lab.load_state(state)
+    np.testing.assert_array_equal(s.was_asked, [False] * 10 + [True] * 3)
+    est = s.estimator()
+    assert est.learn == () and (est.p0, est.v0, est.noise_var) == (0.125, 1.0, 0.01)
+    # the first designed +-1 row beats an average +-1 row (tr V) under the posterior from the rows measured before
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # 10 rows, 64 coefficients: EP ends by its damping
+        fitted = GroupSpikeSlabEP(groups, 0.125, 1.0, 0.01).fit(X0, s.y[:10])
+    assert rows[0] @ fitted.cov_matvec(rows[0]) > 1.2 * fitted.coef_var_.sum()  # beats an average +-1 row
+
+
+@pytest.mark.parametrize("content, values, match", [
+    ("1,2,3\n", "1\n", "rows have 3 entries; this state has 64"),
+    (None, "1\n2\n", "2 measured values for 1 rows"),
+    (None, "nan\n", "non-finite value"),
+    ("x" * 10, "1\n", "must be numbers"),
+    (None, "1,2\n3,4\n", "one column"),
+])
+def test_bad_files_are_clear_errors_that_change_nothing(bench, capsys, content, values, match):
+    folder, _, _ = bench
+    state = folder / "s.h5"
+    design("init", "--groups", folder / "groups.csv", "--state", state)
+    before = digest(state)
+    (folder / "rows.csv").write_text(content if content is not None else ",".join(["1"] * 64) + "\n")
+    (folder / "y.csv").write_text(values)
+    assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv") == 2
+    assert match in capsys.readouterr().err
+    assert digest(state) == before
+
+
+def test_init_never_overwrites_measurements_and_checks_its_input(bench, capsys):
+    folder, _, _ = bench
+    state = folder / "s.h5"
+    design("init", "--groups", folder / "groups.csv", "--state", state)
+    assert design("init", "--groups", folder / "groups.csv", "--state", state) == 2
+    assert "exists (it holds measurements)" in capsys.readouterr().err
+    (folder / "bad.csv").write_text("0\n1.5\n")
+    assert design("init", "--groups", folder / "bad.csv", "--state", folder / "t.h5") == 2
+    assert "non-negative integers" in capsys.readouterr().err
+    assert design("init", "--groups", folder / "groups.csv", "--state", folder / "t.h5", "--p0", 1.5) == 2
+    assert not (folder / "t.h5").exists()
+    assert design("next", "--state", folder / "missing.h5", "--out", folder / "r.csv") == 2
+    assert "no such state file" in capsys.readouterr().err
+
+
+def test_an_interrupted_write_leaves_the_state_as_it_was(bench, monkeypatch):
+    folder, _, w = bench
+    state = folder / "s.h5"
+    design("init", "--groups", folder / "groups.csv", "--state", state)
+    design("next", "--state", state, "--batch", 2, "--out", folder / "rows.csv")
+    measure(folder, w, np.random.default_rng(4))
+    before = digest(state)
+
+    def dies(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab.h5py.Dataset, "__setitem__", dies)
+    monkeypatch.setattr(lab.h5py.Group, "__setitem__", dies)
+    with pytest.raises(KeyboardInterrupt):
+        lab.add(state, folder / "rows.csv", folder / "y.csv")
+    assert digest(state) == before
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".s.h5.tmp")) == []
+
+
+def test_pool_rows_measured_are_not_asked_again(bench):
+    folder, _, w = bench
+    state = folder / "s.h5"
+    pool = np.random.default_rng(5).normal(size=(8, 64))
+    np.savetxt(folder / "pool.csv", pool, delimiter=",")
+    design("init", "--groups", folder / "groups.csv", "--state", state, "--strategy", "pool", "--pool",
+           folder / "pool.csv", "--noise-var", 0.01)
+    asked = []
+    for _ in range(4):
+        design("next", "--state", state, "--batch", 2, "--out", folder / "rows.csv")
+        asked.append(measure(folder, w, np.random.default_rng(6), noise=0.1))
+        design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv")
+    chosen = sorted(int(np.flatnonzero((pool == row).all(axis=1))[0]) for rows in asked for row in rows)
+    assert chosen == list(range(8))  # every candidate exactly once
