@@ -197,7 +197,7 @@ def test_tiny_end_to_end_run(tmp_path):
     ({"experiments": {"E1": {"replicates": 2, "methods": ["gss_ep"], "extra": 1}}}, "Additional properties"),
     ({"experiments": {"E1": {"replicates": "two", "methods": ["gss_ep"]}}}, "is not of type 'integer'"),
     ({"experiments": {"E1": {"replicates": 2, "methods": ["lasso"]}}}, "'lasso' is not one of"),
-    ({"experiments": {"E7": {"replicates": 2, "methods": ["gss_ep"]}}}, "Additional properties"),
+    ({"experiments": {"E7": {"replicates": 2, "methods": ["gss_ep"]}}}, "'E7' does not match any of the regexes"),
     ({"experiments": {"E2": {"replicates": 2, "methods": ["gss_ep"], "settings": [9]}}}, "settings has [9]"),
     ({"replicate_per_job": 3}, "Additional properties"),
     ({"experiments": {"E4": {"replicates": 2, "methods": ["gss_ep"], "digits": [10]}}}, "10 is greater than"),
@@ -215,6 +215,13 @@ def test_tiny_end_to_end_run(tmp_path):
      "experiments.E5.n_steps must be at most 656"),
     ({"mnist": {"source": "path"}}, "mnist.path (the folder with the official MNIST IDX files) is not given"),
     ({"mnist": {"source": "path", "path": "/no/such/folder"}}, "mnist.path: /no/such/folder is not a folder"),
+    ({"experiments": {"mine": {"replicates": 2, "methods": ["gss_ep"]}}}, "'kind' is a required property"),
+    ({"experiments": {"mine": {"kind": "user", "data": {"images": "/no/such/folder", "side": 8}, "replicates": 1,
+                               "methods": ["gss_ep"]}}}, "experiments.mine.data: /no/such/folder: no such folder"),
+    ({"experiments": {"mine": {"kind": "user", "data": {"images": "examples/shapes/images", "side": 16},
+                               "replicates": 7, "methods": ["gss_ep"]}}}, "its data has 6 signals"),
+    ({"experiments": {"mine": {"kind": "user", "data": {"images": "examples/shapes/images"}, "replicates": 1,
+                               "methods": ["gss_ep"]}}}, "data.side (images are resized to side x side pixels) is"),
 ])
 def test_invalid_config_fails_before_any_job(tmp_path, change, message):
     config = {**TINY_CONFIG, **change}
@@ -274,3 +281,19 @@ for _ in range(2):
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
     text = log.read_text()
     assert text.count("ConvergenceWarning") == 2 and "WARNING py.warnings" in text
+
+
+def test_user_experiment_example_end_to_end(tmp_path):
+    """config/user-example.yaml, shortened: the user's images go through the same outputs as E5."""
+    config = yaml.safe_load((REPO / "config/user-example.yaml").read_text())
+    config["experiments"]["shapes"].update(replicates=2, methods=["gss_ep"], n_steps=4)
+    snakemake(tmp_path, "--cores", "2", config=config)
+    out = tmp_path / "out"
+    for path in ["figures/shapes_curves.png", "figures/shapes_images.png", "tables/shapes.md",
+                 "problems/shapes.csv", "summary/shapes.h5"]:
+        assert (out / path).stat().st_size > 0, path
+    job = read_job(out / "runs/shapes/setting0/gss_ep-learned-design-chunk0.h5")
+    assert job.errors.shape == (2, 5) and job.psnr.shape == (2,) and np.all(np.isfinite(job.errors))
+    np.testing.assert_array_equal(job.checkpoint_n, [32, 33, 34, 36])
+    assert job.w_true.shape == (2, 256) and job.w_true.max() <= 1.0
+    assert "dB" in (out / "tables/shapes.md").read_text()

@@ -141,10 +141,10 @@ def uninformed_scale(X: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return (mean_y2 - noise_var) / (UNINFORMED_P0 * float(np.mean(np.sum(X * X, axis=1)))), noise_var
 
 
-def check_n_steps(experiment: str, n_steps: int | None) -> int:
+def check_n_steps(experiment: str, n_steps: int | None, data_options: dict | None = None) -> int:
     """The design steps of ``experiment``: its definition's when ``n_steps`` is None, else ``n_steps``, refused
     (ValueError) when the rows would outnumber the coefficients (n_initial + n_steps > d)."""
-    spec = experiment_spec(experiment)
+    spec = experiment_spec(experiment, data_options)
     if n_steps is None:
         return spec.n_steps
     if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
@@ -156,10 +156,18 @@ def check_n_steps(experiment: str, n_steps: int | None) -> int:
     return int(n_steps)
 
 
-def experiment_spec(experiment: str):
-    """The definition of a synthetic or MNIST experiment."""
-    from adaptcs.experiments_mnist import MNIST
+def is_user(data_options: dict | None) -> bool:
+    """Whether the data options describe a ``kind: user`` experiment (:mod:`adaptcs.experiments_user`)."""
+    return bool(data_options) and data_options.get("kind") == "user"
 
+
+def experiment_spec(experiment: str, data_options: dict | None = None):
+    """The definition of a synthetic, MNIST or (with ``data_options`` of kind user) user experiment."""
+    from adaptcs.experiments_mnist import MNIST
+    from adaptcs.experiments_user import UserExperiment
+
+    if is_user(data_options):
+        return UserExperiment.from_options(experiment, data_options)
     if experiment in SYNTHETIC:
         return SYNTHETIC[experiment]
     if experiment in MNIST:
@@ -175,7 +183,7 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
 
     Parameters
     ----------
-    experiment : {"E1", ..., "E6"}
+    experiment : {"E1", ..., "E6"} or the name of a user experiment (with ``data_options`` of kind user)
     setting_index : int
         Index into the experiment's settings (E2: label-noise fraction; E4-E6: digit and prior knowledge).
     method : str
@@ -189,22 +197,33 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
     n_steps : int, optional
         Design steps (default: the experiment's).
     data_options : dict, optional
-        MNIST only: ``source``, ``cache_dir``, ``path`` (see :func:`adaptcs.data.mnist.load_mnist`) and
-        ``groups`` ("similarity" or "blocks").
+        MNIST: ``source``, ``cache_dir``, ``path`` (see :func:`adaptcs.data.mnist.load_mnist`) and
+        ``groups`` ("similarity" or "blocks"). User experiments: ``kind: user`` and the options of
+        :class:`adaptcs.experiments_user.UserExperiment`.
     hyperparameters : {"oracle", "learned"}
         The paper's values from the true signal, or learned from the measurements (:func:`case_estimator`).
     """
     from adaptcs.experiments_mnist import MNIST, cached_mnist, g_lasso_k, mnist_case
+    from adaptcs.experiments_user import check_oracle, user_case
 
-    spec = experiment_spec(experiment)
+    data_options = dict(data_options or {})
+    spec = experiment_spec(experiment, data_options)
     replicates = [int(r) for r in replicates]
     if not replicates:
         raise ValueError("replicates must not be empty")
     method_params = dict(method_params or {})
-    data_options = dict(data_options or {})
-    steps = check_n_steps(experiment, n_steps)
-    is_image = experiment in MNIST
-    if is_image:
+    steps = check_n_steps(experiment, n_steps, data_options)
+    user = is_user(data_options)
+    is_image = experiment in MNIST or (user and spec.is_image)
+    side = spec.side if user else SIDE
+    checkpoints = spec.default_checkpoints(steps) if user else getattr(spec, "checkpoints", ())
+    if user:
+        def make_case(replicate):
+            case = user_case(spec, replicate)
+            if hyperparameters == "oracle":
+                check_oracle(spec, case)
+            return case
+    elif experiment in MNIST:
         unknown = set(data_options) - {"source", "cache_dir", "path", "groups"}
         if unknown:
             raise ValueError(f"unknown MNIST option(s): {sorted(unknown)}")
@@ -223,7 +242,8 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
             return synthetic_case(experiment, setting_index, replicate, **overrides)
 
     calibration = {}
-    if is_image and method == "g_lasso" and hyperparameters == "oracle" and not {"k", "alpha"} & set(method_params):
+    if (experiment in MNIST and not user and method == "g_lasso" and hyperparameters == "oracle"
+            and not {"k", "alpha"} & set(method_params)):
         # The paper chose G-LASSO's k per digit: here from a grid, on the digit's grouping images.
         k, scores = g_lasso_k(data, spec.settings[setting_index]["digit"], data_options.get("groups", "similarity"))
         method_params["k"] = k
@@ -237,11 +257,10 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
         start = time.perf_counter()
         result = run_sequential_design(estimator, p.w_true, p.X, p.y, steps, strategy=strategy,
                                        noise_var=p.noise_var, row_norm=float(np.sqrt(p.w_true.shape[0])),
-                                       rng=problem_rng(*case.design_seed),
-                                       checkpoints=getattr(spec, "checkpoints", ()))
+                                       rng=problem_rng(*case.design_seed), checkpoints=checkpoints)
         if is_image:
             failed = (np.nan, np.nan)
-            quality.append(failed if result.failed else image_quality(result.coef, p.w_true, (SIDE, SIDE)))
+            quality.append(failed if result.failed else image_quality(result.coef, p.w_true, (side, side)))
         if progress:
             log.info("%s setting %d %s/%s replicate %d (%d/%d): error %.3f at n=%d, %.2f s, %d of %d fits not "
                      "converged", experiment, setting_index, label, strategy, replicate, i + 1, len(replicates),
@@ -321,14 +340,17 @@ def _spec(experiment: str, **overrides) -> SyntheticExperiment:
 def problem_manifest(experiment: str, replicates, settings=None, data_options: dict | None = None) -> pd.DataFrame:
     """One row per (setting, replicate): seeds, active groups and signal size of the problems used."""
     from adaptcs.experiments_mnist import MNIST, cached_mnist, mnist_case
+    from adaptcs.experiments_user import user_case
 
-    spec = experiment_spec(experiment)
-    settings = range(len(spec.settings)) if settings is None else settings
     data_options = dict(data_options or {})
+    spec = experiment_spec(experiment, data_options)
+    settings = range(len(spec.settings)) if settings is None else settings
     rows = []
     for setting_index in settings:
         for replicate in replicates:
-            if experiment in MNIST:
+            if is_user(data_options):
+                case = user_case(spec, int(replicate))
+            elif experiment in MNIST:
                 data = cached_mnist(data_options.get("source", "embedded"), data_options.get("cache_dir"),
                                     data_options.get("path"))
                 case = mnist_case(experiment, setting_index, int(replicate), data=data,

@@ -9,6 +9,7 @@ formats with the shared style (``adaptcs.mplstyle``).
 from __future__ import annotations
 
 import json
+import math
 from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
@@ -178,7 +179,7 @@ def plot_curves(summary, experiment: str):
     return fig
 
 
-def plot_images(summary, experiment: str, n_images: int = 6, side: int = 28):
+def plot_images(summary, experiment: str, n_images: int = 6):
     """Reconstructions as images. With checkpoints (E5): one image at each kept number of rows, a row per
     method and strategy. Otherwise: the true images and each method's final reconstruction of them."""
     items = [(k, j) for k, j in _ordered(summary) if k[0] == min(k[0] for k in summary)]
@@ -192,11 +193,11 @@ def plot_images(summary, experiment: str, n_images: int = 6, side: int = 28):
             row = list(job0.replicate).index(shared[0])
             for ax in axes[0]:
                 ax.axis("off")
-            _show(axes[0, 0], job0.w_true[row], side, "truth")
+            _show(axes[0, 0], job0.w_true[row], "truth")
             for r, ((_, method, strategy), job) in enumerate(items, start=1):
                 i = list(job.replicate).index(shared[0])
                 for c, count in enumerate(counts):
-                    _show(axes[r, c], job.checkpoint_coef[i, c], side, f"n={count}" if r == 1 else None)
+                    _show(axes[r, c], job.checkpoint_coef[i, c], f"n={count}" if r == 1 else None)
                 axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
                                 ha="right", va="center")
         else:
@@ -205,11 +206,11 @@ def plot_images(summary, experiment: str, n_images: int = 6, side: int = 28):
                                      figsize=(1.5 + 1.3 * len(chosen), 1.4 * (len(items) + 1)))
             first = items[0][1]
             for c, replicate in enumerate(chosen):
-                _show(axes[0, c], first.w_true[list(first.replicate).index(replicate)], side, None)
+                _show(axes[0, c], first.w_true[list(first.replicate).index(replicate)], None)
             axes[0, 0].text(-0.1, 0.5, "truth", transform=axes[0, 0].transAxes, ha="right", va="center")
             for r, ((_, method, strategy), job) in enumerate(items, start=1):
                 for c, replicate in enumerate(chosen):
-                    _show(axes[r, c], job.coef[list(job.replicate).index(replicate)], side, None)
+                    _show(axes[r, c], job.coef[list(job.replicate).index(replicate)], None)
                 axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
                                 ha="right", va="center")
         fig.suptitle(f"{experiment}: reconstructions (grey scale 0-1)")
@@ -217,7 +218,7 @@ def plot_images(summary, experiment: str, n_images: int = 6, side: int = 28):
     return fig
 
 
-def plot_importance(summary, experiment: str, n_images: int = 6, side: int = 28):
+def plot_importance(summary, experiment: str, n_images: int = 6):
     """Pixel importance: each pixel shaded by the posterior probability that its group is active."""
     items = [(k, j) for k, j in _ordered(summary) if j.group_prob is not None and k[0] == min(k[0] for k in summary)]
     if not items:
@@ -230,8 +231,8 @@ def plot_importance(summary, experiment: str, n_images: int = 6, side: int = 28)
             i = list(job.replicate).index(replicate)
             prob = job.group_prob[i]
             pixel_prob = prob if prob.shape[0] == job.w_true.shape[1] else prob[job.fit_groups[i]]
-            _show(axes[0, c], job.w_true[i], side, None)
-            _show(axes[1, c], pixel_prob, side, None, cmap="viridis")
+            _show(axes[0, c], job.w_true[i], None)
+            _show(axes[1, c], pixel_prob, None, cmap="viridis")
         axes[0, 0].text(-0.1, 0.5, "truth", transform=axes[0, 0].transAxes, ha="right", va="center")
         axes[1, 0].text(-0.1, 0.5, f"P(active)\n{method}", transform=axes[1, 0].transAxes, ha="right", va="center")
         fig.suptitle(f"{experiment}: pixel importance from group probabilities")
@@ -321,8 +322,13 @@ def save(fig, paths) -> None:
     plt.close(fig)
 
 
-def _show(ax, pixels, side, title, cmap="gray"):
-    ax.imshow(np.asarray(pixels).reshape(side, side), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
+def _show(ax, pixels, title, cmap="gray"):
+    """A square image from its row-major pixels (side sqrt(d): 28 for MNIST, a user experiment's own side)."""
+    pixels = np.asarray(pixels)
+    side = math.isqrt(pixels.size)
+    if side * side != pixels.size:
+        raise ValueError(f"an image needs a square number of pixels; got {pixels.size}")
+    ax.imshow(pixels.reshape(side, side), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
     ax.set_xticks([])
     ax.set_yticks([])
     ax.grid(False)

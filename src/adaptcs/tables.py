@@ -142,14 +142,19 @@ def _learned_vs_oracle(table: pd.DataFrame) -> list[str]:
     learned = table[table["method"] != table["method"].map(base_method)]
     if learned.empty:
         return []
-    lines = ["", "Learned against oracle hyper-parameters (same signals; paired Wilcoxon signed-rank test; median "
-                 "learned values over the replicates):", ""]
+    if learned["p_vs_oracle"].notna().any():
+        title = ("Learned against oracle hyper-parameters (same signals; paired Wilcoxon signed-rank test; median "
+                 "learned values over the replicates):")
+    else:  # e.g. a user experiment on real data, where no oracle exists
+        title = "Learned hyper-parameters (median over the replicates; no oracle run to compare with):"
+    lines = ["", title, ""]
     for _, row in learned.sort_values(["setting_index", "method", "strategy"]).iterrows():
         where = f"{row['method']} ({row['strategy']}, {_setting_label(row['setting'])})"
         if np.isfinite(row["p_vs_oracle"]):
             text = f"{row['mean']:.3f} against {row['oracle_mean']:.3f} with the oracle's, p = {row['p_vs_oracle']:.2g}"
         else:
-            text = f"{row['mean']:.3f} (no oracle run to compare with)"
+            missing = "" if title.startswith("Learned hyper") else " (no oracle run to compare with)"
+            text = f"{row['mean']:.3f}{missing}"
         values = [f"{FITTED_NAMES[name]} {row[name]:.3g}" for name in FITTED_COLUMNS
                   if name in row and np.isfinite(row[name])]
         lines.append(f"- {where}: {text}" + (f"; learned {', '.join(values)}" if values else ""))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import sys
 import warnings
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import yaml
 from adaptcs._io import atomic_write
 from adaptcs.data.mnist import official_files
 from adaptcs.design import has_posterior_covariance
-from adaptcs.experiments import check_n_steps, experiment_spec, synthetic_case
+from adaptcs.experiments import SYNTHETIC, check_n_steps, experiment_spec, synthetic_case
 from adaptcs.experiments_mnist import G_LASSO_K_NOTE, MNIST
 from adaptcs.models.registry import HYPERPARAMETERS, METHODS, make_estimator
 
@@ -48,11 +49,39 @@ def supports_design(method: str) -> bool:
     return has_posterior_covariance(make_estimator(method, case.fit_groups, case.prior))
 
 
+def user_data_options(config: dict, experiment: str) -> dict | None:
+    """The data options of a ``kind: user`` experiment (None for E1-E6); ValueError for an unknown name."""
+    entry = config["experiments"][experiment]
+    if entry.get("kind") == "user":
+        if re.fullmatch(r"E\d+", experiment):
+            raise ValueError(f"config: experiments.{experiment}: names E<number> are kept for built-in experiments; "
+                             "give a user experiment another name")
+        return {"kind": "user", **entry["data"]}
+    if experiment not in SYNTHETIC and experiment not in MNIST:
+        raise ValueError(f"config: experiments.{experiment} is not one of E1-E6; a user experiment needs "
+                         "'kind: user' and a 'data' block (config/README.md)")
+    return None
+
+
 def experiment_options(config: dict, experiment: str) -> dict:
     """The experiment's entry of the config with defaults filled in from its definition."""
-    spec = experiment_spec(experiment)
+    user = user_data_options(config, experiment)
+    try:
+        spec = experiment_spec(experiment, user)
+    except ValueError as exc:
+        raise ValueError(f"config: experiments.{experiment}: {exc}") from None
     entry = config["experiments"][experiment]
-    if experiment in MNIST:
+    if user is not None:
+        settings = [0]
+        try:
+            n_signals = spec.signals_array().shape[0]
+            spec.groups_array()
+        except (ValueError, OSError) as exc:
+            raise ValueError(f"config: experiments.{experiment}.data: {exc}") from None
+        if entry["replicates"] > n_signals:
+            raise ValueError(f"config: experiments.{experiment}.replicates is {entry['replicates']}; its data has "
+                             f"{n_signals} signals")
+    elif experiment in MNIST:
         if "settings" in entry:
             raise ValueError(f"config: experiments.{experiment} selects settings by digits, not settings")
         settings = spec.setting_indices(entry.get("digits", range(10)))
@@ -69,7 +98,7 @@ def experiment_options(config: dict, experiment: str) -> dict:
     unknown = [m for m in entry["methods"] if m not in METHODS]
     if unknown:
         raise ValueError(f"config: experiments.{experiment}.methods has unknown {unknown}; known: {sorted(METHODS)}")
-    data_options = dict(config.get("mnist", {})) if experiment in MNIST else {}
+    data_options = user if user is not None else dict(config.get("mnist", {})) if experiment in MNIST else {}
     hyperparameters = list(entry.get("hyperparameters", ["oracle"]))
     bad = [h for h in hyperparameters if h not in HYPERPARAMETERS] or \
         [h for h in set(hyperparameters) if hyperparameters.count(h) > 1]
@@ -79,13 +108,13 @@ def experiment_options(config: dict, experiment: str) -> dict:
     return {"replicates": entry["replicates"], "methods": list(entry["methods"]), "settings": list(settings),
             "hyperparameters": hyperparameters,
             "strategies": list(entry.get("strategies", spec.strategies)),
-            "n_steps": _config_n_steps(experiment, entry.get("n_steps")),
+            "n_steps": _config_n_steps(experiment, entry.get("n_steps"), user),
             "data_options": data_options}
 
 
-def _config_n_steps(experiment: str, n_steps) -> int:
+def _config_n_steps(experiment: str, n_steps, data_options) -> int:
     try:
-        return check_n_steps(experiment, n_steps)
+        return check_n_steps(experiment, n_steps, data_options)
     except ValueError as exc:
         raise ValueError(f"config: experiments.{experiment}.{exc}") from None
 
@@ -163,16 +192,17 @@ def find_job(jobs: list[RunJob], wildcards) -> RunJob:
     raise ValueError(f"no job {wanted} in the config")
 
 
-def figure_kinds(experiment: str) -> list[str]:
-    """The figures made for an experiment."""
-    return list(experiment_spec(experiment).figures)
+def figure_kinds(experiment: str, config: dict | None = None) -> list[str]:
+    """The figures made for an experiment (a user experiment's depend on its config entry)."""
+    user = user_data_options(config, experiment) if config is not None else None
+    return list(experiment_spec(experiment, user).figures)
 
 
-def figure_and_table_paths(results: str, experiments) -> list[str]:
+def figure_and_table_paths(results: str, experiments, config: dict | None = None) -> list[str]:
     """Every figure (PDF and PNG) and table (Markdown and CSV) of the given experiments."""
     paths = []
     for experiment in experiments:
-        paths += [f"{results}/figures/{experiment}_{kind}.{ext}" for kind in figure_kinds(experiment)
+        paths += [f"{results}/figures/{experiment}_{kind}.{ext}" for kind in figure_kinds(experiment, config)
                   for ext in ("pdf", "png")]
         paths += [f"{results}/tables/{experiment}.{ext}" for ext in ("md", "csv")]
     return paths

@@ -9,11 +9,11 @@ JOBS = wf.run_jobs(config)  # validates the config beyond the schema first (meth
 EFFECTIVE_CONFIG = wf.effective_config(config)
 CODE_VERSION = adaptcs.__version__
 RUN_FILES = [f"{RESULTS}/runs/{job.name}.h5" for job in JOBS]
-FIGURES_AND_TABLES = wf.figure_and_table_paths(RESULTS, EXPERIMENTS)
+FIGURES_AND_TABLES = wf.figure_and_table_paths(RESULTS, EXPERIMENTS, config)
 
 
 wildcard_constraints:
-    experiment="E[0-9]+",
+    experiment="[A-Za-z][A-Za-z0-9]*",  # E1-E6 or a user experiment's name (no "_": figures are {experiment}_{kind})
     setting=r"\d+",
     method="[a-z_]+",
     hyperparameters="oracle|learned",

@@ -1,0 +1,211 @@
+"""Experiments on the user's own signals: a folder of images or a ``.npy`` of signals, with groups from a file,
+from similarity over a second folder of images (as E4 grows them), or fixed blocks.
+
+Each signal is measured as in E5: ``n_initial`` random rows on the sphere of radius sqrt(d) with Gaussian noise,
+then ``n_steps`` rows chosen by the strategy, refitting after each. The signals are the truth the errors are
+measured against; the methods never see them (except the oracle hyper-parameters, which need exactly sparse
+signals: prefer ``hyperparameters: [learned]`` for real data).
+
+Images: PNG (or anything scikit-image reads), converted to grey, resized with scikit-image to ``side x side``
+(anti-aliased), scaled to [0, 1] by the image type's range, flattened row-major. Files are taken in sorted name
+order; replicate r is the r-th file. ``.npy``: an array of shape (m, d), replicate r is row r.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from adaptcs.data.mnist import block_groups, similarity_groups
+from adaptcs.data.synthetic import GroupSparseProblem, problem_rng
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif")
+GROUP_KINDS = ("blocks", "file", "similarity")
+DEFAULTS = {"noise_var": 1e-4, "n_initial": 32}
+
+
+@dataclass(frozen=True)
+class UserExperiment:
+    """A ``kind: user`` experiment of the workflow config (see config/README.md).
+
+    Attributes
+    ----------
+    name : str
+    images : str or None
+        Folder of images to reconstruct.
+    signals : str or None
+        ``.npy`` file of signals, shape (m, d).
+    side : int or None
+        Images are resized to ``side x side`` (required with ``images``).
+    groups : dict
+        ``{"blocks": b}`` (b x b pixel blocks of an image; or runs of b coefficients of a signal),
+        ``{"file": path}`` (CSV, one non-negative integer label per coefficient) or
+        ``{"similarity": folder, "size": k}`` (groups of k pixels grown by similarity over those images).
+    noise_var : float
+        Variance of the simulated measurement noise (in the units of the signal).
+    n_initial : int
+        Random rows before the design loop.
+    n_steps : int
+        Rows added by the design loop unless the experiment's ``n_steps`` says otherwise.
+    checkpoints : tuple of int
+        Numbers of rows at which reconstructions are kept (for the images figure); default four points.
+    """
+
+    name: str
+    images: str | None = None
+    signals: str | None = None
+    side: int | None = None
+    groups: dict = field(default_factory=lambda: {"blocks": 2})
+    noise_var: float = DEFAULTS["noise_var"]
+    n_initial: int = DEFAULTS["n_initial"]
+    n_steps: int = 32
+    checkpoints: tuple = ()
+    strategies: tuple = ("design", "random")
+    settings: tuple = ({},)
+
+    @classmethod
+    def from_options(cls, name: str, options: dict) -> UserExperiment:
+        """From the ``data`` block of the config entry (ValueError naming the key for anything wrong)."""
+        options = {k: v for k, v in options.items() if k != "kind"}
+        unknown = set(options) - {"images", "signals", "side", "groups", "noise_var", "n_initial", "checkpoints"}
+        if unknown:
+            raise ValueError(f"{name}: unknown data option(s) {sorted(unknown)}")
+        if ("images" in options) == ("signals" in options):
+            raise ValueError(f"{name}: give exactly one of data.images (a folder of images) and data.signals (.npy)")
+        if "images" in options and not isinstance(options.get("side"), int):
+            raise ValueError(f"{name}: data.side (images are resized to side x side pixels) is required with images")
+        groups = dict(options.get("groups", {"blocks": 2}))
+        kinds = [k for k in GROUP_KINDS if k in groups]
+        if len(kinds) != 1 or set(groups) - {kinds[0], "size"} or ("size" in groups) != (kinds[0] == "similarity"):
+            raise ValueError(f"{name}: data.groups must be one of {{blocks: b}}, {{file: path}} or "
+                             f"{{similarity: folder, size: k}}; got {groups}")
+        spec = cls(name=name, images=options.get("images"), signals=options.get("signals"), side=options.get("side"),
+                   groups=groups, noise_var=float(options.get("noise_var", DEFAULTS["noise_var"])),
+                   n_initial=int(options.get("n_initial", DEFAULTS["n_initial"])),
+                   checkpoints=tuple(int(c) for c in options.get("checkpoints", ())))
+        if spec.noise_var <= 0 or spec.n_initial < 1:
+            raise ValueError(f"{name}: data.noise_var must be > 0 and data.n_initial >= 1")
+        return spec
+
+    @property
+    def is_image(self) -> bool:
+        return self.images is not None
+
+    @property
+    def d(self) -> int:
+        """Coefficients per signal."""
+        return self.side * self.side if self.is_image else int(load_signals_npy(self.signals).shape[1])
+
+    @property
+    def key(self) -> int:
+        """A stable number for the experiment's name (seeds its problems; E1-E6 use 0-5)."""
+        return 1000 + zlib.crc32(self.name.encode()) % 1_000_000
+
+    @property
+    def figures(self) -> tuple:
+        return ("curves", "images") if self.is_image else ("curves", "example")
+
+    def default_checkpoints(self, n_steps: int) -> tuple:
+        """The given checkpoints, or the initial rows and three points along a loop of ``n_steps`` rows."""
+        if self.checkpoints:
+            return self.checkpoints
+        return tuple(sorted({self.n_initial + (n_steps * q) // 4 for q in (0, 1, 2, 4)}))
+
+    def signals_array(self) -> np.ndarray:
+        """All signals, shape (m, d)."""
+        return load_images(self.images, self.side) if self.is_image else load_signals_npy(self.signals)
+
+    def groups_array(self) -> np.ndarray:
+        """Group label of every coefficient, shape (d,)."""
+        d = self.d
+        if "blocks" in self.groups:
+            b = int(self.groups["blocks"])
+            if self.is_image:
+                return block_groups(self.side, b)
+            if d % b:
+                raise ValueError(f"{self.name}: groups.blocks ({b}) must divide the signal length ({d})")
+            return np.arange(d) // b
+        if "file" in self.groups:
+            labels = np.loadtxt(self.groups["file"], delimiter=",", ndmin=1).ravel()
+            if labels.shape[0] != d or not np.all(labels == np.round(labels)) or labels.min() < 0:
+                raise ValueError(f"{self.groups['file']}: must hold {d} non-negative integer group labels "
+                                 f"(one per coefficient); got {labels.shape[0]} values")
+            return labels.astype(np.int64)
+        if not self.is_image:
+            raise ValueError(f"{self.name}: groups by similarity need images")
+        grouping = load_images(self.groups["similarity"], self.side)
+        return similarity_groups(grouping, int(self.groups["size"]), problem_rng(self.key, 0, 1))
+
+
+@functools.lru_cache(maxsize=8)
+def load_images(folder: str, side: int) -> np.ndarray:
+    """Every image of ``folder`` (sorted by name) as grey values in [0, 1], resized to ``side x side``; (m, side^2)."""
+    from skimage.color import rgb2gray, rgba2rgb
+    from skimage.io import imread
+    from skimage.transform import resize
+    from skimage.util import img_as_float
+
+    path = Path(folder)
+    if not path.is_dir():
+        raise ValueError(f"{folder}: no such folder of images")
+    files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise ValueError(f"{folder}: no images ({', '.join(IMAGE_SUFFIXES)})")
+    images = []
+    for file in files:
+        image = img_as_float(imread(file))
+        if image.ndim == 3 and image.shape[2] == 4:
+            image = rgba2rgb(image)
+        if image.ndim == 3:
+            image = rgb2gray(image)
+        images.append(np.clip(resize(image, (side, side), anti_aliasing=True), 0.0, 1.0).ravel())
+    return np.asarray(images)
+
+
+@functools.lru_cache(maxsize=8)
+def load_signals_npy(path: str) -> np.ndarray:
+    """A ``.npy`` of signals, shape (m, d), finite."""
+    signals = np.load(path, allow_pickle=False)
+    if signals.ndim != 2 or not np.all(np.isfinite(signals)):
+        raise ValueError(f"{path}: signals must be a finite array of shape (number of signals, d); got shape "
+                         f"{signals.shape}")
+    return signals.astype(float)
+
+
+def user_case(spec: UserExperiment, replicate: int):
+    """The problem of one signal: E5's protocol (random initial rows, noise) on the user's signal."""
+    from adaptcs.experiments import Case
+    from adaptcs.experiments_mnist import measure
+    from adaptcs.models.registry import PriorInfo
+
+    signals = spec.signals_array()
+    if not 0 <= replicate < signals.shape[0]:
+        raise ValueError(f"{spec.name}: replicate must be in 0..{signals.shape[0] - 1} (one per signal); got "
+                         f"{replicate}")
+    groups = spec.groups_array()
+    if groups.shape[0] != signals.shape[1]:
+        raise ValueError(f"{spec.name}: {groups.shape[0]} group labels for signals of {signals.shape[1]} values")
+    w = signals[replicate]
+    problem_seed = (spec.key, 0, replicate)
+    X, y = measure(w, spec.n_initial, spec.noise_var, problem_rng(*problem_seed))
+    nonzero = w != 0
+    active = np.bincount(np.unique(groups, return_inverse=True)[1], weights=nonzero) > 0
+    # the oracle (from the true signal, as in E4-E6), only defined for exactly sparse signals (check_oracle)
+    prior = PriorInfo(p0_group=float(active.mean()), p0_coef=float(nonzero.mean()),
+                      v0=float(np.mean(np.abs(w[nonzero])) ** 2) if nonzero.any() else np.nan,
+                      noise_var=spec.noise_var)
+    problem = GroupSparseProblem(w_true=w, groups=groups, X=X, y=y, noise_var=spec.noise_var)
+    return Case(problem, groups, prior, problem_seed, (spec.key, 0, replicate, 1), (spec.key, 0, replicate, 2))
+
+
+def check_oracle(spec: UserExperiment, case) -> None:
+    """Refuse oracle hyper-parameters for a signal that is not exactly group-sparse (or is zero): the paper's
+    oracle p0 (the fraction of active groups) would be 1 or 0."""
+    if not 0.0 < case.prior.p0_group < 1.0:
+        raise ValueError(f"{spec.name}: the oracle hyper-parameters need exactly group-sparse signals (some groups "
+                         f"all zero, some not); signal {case.problem_seed[2]} has {case.prior.p0_group:.0%} of its "
+                         "groups active. Use hyperparameters: [learned]")

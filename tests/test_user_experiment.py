@@ -1,0 +1,87 @@
+"""Experiments on the user's own signals: loading, groups, the oracle's limits, and a job."""
+
+import warnings
+
+import numpy as np
+import pytest
+from skimage.io import imsave
+
+from adaptcs.experiments import problem_manifest, run_job
+from adaptcs.experiments_user import UserExperiment, load_images, user_case
+
+
+@pytest.fixture
+def image_folder(tmp_path):
+    rng = np.random.default_rng(0)
+    pixels = np.zeros((3, 8, 8))
+    pixels[:, 2:5, 3:6] = rng.integers(100, 256, size=(3, 3, 3))
+    for i, image in enumerate(pixels.astype(np.uint8)):
+        if i == 1:  # colour and transparency are reduced to grey
+            image = np.dstack([image, image, image, np.full_like(image, 255)])
+        imsave(tmp_path / f"img{i}.png", image, check_contrast=False)
+    (tmp_path / "notes.txt").write_text("not an image")
+    return tmp_path, pixels / 255.0
+
+
+def test_images_are_read_in_name_order_as_grey_values(image_folder):
+    folder, pixels = image_folder
+    loaded = load_images(str(folder), 8)  # no resizing: the pixel values themselves
+    np.testing.assert_allclose(loaded, pixels.reshape(3, 64), atol=1e-6)
+    small = load_images(str(folder), 4)
+    assert small.shape == (3, 16) and small.min() >= 0.0 and small.max() <= 1.0
+    # a 2x downscale keeps the mean brightness (anti-aliased resize, not subsampling)
+    np.testing.assert_allclose(small.mean(axis=1), pixels.reshape(3, 64).mean(axis=1), rtol=0.05)
+
+
+def test_signals_from_npy_with_block_or_file_groups(tmp_path):
+    signals = np.zeros((3, 24))
+    signals[:, 4:8] = 1.0
+    np.save(tmp_path / "s.npy", signals)
+    np.savetxt(tmp_path / "g.csv", np.arange(24) % 6, fmt="%d")
+    blocks = UserExperiment.from_options("sig", {"signals": str(tmp_path / "s.npy"), "groups": {"blocks": 4}})
+    np.testing.assert_array_equal(blocks.groups_array(), np.arange(24) // 4)
+    from_file = UserExperiment.from_options("sig", {"signals": str(tmp_path / "s.npy"),
+                                                    "groups": {"file": str(tmp_path / "g.csv")}})
+    np.testing.assert_array_equal(from_file.groups_array(), np.arange(24) % 6)
+    case = user_case(blocks, 1)
+    assert case.problem.X.shape == (32, 24) and case.prior.p0_group == pytest.approx(1 / 6)
+    assert blocks.figures == ("curves", "example")
+    np.testing.assert_array_equal(user_case(blocks, 1).problem.y, case.problem.y)  # seeded by name and replicate
+
+
+@pytest.mark.parametrize("options, match", [
+    ({}, "exactly one of data.images"),
+    ({"images": "x", "signals": "y.npy", "side": 4}, "exactly one of"),
+    ({"images": "x"}, "data.side"),
+    ({"images": "x", "side": 4, "groups": {"blocks": 2, "file": "g.csv"}}, "data.groups must be one of"),
+    ({"images": "x", "side": 4, "groups": {"similarity": "x"}}, "data.groups must be one of"),
+    ({"images": "x", "side": 4, "colour": True}, "unknown data option"),
+    ({"images": "x", "side": 4, "noise_var": 0}, "noise_var must be > 0"),
+])
+def test_bad_user_options(options, match):
+    with pytest.raises(ValueError, match=match):
+        UserExperiment.from_options("mine", options)
+
+
+def test_a_user_job_and_the_oracles_limit(tmp_path):
+    rng = np.random.default_rng(1)
+    sparse = np.where(np.arange(48) // 4 < 2, rng.uniform(0.5, 1.0, (2, 48)), 0.0)
+    dense = rng.uniform(0.1, 1.0, (2, 48))
+    np.save(tmp_path / "sparse.npy", sparse)
+    np.save(tmp_path / "dense.npy", dense)
+    options = {"kind": "user", "signals": str(tmp_path / "sparse.npy"), "groups": {"blocks": 4}, "n_initial": 12,
+               "noise_var": 1e-4}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        design = run_job("mine", 0, "gss_ep", "design", [0, 1], n_steps=4, data_options=options,
+                         hyperparameters="oracle")
+        random = run_job("mine", 0, "gss_ep", "random", [0, 1], n_steps=4, data_options=options,
+                         hyperparameters="oracle")
+    np.testing.assert_array_equal(design.n_measurements, [12, 13, 14, 15, 16])
+    np.testing.assert_array_equal(design.errors[:, 0], random.errors[:, 0])  # the same initial measurements
+    np.testing.assert_array_equal(design.w_true, sparse)
+    assert design.psnr is None and design.config["data_options"]["signals"].endswith("sparse.npy")
+    assert list(problem_manifest("mine", [0, 1], data_options=options)["n_nonzero"]) == [8, 8]
+    with pytest.raises(ValueError, match="oracle hyper-parameters need exactly group-sparse signals"):
+        run_job("mine", 0, "gss_ep", "design", [0], n_steps=1, hyperparameters="oracle",
+                data_options={**options, "signals": str(tmp_path / "dense.npy")})
