@@ -195,3 +195,15 @@ def test_binary_designed_rows_beat_random_sign_rows(problem):
     V = dense_covariance(designer.estimator_, X)
     R = 2.0 * np.random.default_rng(8).integers(0, 2, size=(200, 32)) - 1.0
     assert x @ V @ x > np.einsum("ij,jk,ik->i", R, V, R).max()
+
+
+def test_the_docstring_example_runs():
+    import doctest
+    import warnings
+
+    import adaptcs.design.designer as module
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the example's early refits on few rows may stop before converging
+        result = doctest.testmod(module)
+    assert result.attempted >= 5 and result.failed == 0

@@ -139,7 +139,7 @@ class SequentialDesigner:
     >>> designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.01), batch_size=2, rng=0)
     >>> for _ in range(6):
     ...     rows = designer.ask()                           # (2, 32): what to measure next
-    ...     designer.tell(rows, rows @ w)                   # the instrument's values
+    ...     _ = designer.tell(rows, rows @ w)               # the instrument's values
     >>> designer.X_.shape
     (12, 32)
     """
