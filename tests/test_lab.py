@@ -53,7 +53,7 @@ def test_the_lab_loop_learns_the_signal_without_an_oracle(bench, capsys):
     assert set(estimate.loc[estimate["group_prob"] > 0.5, "group"]) == {2, 9}
     assert "learned" in capsys.readouterr().out
     s = lab.load_state(state)
-    assert s.X.shape == (24, 64) and s.was_asked.all() and s.asked.shape == (24, 64)
+    assert s.X.shape == (24, 64) and s.was_asked.all() and s.asked.shape == (24, 64) and s.measured.all()
     np.testing.assert_array_equal(s.added_by, np.repeat(np.arange(6), 4))
     assert [e["command"] for e in s.log] == ["init"] + ["next", "add"] * 6
     assert s.log[1]["chosen_by"] == "random (no measurements yet)" and s.log[3]["chosen_by"] == "design"
@@ -81,6 +81,8 @@ def test_given_hyperparameters_binary_rows_and_rows_nobody_asked_for(bench):
     design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv")
     s = lab.load_state(state)
     np.testing.assert_array_equal(s.was_asked, [False] * 10 + [True] * 3)
+    design("next", "--state", state, "--batch", 2, "--out", folder / "rows.csv")  # asked, never measured
+    np.testing.assert_array_equal(lab.load_state(state).measured, [True] * 3 + [False] * 2)
     est = s.estimator()
     assert est.learn == () and (est.p0, est.v0, est.noise_var) == (0.125, 1.0, 0.01)
     # the first designed +-1 row beats an average +-1 row (tr V) under the posterior from the rows measured before

@@ -17,6 +17,7 @@ State file layout (format ``adaptcs-design-state``, version 1)::
     was_asked   (n,)     bool   whether the row is one that ``next`` asked for
     asked       (m, d)   float  every row ``next`` ever asked for
     asked_by    (m,)     int    which ``next`` asked it
+    measured    (m,)     bool   whether that asked row has been added since
     pool        (p, d)   float  candidate rows (strategy "pool" only)
     log         (k,)     str    one JSON line per command that changed the state
 """
@@ -67,6 +68,7 @@ class LabState:
     was_asked: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     asked: np.ndarray | None = None
     asked_by: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    measured: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     pool: np.ndarray | None = None
     log: list = field(default_factory=list)
 
@@ -186,7 +188,7 @@ def save_state(path, state: LabState) -> Path:
             estimator.pop("groups")
             f.attrs["estimator"] = json.dumps({"class": "GroupSpikeSlabEP", **estimator}, sort_keys=True, default=str)
             f["groups"] = state.groups
-            for name in ("X", "y", "added_by", "was_asked", "asked", "asked_by"):
+            for name in ("X", "y", "added_by", "was_asked", "asked", "asked_by", "measured"):
                 f[name] = getattr(state, name)
             if state.pool is not None:
                 f["pool"] = state.pool
@@ -213,6 +215,7 @@ def load_state(path) -> LabState:
                 row_norm=None if np.isnan(row_norm) else row_norm, seed=int(f.attrs["seed"]),
                 given=json.loads(f.attrs["given"]), X=f["X"][()], y=f["y"][()], added_by=f["added_by"][()],
                 was_asked=f["was_asked"][()].astype(bool), asked=f["asked"][()], asked_by=f["asked_by"][()],
+                measured=f["measured"][()].astype(bool),
                 pool=f["pool"][()] if "pool" in f else None,
                 log=[json.loads(line) for line in f["log"].asstr()[()]])
     except OSError as exc:
@@ -305,6 +308,7 @@ def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSumm
         call = state.n_asks
         state.asked = np.vstack([state.asked, rows])
         state.asked_by = np.concatenate([state.asked_by, np.full(rows.shape[0], call)])
+        state.measured = np.concatenate([state.measured, np.zeros(rows.shape[0], dtype=bool)])
         info = {"command": "next", "time": _now(), "call": call, "rows": int(rows.shape[0]),
                 "chosen_by": asked.chosen_by, "n_measured": designer.n_told_,
                 "score": [float(s) for s in asked.scores], "bound": float(asked.bound),
@@ -323,11 +327,7 @@ def add(state_path, rows_path, values_path) -> dict:
         if rows.shape[1] != state.d:
             raise StateError(f"{rows_path}: rows have {rows.shape[1]} entries; this state has {state.d} coefficients")
         values = read_values(values_path, rows.shape[0])
-        pending = np.ones(state.asked.shape[0], dtype=bool)
-        for row in state.X[state.was_asked]:  # asked rows already measured are no longer pending
-            hit = np.flatnonzero(pending & (state.asked == row).all(axis=1))
-            if hit.size:
-                pending[hit[0]] = False
+        pending = ~state.measured  # asked rows not measured yet; each asked row matches one measured row
         was_asked = np.zeros(rows.shape[0], dtype=bool)
         for i, row in enumerate(rows):
             hit = np.flatnonzero(pending & (state.asked == row).all(axis=1))
@@ -338,6 +338,7 @@ def add(state_path, rows_path, values_path) -> dict:
         state.y = np.concatenate([state.y, values])
         state.added_by = np.concatenate([state.added_by, np.full(rows.shape[0], call)])
         state.was_asked = np.concatenate([state.was_asked, was_asked])
+        state.measured = ~pending
         info = {"command": "add", "time": _now(), "call": call, "rows": int(rows.shape[0]),
                 "asked": int(was_asked.sum()), "n_measured": int(state.X.shape[0]),
                 "rows_file": str(rows_path), "values_file": str(values_path)}
