@@ -5,6 +5,8 @@ from adaptcs.models.gibbs import BayesianGroupLasso, GroupHorseshoe, GroupSpikeS
 from adaptcs.models.group_ard import GroupARD
 from adaptcs.models.group_lasso import GroupLasso
 from adaptcs.models.spike_slab_ep import EPSites, GroupSpikeSlabEP, SpikeSlabEP
+from adaptcs.models.variational_garrote import UngroupedVariationalGarrote, VariationalGarrote
 
 __all__ = ["BayesianGroupLasso", "EPSites", "ExactPosterior", "GroupARD", "GroupHorseshoe", "GroupLasso",
-           "GroupSpikeSlabEP", "GroupSpikeSlabGibbs", "SpikeSlabEP", "exact_group_spike_slab"]
+           "GroupSpikeSlabEP", "GroupSpikeSlabGibbs", "SpikeSlabEP", "UngroupedVariationalGarrote",
+           "VariationalGarrote", "exact_group_spike_slab"]
