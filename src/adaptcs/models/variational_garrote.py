@@ -59,7 +59,7 @@ class _GroupBasis:
         self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
         self.col_group = coef_group[self.order]  # group of each sorted column
         Xs = X[:, self.order]
-        self.U = np.empty_like(Xs)
+        self.U = np.empty(Xs.shape, order="C")
         self.classes = []  # per group size: (sorted columns, R of shape (k, size, size))
         for size in np.unique(self.sizes):
             groups = np.flatnonzero(self.sizes == size)
@@ -260,13 +260,17 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
     n_iter_ : int
         Inner iterations over the whole path (and the folds).
     converged_ : bool
-        Whether every inner iteration leading to the reported solution met ``tol``.
+        Whether the path reached the gamma asked for (it stops when the selection would have as many effective
+        coefficients as there are rows; the last valid solution is then reported, at a smaller ``gamma_``) and
+        every inner iteration leading to the reported solution met ``tol``.
 
     Notes
     -----
     No intercept: the model is ``y = X v + noise``, as in compressed sensing; centre y and X yourself if your
     data have an offset. VG has no posterior covariance over w (w is a point estimate), so in sequential
-    design it runs with random rows only.
+    design it runs with random rows only. Every fit runs the whole path: continuing from the last fit's m after
+    one more row was tried and ends in a different local minimum with a higher free energy (an E4 image:
+    F 764 against 757 from the path), so there is no warm start.
 
     Examples
     --------
@@ -375,7 +379,10 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
         self.path_free_energy_ = np.array([np.nan if s is None else s.free_energy for s in solutions])
         self.cv_mse_ = cv_mse
         self.n_iter_ = iterations
-        self.converged_ = all(s.converged for s in solutions[chosen:] if s is not None) and sol.converged
+        # a path stopped before the gamma asked for reports its last valid solution, which is not an answer at
+        # that gamma: counted as not converged, like an inner iteration that did not meet tol
+        self.converged_ = (chosen == report and sol.converged
+                           and all(s.converged for s in solutions[chosen:] if s is not None))
         return self
 
     def _problem(self, X, y, coef_group, G, beta, params) -> _VGProblem:
