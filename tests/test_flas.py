@@ -154,3 +154,22 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(module)
     assert result.attempted >= 6 and result.failed == 0
+
+
+def test_learned_variants_design_with_flas_but_not_with_vg(e1):
+    """Without an oracle both are fitted with the prior GSS-EP learns; FLAS keeps its Laplace covariance for design,
+    VG has none (random rows only) and the ungrouped forms get the learned p0 as a coefficient's probability."""
+    from adaptcs.design import has_posterior_covariance
+    from adaptcs.models.registry import PriorInfo, make_estimator
+
+    start = PriorInfo(p0_group=0.5, p0_coef=0.5, v0=1.0, noise_var=1.0)
+    flas = make_estimator("flas", e1.groups, start, hyperparameters="learned")
+    assert has_posterior_covariance(flas)
+    assert not has_posterior_covariance(make_estimator("vg", e1.groups, start, hyperparameters="learned"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_sequential_design(flas, e1.w_true, e1.X[:32], e1.y[:32], 2, strategy="design", noise_var=1.0,
+                                    row_norm=np.sqrt(512), rng=0)
+        ungrouped = make_estimator("flas_ungrouped", e1.groups, start, hyperparameters="learned").fit(e1.X, e1.y)
+    assert np.all(np.isfinite(res.errors))
+    assert ungrouped.estimator_.p0 == pytest.approx(ungrouped.p0_) and ungrouped.p0_ < 0.2

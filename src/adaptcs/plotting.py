@@ -25,7 +25,8 @@ from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES  # noqa: E402
 from adaptcs.models.registry import base_method  # noqa: E402
 
 METHOD_COLORS = {"gss_ep": "C0", "ss_ep": "C1", "gss_mcmc": "C2", "g_ard": "C3", "g_lasso": "C4",
-                 "g_hs": "C5", "bg_lasso": "C6"}
+                 "g_hs": "C5", "bg_lasso": "C6", "vg": "C7", "vg_ungrouped": "C8", "flas": "C9",
+                 "flas_ungrouped": "black"}
 STRATEGY_STYLES = {"design": "-", "random": "--", "pool": ":"}
 
 

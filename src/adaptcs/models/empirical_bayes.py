@@ -74,7 +74,9 @@ class LearnedPrior(RegressorMixin, BaseEstimator):
         prior = self.prior
         gss = GroupSpikeSlabEP(self.groups, p0=prior.p0_group, v0=prior.v0, noise_var=prior.noise_var,
                                learn=LEARNABLE).fit(X, y)
-        learned = replace(prior, p0_group=gss.p0_, v0=gss.v0_, noise_var=gss.noise_var_)
+        # an ungrouped method's p0 is the probability of a coefficient, that of its group under the GSS prior
+        learned = replace(prior, p0_group=gss.p0_, p0_coef=float(np.mean(gss.p0_)), v0=gss.v0_,
+                          noise_var=gss.noise_var_)
         estimator = self.method(self.groups, learned, **dict(self.params or {})).fit(X, y)
         self.prior_fit_ = gss
         self.estimator_ = estimator
@@ -89,5 +91,18 @@ class LearnedPrior(RegressorMixin, BaseEstimator):
         self.converged_ = bool(gss.converged_ and getattr(estimator, "converged_", True))
         return self
 
-    def predict(self, X):
+    @property
+    def cov_matvec(self):
+        """The method's posterior covariance operator, when it has one (else AttributeError: random rows only)."""
+        if not hasattr(self.method.estimator, "cov_matvec"):
+            raise AttributeError(f"{self.method.estimator.__name__} has no posterior covariance")
+        return self._cov_matvec
+
+    def _cov_matvec(self, v):
+        return self.estimator_.cov_matvec(v)
+
+    def predict(self, X, return_std: bool = False):
+        """The method's prediction (and predictive standard deviation, where it has one)."""
+        if return_std:
+            return self.estimator_.predict(X, return_std=True)
         return self.estimator_.predict(X)

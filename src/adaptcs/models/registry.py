@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from adaptcs.models.empirical_bayes import LearnedPrior
+from adaptcs.models.flas import FLAS, UngroupedFLAS
 from adaptcs.models.gibbs import BayesianGroupLasso, GroupHorseshoe, GroupSpikeSlabGibbs
 from adaptcs.models.group_ard import GroupARD
 from adaptcs.models.group_lasso import GroupLasso
 from adaptcs.models.matching import bg_lasso_gamma, horseshoe_tau
 from adaptcs.models.spike_slab_ep import LEARNABLE, GroupSpikeSlabEP, SpikeSlabEP
+from adaptcs.models.variational_garrote import UngroupedVariationalGarrote, VariationalGarrote
 
 HYPERPARAMETERS = ("oracle", "learned")
 LEARNED_PRIOR = "prior matched to GSS-EP's learned values"  # Method.learned of methods without their own learning
@@ -147,6 +149,13 @@ METHODS: dict[str, Method] = {
     "gss_mcmc": Method(GroupSpikeSlabGibbs, _spike_slab, learned=LEARNED_PRIOR),
     "g_hs": Method(GroupHorseshoe, _horseshoe, learned=LEARNED_PRIOR),
     "bg_lasso": Method(BayesianGroupLasso, _bayesian_group_lasso, learned=LEARNED_PRIOR),
+    # The seed baselines. VG (variational garrote) has no posterior covariance over w, so it runs with random rows
+    # only (the workflow gives methods without cov_matvec no "design" runs); gamma is matched to the spike-and-slab
+    # prior (p0, v0, noise). FLAS (MAP + exact Laplace covariance) designs rows from its Laplace covariance.
+    "vg": Method(VariationalGarrote, _spike_slab, learned=LEARNED_PRIOR),
+    "vg_ungrouped": Method(UngroupedVariationalGarrote, _ungrouped_spike_slab, grouped=False, learned=LEARNED_PRIOR),
+    "flas": Method(FLAS, _spike_slab, learned=LEARNED_PRIOR),
+    "flas_ungrouped": Method(UngroupedFLAS, _ungrouped_spike_slab, grouped=False, learned=LEARNED_PRIOR),
 }
 
 
