@@ -256,7 +256,8 @@ class FLAS(RegressorMixin, BaseEstimator):
         Gradient tolerance (L-BFGS) or relative step tolerance (GIST).
     max_iter : int
     warm_start : bool
-        Start the next fit from this fit's MAP estimate (sequential design).
+        The next fit also starts from this fit's MAP estimate and keeps the better of the two minima
+        (sequential design).
 
     Attributes
     ----------
@@ -354,12 +355,15 @@ class FLAS(RegressorMixin, BaseEstimator):
         prior = _Prior(groups, p0, params["v0"], params["r0"])
         objective = _Objective(X, y, params["noise_var"], prior)
         lipschitz = float(np.linalg.norm(X, 2)) ** 2
-        w0 = self._start(X, y, groups, p0, params, lipschitz)
-        if params["method"] == "lbfgs":
-            w, value, n_iter, converged = _lbfgs(objective, w0, params["tol"], params["max_iter"])
-        else:
-            w, value, n_iter, converged = _gist(objective, w0, lipschitz / params["noise_var"], params["tol"],
-                                                params["max_iter"])
+        best = None
+        for w0 in self._starts(X, y, groups, p0, params, lipschitz):
+            if params["method"] == "lbfgs":
+                found = _lbfgs(objective, w0, params["tol"], params["max_iter"])
+            else:
+                found = _gist(objective, w0, lipschitz / params["noise_var"], params["tol"], params["max_iter"])
+            if best is None or found[1] < best[1]:
+                best = found
+        w, value, n_iter, converged = best
         a, c = self._prior_hessian(w, prior, params)
         covariance = _LaplaceCovariance(X, params["noise_var"], groups, a, c, w)
         self.n_features_in_ = d
@@ -376,14 +380,16 @@ class FLAS(RegressorMixin, BaseEstimator):
         self._covariance = covariance
         return self
 
-    def _start(self, X, y, groups, p0, params, lipschitz) -> np.ndarray:
+    def _starts(self, X, y, groups, p0, params, lipschitz) -> list[np.ndarray]:
+        """Where the MAP optimiser starts: the group-lasso path's solution (or zeros), and with ``warm_start`` also
+        the last fit's estimate; the lower objective wins. (The warm start alone keeps the minimum found at few
+        rows: on E3 the error at 64 rows was 0.76 with it against 0.45 for a fresh fit on the same rows.)"""
         d = X.shape[1]
+        fresh = np.zeros(d) if params["init"] == "zeros" else group_lasso_start(
+            X, y, groups, math.ceil(params["init_group_factor"] * float(np.mean(p0)) * groups.sizes.size), lipschitz)
         if params["warm_start"] and getattr(self, "coef_", None) is not None and self.coef_.shape == (d,):
-            return self.coef_.copy()
-        if params["init"] == "zeros":
-            return np.zeros(d)
-        n_active = math.ceil(params["init_group_factor"] * float(np.mean(p0)) * groups.sizes.size)
-        return group_lasso_start(X, y, groups, n_active, lipschitz)
+            return [fresh, self.coef_.copy()]
+        return [fresh]
 
     @staticmethod
     def _prior_hessian(w, prior: _Prior, params) -> tuple[np.ndarray, np.ndarray]:
