@@ -173,3 +173,21 @@ def test_learned_variants_design_with_flas_but_not_with_vg(e1):
         ungrouped = make_estimator("flas_ungrouped", e1.groups, start, hyperparameters="learned").fit(e1.X, e1.y)
     assert np.all(np.isfinite(res.errors))
     assert ungrouped.estimator_.p0 == pytest.approx(ungrouped.p0_) and ungrouped.p0_ < 0.2
+
+
+def test_learned_prior_tracks_its_values_in_warm_refits(e1):
+    """In a design loop the learned prior is tracked (GSS-EP's warm-started learning), not learned from scratch
+    at every row: the same GSS-EP object refits, and its values stay near those learned from scratch."""
+    from adaptcs.models.registry import PriorInfo, make_estimator
+
+    start = PriorInfo(p0_group=0.5, p0_coef=0.5, v0=1.0, noise_var=1.0)
+    warm = make_estimator("flas", e1.groups, start, hyperparameters="learned").set_params(warm_start=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        warm.fit(e1.X[:60], e1.y[:60])
+        first = warm.prior_fit_
+        warm.fit(e1.X, e1.y)
+        cold = make_estimator("flas", e1.groups, start, hyperparameters="learned").fit(e1.X, e1.y)
+    assert warm.prior_fit_ is first and first.warm_start
+    for name in ("p0_", "v0_", "noise_var_"):
+        assert getattr(warm, name) == pytest.approx(getattr(cold, name), rel=0.15), name

@@ -31,6 +31,9 @@ class LearnedPrior(RegressorMixin, BaseEstimator):
         :func:`adaptcs.experiments.uninformed_prior`).
     params : dict, optional
         Further parameters of the method's estimator (e.g. ``n_samples``, ``random_state``).
+    warm_start : bool
+        Refits track the learned values from the last fit (GSS-EP's warm-started learning, as in its own design
+        loops) instead of learning them from scratch; the method itself is refitted with the new prior.
 
     Attributes
     ----------
@@ -64,16 +67,20 @@ class LearnedPrior(RegressorMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, method, groups, prior, params=None):
+    def __init__(self, method, groups, prior, params=None, warm_start=False):
         self.method = method
         self.groups = groups
         self.prior = prior
         self.params = params
+        self.warm_start = warm_start
 
     def fit(self, X, y):
         prior = self.prior
-        gss = GroupSpikeSlabEP(self.groups, p0=prior.p0_group, v0=prior.v0, noise_var=prior.noise_var,
-                               learn=LEARNABLE).fit(X, y)
+        gss = getattr(self, "prior_fit_", None) if self.warm_start else None
+        if gss is None or gss.n_features_in_ != np.shape(X)[1]:
+            gss = GroupSpikeSlabEP(self.groups, p0=prior.p0_group, v0=prior.v0, noise_var=prior.noise_var,
+                                   learn=LEARNABLE, warm_start=bool(self.warm_start))
+        gss.fit(X, y)
         # an ungrouped method's p0 is the probability of a coefficient, that of its group under the GSS prior
         learned = replace(prior, p0_group=gss.p0_, p0_coef=float(np.mean(gss.p0_)), v0=gss.v0_,
                           noise_var=gss.noise_var_)
