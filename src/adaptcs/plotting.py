@@ -26,7 +26,7 @@ from adaptcs.models.registry import base_method  # noqa: E402
 
 METHOD_COLORS = {"gss_ep": "C0", "ss_ep": "C1", "gss_mcmc": "C2", "g_ard": "C3", "g_lasso": "C4",
                  "g_hs": "C5", "bg_lasso": "C6", "vg": "C7", "vg_ungrouped": "C8", "flas": "C9",
-                 "flas_ungrouped": "black"}
+                 "flas_ungrouped": "#e7ba52"}
 STRATEGY_STYLES = {"design": "-", "random": "--", "pool": ":"}
 
 
@@ -161,7 +161,8 @@ def plot_curves(summary, experiment: str):
         lines.setdefault(key, []).append(job)
     many = len(lines) > 6  # then the legend goes beside the axes, not over the curves
     with style():
-        fig, ax = plt.subplots(figsize=(6.4 + 2.8 * many, 4.0))
+        # a legend beside the axes needs about 0.2 inch per entry: the figure grows with it
+        fig, ax = plt.subplots(figsize=(6.4 + 2.8 * many, max(4.0, 0.2 * len(lines) + 0.6) if many else 4.0))
         for i, ((method, strategy, variant), jobs) in enumerate(lines.items()):
             n = jobs[0].n_measurements
             errors = np.concatenate([j.errors for j in jobs])
