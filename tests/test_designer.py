@@ -48,9 +48,10 @@ def test_designed_rows_are_the_top_eigenvectors_of_the_dense_posterior_covarianc
     V = dense_covariance(designer.estimator_, X)
     values, vectors = np.linalg.eigh(V)
     cosines = np.linalg.svd(vectors[:, -2:].T @ (rows.T / 3.0), compute_uv=False)
-    assert cosines.min() > 1 - 1e-8
+    # direction tolerance DESIGN_EIGEN_TOL = 1e-3 (what a row needs); the scores converge quadratically
+    assert cosines.min() > 1 - 1e-5
     asked = designer.history_[-1]
-    np.testing.assert_allclose(asked.scores, 9.0 * values[::-1][:2], rtol=1e-6)
+    np.testing.assert_allclose(asked.scores, 9.0 * values[::-1][:2], rtol=1e-5)
     assert asked.bound == pytest.approx(9.0 * values[-1], rel=1e-6)
 
 

@@ -1,6 +1,7 @@
 """GSS-EP and SS-EP against exact ground truth: closed-form tilted moments, cases where EP is exact,
 enumeration of all 2^G group patterns, and the p0 -> 0 / p0 -> 1 limits."""
 
+import copy
 import warnings
 
 import numpy as np
@@ -345,3 +346,64 @@ def test_bad_operands_after_fit():
 def test_ss_ep_p0_per_coefficient_is_checked():
     with pytest.raises(ValueError, match="one value per group \\(4\\)"):
         SpikeSlabEP(p0=[0.1, 0.2]).fit(GOOD_X, GOOD_Y)
+
+
+@pytest.fixture(scope="module")
+def oscillating_refits():
+    """The rows and values of an E3 design loop whose warm refits include ones that circle their fixed point."""
+    from adaptcs.data.synthetic import experiment_rng, make_e1_problem
+    from adaptcs.design import run_sequential_design
+
+    p = make_e1_problem(experiment_rng("E3", 0, 9), n=32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = run_sequential_design(GroupSpikeSlabEP(p.groups, 4 / 128, 1 / 3, 1.0), p.w_true, p.X, p.y, 16,
+                                    strategy="design", noise_var=1.0, row_norm=np.sqrt(512), rng=9)
+    return p.groups, res.X, res.y
+
+
+def _refits(groups, X, y, schedule):
+    est = GroupSpikeSlabEP(groups, 4 / 128, 1 / 3, 1.0, warm_start=True, warm_schedule=schedule)
+    out = []
+    for n in range(32, X.shape[0] + 1):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est.fit(X[:n], y[:n])
+        out.append((n, est.n_iter_, est.converged_, est.coef_.copy(), est.group_prob_.copy(), copy.deepcopy(est)))
+    return out
+
+
+def test_adaptive_warm_schedule_is_faster_and_its_converged_flags_are_true(oscillating_refits):
+    """Issue 14: the adaptive schedule ends circling refits early; every refit it calls converged is a fixed point
+    (an undamped EP update from its sites moves the mean and group probabilities by < 10 tol), every other one says
+    so, and the cold first fit is the paper's."""
+    groups, X, y = oscillating_refits
+    decay = _refits(groups, X, y, "decay")
+    adaptive = _refits(groups, X, y, "adaptive")
+    assert decay[0][1] == adaptive[0][1]  # the cold fit: same schedule, same iterations
+    n_decay = sum(r[1] for r in decay[1:])
+    n_adaptive = sum(r[1] for r in adaptive[1:])
+    assert max(r[1] for r in decay[1:]) > 300  # the loop has refits that circle
+    assert n_adaptive < 0.5 * n_decay
+    checked = 0
+    for n, _iters, converged, coef, prob, est in adaptive:
+        step = clone(est).set_params(damping=1.0, max_iter=1, warm_schedule="decay")
+        step.sites_ = est.sites_.copy()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            step.fit(X[:n], y[:n])
+        size = np.sqrt(np.max(coef**2 + est.coef_var_))
+        change = max(np.max(np.abs(step.coef_ - coef)) / size, np.max(np.abs(step.group_prob_ - prob)))
+        if converged:
+            assert change < 10 * est.tol, n
+            checked += 1
+    assert checked >= 8
+    with pytest.warns(ConvergenceWarning, match="not at a fixed point"):
+        worst = max(range(1, len(adaptive)), key=lambda i: decay[i][1])
+        est = adaptive[worst - 1][5]
+        est.fit(X[: adaptive[worst][0]], y[: adaptive[worst][0]])
+    # where both converged, they found the same fixed point
+    for (_, _, ok_d, coef_d, prob_d, _), (_, _, ok_a, coef_a, prob_a, _) in zip(decay, adaptive, strict=True):
+        if ok_d and ok_a:
+            np.testing.assert_allclose(prob_a, prob_d, atol=5e-3)
+            np.testing.assert_allclose(coef_a, coef_d, atol=5e-3 * np.abs(coef_d).max())

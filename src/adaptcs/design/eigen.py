@@ -20,6 +20,11 @@ from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs.models import _validation as val
 
+# A run started from given vectors iterates at least this often, so that the random vector added to them grows
+# along a direction they miss (by (lambda / theta)^3 against the others) before convergence is tested.
+MIN_STARTED_ITERATIONS = 3
+GROWTH_TOL = 1e-2
+
 
 @dataclass
 class EigenResult:
@@ -34,17 +39,20 @@ class EigenResult:
     n_iter : int
         Block iterations used (each is one operator product with a (d, p) block).
     converged : bool
+    block : ndarray, shape (d, p)
+        The leading ``p = k + oversample`` Ritz vectors of the final block, to start the next call from.
     """
 
     vectors: np.ndarray
     values: np.ndarray
     n_iter: int
     converged: bool
+    block: np.ndarray | None = None
 
 
 def top_eigenvectors(matvec: Callable[[np.ndarray], np.ndarray], d: int, k: int = 1, *,
                      rng: np.random.Generator | None = None, tol: float = 1e-6, rq_tol: float = 1e-8,
-                     max_iter: int = 1000, oversample: int = 4) -> EigenResult:
+                     max_iter: int = 1000, oversample: int = 4, start: np.ndarray | None = None) -> EigenResult:
     """Top-``k`` eigenpairs of a symmetric PSD operator by block power (subspace) iteration.
 
     Parameters
@@ -66,6 +74,14 @@ def top_eigenvectors(matvec: Callable[[np.ndarray], np.ndarray], d: int, k: int 
         Iteration cap; reaching it warns and sets ``converged = False``.
     oversample : int
         Extra block vectors beyond ``k`` (0 with k = 1 is the plain power method).
+    start : ndarray, shape (d, m), optional
+        Vectors to start from (e.g. the ``block`` of the previous call on a slightly changed operator): the
+        first ``p = k + oversample`` of them and one random vector make the starting block, so that a direction
+        they miss can still grow. A started run takes at least ``MIN_STARTED_ITERATIONS`` iterations, since the
+        given vectors can be exact eigenvectors (zero residual) of the new operator while a direction they miss
+        has become larger, and it does not stop while a Ritz value still grows by more than ``GROWTH_TOL`` of
+        the largest per iteration. The random block is drawn whether or not
+        ``start`` is given, so the random stream does not depend on it.
     """
     d = val.check_count(d, "d")
     k = val.check_count(k, "k")
@@ -76,11 +92,18 @@ def top_eigenvectors(matvec: Callable[[np.ndarray], np.ndarray], d: int, k: int 
     rng = np.random.default_rng() if rng is None else rng
     p = min(d, k + oversample)
 
-    Q, _ = qr(rng.standard_normal((d, p)), mode="economic")
-    previous = None
+    block = rng.standard_normal((d, p))
+    if start is not None:
+        start = np.asarray(start, dtype=float)
+        if start.ndim != 2 or start.shape[0] != d or not np.all(np.isfinite(start)):
+            raise ValueError(f"start must be a finite array of shape ({d}, m); got shape {start.shape}")
+        block = np.hstack([start[:, :p], block[:, :1]])
+    Q, _ = qr(block, mode="economic")
+    min_iter = 1 if start is None else min(MIN_STARTED_ITERATIONS, max_iter)
+    previous = previous_all = None
     converged = False
     for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
-        Z = np.asarray(matvec(Q)).reshape(d, p)
+        Z = np.asarray(matvec(Q)).reshape(Q.shape)
         H = Q.T @ Z
         theta, S = eigh(0.5 * (H + H.T))
         theta, S = theta[::-1], S[:, ::-1]  # decreasing
@@ -88,16 +111,20 @@ def top_eigenvectors(matvec: Callable[[np.ndarray], np.ndarray], d: int, k: int 
         scale = max(theta[0], np.finfo(float).tiny)
         residual = np.linalg.norm(W[:, :k] - U[:, :k] * theta[:k], axis=0) / scale
         wanted = theta[:k]
-        if residual.max() <= tol or (
-                previous is not None and np.max(np.abs(wanted - previous)) <= rq_tol * scale):
+        # Ritz values only grow; one that still grows fast is a direction the block is still turning towards.
+        growing = start is not None and previous_all is not None and \
+            np.max(theta - previous_all) > GROWTH_TOL * scale
+        if n_iter >= min_iter and not growing and (residual.max() <= tol or (
+                previous is not None and np.max(np.abs(wanted - previous)) <= rq_tol * scale)):
             converged = True
             break
-        previous = wanted
+        previous, previous_all = wanted, theta
         Q, _ = qr(W, mode="economic")
     if not converged:
         warnings.warn(f"power method: no convergence in {max_iter} iterations (direction residual "
                       f"{residual.max():.2e} > {tol})", ConvergenceWarning, stacklevel=2)
-    return EigenResult(vectors=U[:, :k], values=np.maximum(theta[:k], 0.0), n_iter=n_iter, converged=converged)
+    return EigenResult(vectors=U[:, :k], values=np.maximum(theta[:k], 0.0), n_iter=n_iter, converged=converged,
+                       block=U[:, :p])
 
 
 def leading_eigenvector(matvec: Callable[[np.ndarray], np.ndarray], d: int, *,
