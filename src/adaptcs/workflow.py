@@ -182,6 +182,49 @@ def run_jobs(config: dict) -> list[RunJob]:
     return jobs
 
 
+# CPU seconds per replicate of each kind of job, measured by benchmarks/bench_job_costs.py (one BLAS thread).
+JOB_COSTS_FILE = Path(__file__).with_name("job_costs.json")
+# The runtime asked of the cluster: RUNTIME_SAFETY times the measured cost (slower nodes, contention, the MNIST
+# cache on a new machine) plus RUNTIME_OVERHEAD_MINUTES (start-up, imports); a job kind that was never measured
+# (user experiments, new methods) asks for DEFAULT_RUNTIME_MINUTES. Each retry asks for attempt times as much.
+RUNTIME_SAFETY = 3.0
+RUNTIME_OVERHEAD_MINUTES = 10
+DEFAULT_RUNTIME_MINUTES = 120
+
+
+def cost_key(experiment: str, method: str, hyperparameters: str, strategy: str) -> str:
+    """The key of a kind of job in ``job_costs.json``."""
+    return f"{experiment}/{method}/{hyperparameters}/{strategy}"
+
+
+@functools.lru_cache(maxsize=1)
+def _stored_job_costs() -> tuple:
+    import json
+
+    try:
+        data = json.loads(JOB_COSTS_FILE.read_text())
+        return tuple(data["seconds_per_replicate"].items())
+    except (OSError, ValueError, KeyError):
+        return ()
+
+
+def load_job_costs() -> dict[str, float]:
+    """Measured CPU seconds per replicate, by :func:`cost_key` (empty if the file is missing or unreadable)."""
+    return dict(_stored_job_costs())
+
+
+def job_runtime_minutes(job: RunJob, costs: dict | None = None, attempt: int = 1) -> int:
+    """Runtime (minutes) to ask the cluster for ``job`` at its ``attempt``-th try, from the measured costs."""
+    import math
+
+    costs = load_job_costs() if costs is None else costs
+    seconds = costs.get(cost_key(job.experiment, job.method, job.hyperparameters, job.strategy))
+    if seconds is None:
+        return DEFAULT_RUNTIME_MINUTES * attempt
+    minutes = RUNTIME_SAFETY * seconds * len(job.replicates) / 60.0 + RUNTIME_OVERHEAD_MINUTES
+    return math.ceil(minutes) * attempt
+
+
 def find_job(jobs: list[RunJob], wildcards) -> RunJob:
     """The job of a ``run_job`` rule's wildcards (``ValueError`` if the config has no such job)."""
     wanted = (f"{wildcards.experiment}/setting{int(wildcards.setting)}/{wildcards.method}-"

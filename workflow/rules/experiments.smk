@@ -19,7 +19,7 @@ rule run_job:
     threads: 1
     resources:
         mem_mb=2000,
-        runtime=lambda wc, attempt: 120 * attempt,
+        runtime=lambda wc, attempt: wf.job_runtime_minutes(wf.find_job(JOBS, wc), attempt=attempt),
     conda:
         "../envs/adaptcs.yaml"
     script:

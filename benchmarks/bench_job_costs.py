@@ -1,0 +1,115 @@
+"""CPU cost of every kind of workflow job, and the CPU hours of a whole configuration.
+
+``--measure`` runs one replicate of each (experiment, method, hyper-parameters, strategy) of the configuration
+(its first setting) in this process, with one BLAS thread, and writes the CPU seconds per replicate to
+``workflow/job_costs.json``, which the workflow uses to ask the cluster for each job's runtime
+(:func:`adaptcs.workflow.job_runtime_minutes`). To keep the measurement short, the Gibbs samplers run a tenth of
+their sweeps (cost is linear in sweeps) and the MNIST design loops (E5, E6) ``--mnist-steps`` of their steps,
+scaled up by the ratio of steps times ``GROWTH`` (later steps have more rows, and an EP iteration costs O(n^2 d)).
+
+Without ``--measure`` it prints the CPU hours of the configuration from the job list and the stored costs.
+
+Run: ``python benchmarks/bench_job_costs.py --config config/paper.yaml [--measure]``. Never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+from threadpoolctl import threadpool_limits
+
+from adaptcs import workflow as wf
+from adaptcs.experiments import run_job
+from adaptcs.experiments_mnist import MNIST
+from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES
+from adaptcs.models.registry import METHODS
+
+GIBBS = ("gss_mcmc", "g_hs", "bg_lasso")
+GIBBS_FRACTION = 10
+GROWTH = 1.4  # mean cost of a step of the full E5 loop (128 -> 288 rows) over a step of its first part
+
+
+def measure(config: dict, mnist_steps: int) -> dict:
+    costs = {}
+    for experiment in config["experiments"]:
+        opts = wf.experiment_options(config, experiment)
+        setting = opts["settings"][0]
+        for method in opts["methods"]:
+            strategies = opts["strategies"] if wf.supports_design(method) else ["random"]
+            for hyper in opts["hyperparameters"]:
+                for strategy in strategies:
+                    params = dict(config.get("method_params", {}).get(method, {}))
+                    scale, n_steps = 1.0, opts["n_steps"]
+                    if method in GIBBS:
+                        n_samples = params.get("n_samples", PAPER_N_SAMPLES)
+                        burn_in = params.get("burn_in", PAPER_BURN_IN)
+                        params.update(n_samples=max(n_samples // GIBBS_FRACTION, 1),
+                                      burn_in=burn_in // GIBBS_FRACTION)
+                        scale *= GIBBS_FRACTION
+                    if experiment in MNIST and n_steps > mnist_steps:
+                        scale *= n_steps / mnist_steps * GROWTH
+                        n_steps = mnist_steps
+                    start = time.process_time()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        run_job(experiment, setting, method, strategy, [0], method_params=params, n_steps=n_steps,
+                                data_options=opts["data_options"], hyperparameters=hyper)
+                    seconds = (time.process_time() - start) * scale
+                    key = wf.cost_key(experiment, method, hyper, strategy)
+                    costs[key] = round(seconds, 3)
+                    print(f"{key}: {seconds:.2f} s per replicate", flush=True)
+    return costs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="config/paper.yaml")
+    parser.add_argument("--measure", action="store_true")
+    parser.add_argument("--mnist-steps", type=int, default=16)
+    args = parser.parse_args()
+    config = yaml.safe_load(Path(args.config).read_text())
+    if args.measure:
+        with threadpool_limits(1):
+            costs = measure(config, args.mnist_steps)
+        stored = wf.load_job_costs()
+        stored.update(costs)
+        meta = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}, 1 BLAS thread",
+                "measured": time.strftime("%Y-%m-%d"), "config": args.config,
+                "how": "python benchmarks/bench_job_costs.py --measure"}
+        wf.JOB_COSTS_FILE.write_text(json.dumps({"about": meta, "seconds_per_replicate": dict(sorted(stored.items()))},
+                                                indent=1) + "\n")
+    costs = wf.load_job_costs()
+    jobs = wf.run_jobs(config)
+    by_experiment, missing = defaultdict(float), set()
+    longest = (0.0, "", None)
+    for job in jobs:
+        key = wf.cost_key(job.experiment, job.method, job.hyperparameters, job.strategy)
+        if key not in costs:
+            missing.add(key)
+            continue
+        seconds = costs[key] * len(job.replicates)
+        by_experiment[job.experiment] += seconds
+        if seconds > longest[0]:
+            longest = (seconds, job.name, job)
+    print(f"{args.config}: {len(jobs)} jobs")
+    print("| experiment | CPU hours |\n|---|---:|")
+    for experiment, seconds in by_experiment.items():
+        print(f"| {experiment} | {seconds / 3600:.1f} |")
+    print(f"| total | {sum(by_experiment.values()) / 3600:.1f} |")
+    if longest[2] is not None:
+        print(f"longest job: {longest[1]} ({longest[0] / 60:.0f} CPU minutes; first-attempt runtime asked: "
+              f"{wf.job_runtime_minutes(longest[2], costs)} min)")
+    if missing:
+        print(f"no stored cost for {len(missing)} job kinds (run --measure): {sorted(missing)[:5]} ...")
+
+
+if __name__ == "__main__":
+    assert set(GIBBS) <= set(METHODS)
+    main()
