@@ -297,3 +297,25 @@ def test_user_experiment_example_end_to_end(tmp_path):
     np.testing.assert_array_equal(job.checkpoint_n, [32, 33, 34, 36])
     assert job.w_true.shape == (2, 256) and job.w_true.max() <= 1.0
     assert "dB" in (out / "tables/shapes.md").read_text()
+
+
+def test_cluster_runtime_follows_the_measured_cost():
+    from adaptcs import workflow as wf
+
+    job = RunJob("E4", 3, "gss_mcmc", "oracle", "random", 0, tuple(range(25)))
+    costs = {wf.cost_key("E4", "gss_mcmc", "oracle", "random"): 300.0}  # 5 CPU minutes per image
+    assert wf.job_runtime_minutes(job, costs) == 3 * 5 * 25 + 10
+    assert wf.job_runtime_minutes(job, costs, attempt=2) == 2 * (3 * 5 * 25 + 10)
+    assert wf.job_runtime_minutes(job, {}) == wf.DEFAULT_RUNTIME_MINUTES  # never measured: the old default
+
+
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
+def test_every_shipped_job_kind_has_a_measured_cost(configfile):
+    """benchmarks/bench_job_costs.py --measure covers every kind of job of the shipped configs."""
+    from adaptcs import workflow as wf
+
+    config = yaml.safe_load((REPO / configfile).read_text())
+    costs = wf.load_job_costs()
+    kinds = {wf.cost_key(j.experiment, j.method, j.hyperparameters, j.strategy) for j in run_jobs(config)}
+    missing = kinds - set(costs)
+    assert not missing, sorted(missing)
