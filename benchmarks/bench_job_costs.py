@@ -2,14 +2,15 @@
 
 ``--measure`` runs one replicate of each (experiment, method, hyper-parameters, strategy) of the configuration
 (its first setting) in this process, with one BLAS thread, and writes the CPU seconds per replicate to
-``workflow/job_costs.json``, which the workflow uses to ask the cluster for each job's runtime
+``src/adaptcs/job_costs.json``, which the workflow uses to ask the cluster for each job's runtime
 (:func:`adaptcs.workflow.job_runtime_minutes`). To keep the measurement short, the Gibbs samplers run a tenth of
 their sweeps (cost is linear in sweeps) and the MNIST design loops (E5, E6) ``--mnist-steps`` of their steps,
 scaled up by the ratio of steps times ``GROWTH`` (later steps have more rows, and an EP iteration costs O(n^2 d)).
 
 Without ``--measure`` it prints the CPU hours of the configuration from the job list and the stored costs.
 
-Run: ``python benchmarks/bench_job_costs.py --config config/paper.yaml [--measure]``. Never asserts on time.
+Run: ``python benchmarks/bench_job_costs.py --config config/paper.yaml [--measure [--experiments E4 --methods g_hs]]``.
+Never asserts on time.
 """
 
 from __future__ import annotations
@@ -36,12 +37,17 @@ GIBBS_FRACTION = 10
 GROWTH = 1.4  # mean cost of a step of the full E5 loop (128 -> 288 rows) over a step of its first part
 
 
-def measure(config: dict, mnist_steps: int) -> dict:
-    costs = {}
+def measure(config: dict, mnist_steps: int, experiments=None, methods=None) -> dict:
+    """CPU seconds per replicate of every job kind (of the given experiments and methods only, if given)."""
+    costs, compiled = {}, set()
     for experiment in config["experiments"]:
+        if experiments and experiment not in experiments:
+            continue
         opts = wf.experiment_options(config, experiment)
         setting = opts["settings"][0]
         for method in opts["methods"]:
+            if methods and method not in methods:
+                continue
             strategies = opts["strategies"] if wf.supports_design(method) else ["random"]
             for hyper in opts["hyperparameters"]:
                 for strategy in strategies:
@@ -56,12 +62,16 @@ def measure(config: dict, mnist_steps: int) -> dict:
                     if experiment in MNIST and n_steps > mnist_steps:
                         scale *= n_steps / mnist_steps * GROWTH
                         n_steps = mnist_steps
-                    start = time.process_time()
+                    job = dict(method_params=params, n_steps=n_steps, data_options=opts["data_options"],
+                               hyperparameters=hyper)
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        run_job(experiment, setting, method, strategy, [0], method_params=params, n_steps=n_steps,
-                                data_options=opts["data_options"], hyperparameters=hyper)
-                    seconds = (time.process_time() - start) * scale
+                        if method not in compiled:  # numba compiles on first use; not part of a job's cost
+                            run_job(experiment, setting, method, strategy, [0], **job)
+                            compiled.add(method)
+                        start = time.process_time()
+                        run_job(experiment, setting, method, strategy, [0], **job)
+                        seconds = (time.process_time() - start) * scale
                     key = wf.cost_key(experiment, method, hyper, strategy)
                     costs[key] = round(seconds, 3)
                     print(f"{key}: {seconds:.2f} s per replicate", flush=True)
@@ -73,11 +83,13 @@ def main() -> None:
     parser.add_argument("--config", default="config/paper.yaml")
     parser.add_argument("--measure", action="store_true")
     parser.add_argument("--mnist-steps", type=int, default=16)
+    parser.add_argument("--experiments", nargs="*", help="measure only these (the other stored costs are kept)")
+    parser.add_argument("--methods", nargs="*", help="measure only these (the other stored costs are kept)")
     args = parser.parse_args()
     config = yaml.safe_load(Path(args.config).read_text())
     if args.measure:
         with threadpool_limits(1):
-            costs = measure(config, args.mnist_steps)
+            costs = measure(config, args.mnist_steps, args.experiments, args.methods)
         stored = wf.load_job_costs()
         stored.update(costs)
         meta = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}, 1 BLAS thread",
@@ -85,6 +97,7 @@ def main() -> None:
                 "how": "python benchmarks/bench_job_costs.py --measure"}
         wf.JOB_COSTS_FILE.write_text(json.dumps({"about": meta, "seconds_per_replicate": dict(sorted(stored.items()))},
                                                 indent=1) + "\n")
+        wf._stored_job_costs.cache_clear()  # read back what was just written
     costs = wf.load_job_costs()
     jobs = wf.run_jobs(config)
     by_experiment, missing = defaultdict(float), set()

@@ -88,6 +88,27 @@ def test_rank_updates_keep_the_inverse_exact(rng, cls, kwargs):
     np.testing.assert_allclose(again.samples_, est.samples_, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("cls, kwargs", [(GroupHorseshoe, {"tau": 0.3}), (BayesianGroupLasso, {"gamma": 2.0}),
+                                         (GroupSpikeSlabGibbs, {"p0": 0.3})])
+@pytest.mark.parametrize("block_rows", [3, 8, kernel.BLOCK_ROWS])
+def test_delayed_block_updates_give_the_chain_of_one_group_at_a_time(rng, monkeypatch, cls, kwargs, block_rows):
+    """Blocks of delayed C^{-1} updates (groups of uneven sizes, some larger than a block) draw the same chain as
+    updating C^{-1} after every group, from the same random numbers."""
+    sizes = np.array([1, 5, 2, 3, 1, 4, 2, 6, 1, 3])
+    groups = rng.permutation(np.repeat(np.arange(sizes.size), sizes))
+    X = rng.normal(size=(12, groups.size))
+    y = X @ np.where(np.isin(groups, [1, 7]), 1.0, 0.0) + rng.normal(0.0, 0.7, 12)
+    run_sweeps = kernel.run_sweeps
+    chains = {}
+    for rows in (1, block_rows):
+        monkeypatch.setattr(kernel, "run_sweeps", lambda *args, rows=rows: run_sweeps(*args, rows))
+        est = cls(groups, noise_var=0.5, n_samples=300, burn_in=0, refactor_every=10**6, random_state=3, **kwargs)
+        chains[rows] = est.fit(X, y)
+    np.testing.assert_allclose(chains[block_rows].group_var_samples_, chains[1].group_var_samples_, rtol=1e-8,
+                               atol=1e-12)
+    np.testing.assert_allclose(chains[block_rows].samples_, chains[1].samples_, rtol=1e-8, atol=1e-10)
+
+
 def test_matching_helpers_reproduce_e1():
     assert bg_lasso_gamma(4 / 128, 1 / 3, 4) == pytest.approx(np.sqrt(120), rel=1e-12)
     assert horseshoe_tau(4 / 128, 1 / 3) == pytest.approx(0.0106, rel=0.01)

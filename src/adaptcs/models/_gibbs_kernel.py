@@ -7,6 +7,12 @@ State: group variances ``lam`` (G,), the inverse ``Cinv`` of ``C = s2 I + X D X^
 it is recomputed from scratch every ``refactor_every`` sweeps. Then ``w`` is drawn from its Gaussian
 conditional in O(n d + n^2) with the method of Bhattacharya, Chakraborty & Mallick (2016), reusing ``Cinv``.
 
+The rank-d_g updates are applied in blocks of consecutive groups (``BLOCK_ROWS`` coefficients): within a block,
+``C^{-1}`` is the block's starting ``C0^{-1}`` minus the updates so far, ``P diag(c) P^T`` (P of n x k, k <= the
+block's size), so group g needs ``X_g C0^{-1}`` (one matrix product for the whole block) minus a rank-k
+correction, and ``C0^{-1}`` is updated once at the block's end. Same flops as one group at a time, but in
+matrix products large enough to run at the processor's speed instead of its memory bandwidth (3x on n = 288).
+
 Priors (``kind``): 0 = spike and slab (``lam`` in {0, v0}, exact two-point draw); 1 = half-Cauchy on
 ``sqrt(lam)`` (group horseshoe); 2 = Gamma(shape, rate) (Bayesian group lasso). For 1 and 2 the draw is a
 slice-sampling step with one auxiliary variable per eigen-direction and one for the prior: every factor is
@@ -22,6 +28,7 @@ import numpy as np
 from numba import njit
 
 SPIKE_SLAB, HORSESHOE, GAMMA = 0, 1, 2
+BLOCK_ROWS = 64  # coefficients per block of delayed C^{-1} updates (see the module docstring)
 
 
 @njit(cache=True)
@@ -152,51 +159,74 @@ def draw_coefficients(XT, y, s2, D, Cinv, normals):
 
 @njit(cache=True)
 def run_sweeps(XT, y, s2, ptr, lam, tau2, Cinv, kind, prior_logit, v0, shape, rate, uniforms, normals,
-               sweep0, refactor_every, burn_in, thin, w_out, lam_out, out_start):
+               sweep0, refactor_every, burn_in, thin, w_out, lam_out, out_start, block_rows=BLOCK_ROWS):
     """Run ``uniforms.shape[0]`` sweeps from sweep number ``sweep0``; kept samples go to w_out/lam_out.
 
     XT : (d, n) rows of X^T with each group's coefficients contiguous (``ptr`` delimits them).
+    block_rows : coefficients per block of delayed updates of ``Cinv`` (1: update after every group).
     Returns the number of samples written (starting at row ``out_start``).
     """
-    d = XT.shape[0]
+    d, n = XT.shape
     G = ptr.shape[0] - 1
     lam_coef = np.empty(d)
+    # P^T (k x n) and c (k,) of the updates pending in the current block: C^{-1} = Cinv - P diag(c) P^T
+    PT = np.empty((max(block_rows, np.max(ptr[1:] - ptr[:-1])), n))
+    c = np.empty(PT.shape[0])
     written = 0
     for t in range(uniforms.shape[0]):
         sweep = sweep0 + t
-        for g in range(G):
-            a0, b0 = ptr[g], ptr[g + 1]
-            Xg = XT[a0:b0]  # (d_g, n)
-            ZgT = Xg @ Cinv  # (C^{-1} X_g)^T
-            S = ZgT @ Xg.T
-            sig, U = np.linalg.eigh(0.5 * (S + S.T))
-            for k in range(sig.shape[0]):
-                sig[k] = max(sig[k], 0.0)
-            mu = tau2 * lam[g]
-            proj = U.T @ (ZgT @ y)
-            s = np.empty(sig.shape[0])
-            q2 = np.empty(sig.shape[0])
-            for k in range(sig.shape[0]):
-                shrink = 1.0 - mu * sig[k]  # removes the group's own term from C
-                s[k] = sig[k] / shrink
-                q2[k] = (proj[k] / shrink) ** 2
-            if kind == SPIKE_SLAB:
-                log_odds = prior_logit[g]
-                for k in range(s.shape[0]):
-                    log_odds += _lik(tau2 * v0, s[k], q2[k])  # prior variance of the slab: tau2 v0
-                new = v0 if uniforms[t, g, 0] * (1.0 + np.exp(-log_odds)) < 1.0 else 0.0
-            else:
-                new = slice_step(kind, lam[g], tau2 * s, tau2 * q2, shape[g], rate[g],
-                                 uniforms[t, g, : s.shape[0] + 2])
-            delta = tau2 * (new - lam[g])
-            if delta != 0.0:
-                # C += delta X_g X_g^T  =>  C^{-1} -= (Z_g U) diag(delta / (1 + delta sig)) (Z_g U)^T
-                W = U.T @ ZgT  # (d_g, n)
-                Wc = W.copy()
-                for k in range(sig.shape[0]):
-                    Wc[k] *= delta / (1.0 + delta * sig[k])
-                Cinv -= W.T @ Wc
-                lam[g] = new
+        g_start = 0
+        while g_start < G:
+            g_end = g_start + 1  # the block: groups g_start..g_end-1, at most block_rows coefficients (>= 1 group)
+            while g_end < G and ptr[g_end + 1] - ptr[g_start] <= block_rows:
+                g_end += 1
+            r0 = ptr[g_start]
+            B0 = XT[r0:ptr[g_end]] @ Cinv  # X_b C0^{-1} for the whole block
+            k = 0
+            for g in range(g_start, g_end):
+                a0, b0 = ptr[g], ptr[g + 1]
+                Xg = XT[a0:b0]  # (d_g, n)
+                ZgT = B0[a0 - r0:b0 - r0].copy()  # (C^{-1} X_g)^T, once the pending updates are subtracted
+                if k > 0:
+                    XgP = Xg @ PT[:k].T  # (d_g, k)
+                    for i in range(XgP.shape[0]):
+                        XgP[i] *= c[:k]
+                    ZgT -= XgP @ PT[:k]
+                S = ZgT @ Xg.T
+                sig, U = np.linalg.eigh(0.5 * (S + S.T))
+                for i in range(sig.shape[0]):
+                    sig[i] = max(sig[i], 0.0)
+                mu = tau2 * lam[g]
+                proj = U.T @ (ZgT @ y)
+                s = np.empty(sig.shape[0])
+                q2 = np.empty(sig.shape[0])
+                for i in range(sig.shape[0]):
+                    shrink = 1.0 - mu * sig[i]  # removes the group's own term from C
+                    s[i] = sig[i] / shrink
+                    q2[i] = (proj[i] / shrink) ** 2
+                if kind == SPIKE_SLAB:
+                    log_odds = prior_logit[g]
+                    for i in range(s.shape[0]):
+                        log_odds += _lik(tau2 * v0, s[i], q2[i])  # prior variance of the slab: tau2 v0
+                    new = v0 if uniforms[t, g, 0] * (1.0 + np.exp(-log_odds)) < 1.0 else 0.0
+                else:
+                    new = slice_step(kind, lam[g], tau2 * s, tau2 * q2, shape[g], rate[g],
+                                     uniforms[t, g, : s.shape[0] + 2])
+                delta = tau2 * (new - lam[g])
+                if delta != 0.0:
+                    # C += delta X_g X_g^T  =>  C^{-1} -= (Z_g U) diag(delta / (1 + delta sig)) (Z_g U)^T
+                    W = U.T @ ZgT  # (d_g, n)
+                    for i in range(sig.shape[0]):
+                        PT[k] = W[i]
+                        c[k] = delta / (1.0 + delta * sig[i])
+                        k += 1
+                    lam[g] = new
+            if k > 0:
+                Pc = PT[:k].copy()
+                for i in range(k):
+                    Pc[i] *= c[i]
+                Cinv -= PT[:k].T @ Pc
+            g_start = g_end
         for g in range(G):
             for j in range(ptr[g], ptr[g + 1]):
                 lam_coef[j] = lam[g]
