@@ -9,7 +9,7 @@ Peers (optional, benchmark-only dependencies): pytuq's Bayesian compressive sens
 RVM of Tipping & Faul as in Ji, Xue & Carin) and scikit-learn's ``ARDRegression`` (no intercept). Neither uses the
 group structure or the oracle hyper-parameters: GSS-EP is run with the paper's oracle values and with learned ones.
 
-Run: ``pip install pytuq && python benchmarks/bench_peers.py --signals 50``. Never asserts on time.
+Run: ``pip install -e ".[bench]" && python benchmarks/bench_peers.py --signals 50``. Never asserts on time.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def peers() -> dict:
 
         found["bcs (pytuq)"] = lambda case: PytuqBCS()
     except ImportError:
-        print("pytuq is not installed (pip install pytuq): its BCS is left out")
+        print("pytuq is not installed (pip install -e \".[bench]\"): its BCS is left out")
     return found
 
 
