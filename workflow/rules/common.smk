@@ -20,3 +20,13 @@ wildcard_constraints:
     strategy="design|random|pool",
     chunk=r"\d+",
     kind="[a-z_]+",
+
+
+# A SLURM run that could not see its jobs finish (sacct without job accounting) would wait forever: stop at
+# once with what to change instead (adaptcs.cluster). onstart runs in the main process of a real run only.
+onstart:
+    if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
+        from adaptcs.cluster import check_slurm_status_command
+
+        settings = workflow.executor_settings
+        check_slurm_status_command(settings.status_command, settings.init_seconds_before_status_checks)
