@@ -18,14 +18,15 @@ STATUS = REPO / "workflow/profiles/cluster-generic/status.py"
 
 
 def fake_commands(tmp_path, **scripts):
-    """A bin/ folder with one executable per keyword (name -> shell body); returns a PATH with only it and /bin."""
+    """A bin/ folder with one executable per keyword (name -> shell body); returns a PATH of only that folder, so
+    that a real scheduler installed on the machine is not found (the fakes use only shell built-ins)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     for name, body in scripts.items():
         path = bin_dir / name
         path.write_text("#!/bin/sh\n" + body + "\n")
         path.chmod(0o755)
-    return f"{bin_dir}:/usr/bin:/bin"
+    return str(bin_dir)
 
 
 def status(tmp_path, job_id, **scripts):

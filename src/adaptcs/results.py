@@ -166,11 +166,13 @@ def environment_versions() -> dict:
 
 
 def blas_info() -> list:
-    """BLAS libraries in use with their thread counts (threadpoolctl)."""
+    """BLAS libraries in use with their thread counts (threadpoolctl), sorted: the order in which they were
+    loaded depends on import order, which differs between a local and a cluster job of the same run."""
     from threadpoolctl import threadpool_info
 
-    return [{"library": i.get("internal_api"), "version": i.get("version"), "threads": i.get("num_threads")}
-            for i in threadpool_info() if i.get("user_api") == "blas"]
+    found = [{"library": i.get("internal_api"), "version": i.get("version"), "threads": i.get("num_threads")}
+             for i in threadpool_info() if i.get("user_api") == "blas"]
+    return sorted(found, key=lambda b: (str(b["library"]), str(b["version"]), str(b["threads"])))
 
 
 def write_job(path, job: JobResult) -> Path:
