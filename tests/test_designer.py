@@ -127,7 +127,7 @@ def test_pool_rows_are_spent_when_measured_not_when_asked(problem):
     ({"strategy": "best"}, "strategy must be one of"),
     ({"row_constraint": "ternary"}, "row_constraint must be one of"),
     ({"strategy": "pool"}, "pool must be given"),
-    ({"pool": np.ones((3, 32))}, "only used by strategy='pool'"),
+    ({"pool": np.ones((3, 32))}, "only used by strategies"),
     ({"batch_size": 0}, "batch_size"),
     ({"row_norm": 0.0}, "row_norm"),
 ])

@@ -20,7 +20,8 @@ from adaptcs.design.binary import binary_rows
 from adaptcs.design.eigen import top_eigenvectors
 from adaptcs.models import _validation as val
 
-STRATEGIES = ("design", "random", "pool")
+STRATEGIES = ("design", "random", "pool", "sequence")
+FIXED_ROWS = ("pool", "sequence")  # strategies that take their rows from ``pool``
 ROW_CONSTRAINTS = ("sphere", "binary")
 NO_MEASUREMENTS = "random (no measurements yet)"
 # Designed rows need x^T V x near its maximum, not the eigenvector to many digits: a Ritz vector with relative
@@ -100,31 +101,38 @@ class SequentialDesigner:
     estimator : scikit-learn style estimator
         Cloned at the first :meth:`tell` (the caller's object is left untouched); refits use
         ``warm_start=True`` when the estimator has that parameter. "design" and "pool" need ``cov_matvec``.
-    strategy : {"design", "random", "pool"}
+        With a ``basis`` it models the basis coefficients ``c`` of the signal ``x = Psi^T c``.
+    strategy : {"design", "random", "pool", "sequence"}
         "design": rows with the largest ``x^T V x`` under the posterior covariance V (its leading
         eigenvectors, or for binary rows see :mod:`adaptcs.design.binary`); "random": rows uniform on the
         sphere (or uniform random signs); "pool": the rows of ``pool`` with the largest ``x^T V x``, each
-        measured at most once. Before any measurement every strategy gives random rows (the prior covariance
-        of an exchangeable prior is a multiple of the identity: every direction is as good).
+        measured at most once; "sequence": the rows of ``pool`` in their order (a design fixed in advance, such as
+        coarse-to-fine wavelet rows), each once. Before any measurement "design", "random" and "pool" give
+        random rows (the prior covariance of an exchangeable prior is a multiple of the identity: every
+        direction is as good); "sequence" starts its sequence.
     row_norm : float, optional
         Euclidean norm of the rows asked for; default ``sqrt(d)`` (the norm of a +-1 row). Binary rows have
         entries ``+-row_norm / sqrt(d)``. Not used by "pool", whose rows are used as given.
     batch_size : int
         Rows per :meth:`ask`.
     pool : array-like, shape (m, d), optional
-        Candidate rows for "pool".
+        Candidate rows for "pool", the rows in order for "sequence".
     row_constraint : {"sphere", "binary"}
         "binary": rows in ``{-a, +a}^d`` (``a = row_norm / sqrt(d)``), the difference of two complementary
         0/1 patterns of a digital micromirror device.
     rng : None, int or numpy.random.Generator
         Random rows and eigenvector starts (``numpy.random.default_rng`` semantics; a Generator is used as is).
+    basis : :class:`adaptcs.basis.Basis`, optional
+        An orthonormal sparsifying basis ``Psi``: rows asked for, told and pooled are in the signal's domain
+        (pixels), the estimator is fitted on their coefficients ``X Psi^T`` (rows ``Psi x_i``) and designed
+        rows ``a`` are returned as ``Psi^T a`` (same norm). See :meth:`reconstruction`.
 
     Attributes
     ----------
     estimator_ : estimator
         Fitted on every row told so far (None before the first :meth:`tell`).
     X_ : ndarray, shape (n, d)
-        Every row told, in order.
+        Every row told, in order (in the signal's domain).
     y_ : ndarray, shape (n,)
         Their measured values.
     history_ : list of :class:`Asked` and :class:`Told`
@@ -148,22 +156,28 @@ class SequentialDesigner:
     """
 
     def __init__(self, estimator, *, strategy: str = "design", row_norm: float | None = None, batch_size: int = 1,
-                 pool=None, row_constraint: str = "sphere", rng=None):
+                 pool=None, row_constraint: str = "sphere", rng=None, basis=None):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
         if row_constraint not in ROW_CONSTRAINTS:
             raise ValueError(f"row_constraint must be one of {ROW_CONSTRAINTS}; got {row_constraint!r}")
-        if strategy != "random" and not has_posterior_covariance(estimator):
+        if strategy in ("design", "pool") and not has_posterior_covariance(estimator):
             raise ValueError(f"strategy={strategy!r} needs a posterior covariance; {type(estimator).__name__} has "
-                             "no cov_matvec, so it can only run with strategy='random'")
-        if strategy == "pool":
+                             "no cov_matvec, so it can only run with strategy='random' or 'sequence'")
+        if strategy in FIXED_ROWS:
             if pool is None:
-                raise ValueError("pool must be given for strategy='pool'")
+                raise ValueError(f"pool must be given for strategy={strategy!r}")
             if row_constraint != "sphere":
                 raise ValueError("row_constraint applies to designed and random rows; pool rows are used as given")
             pool = val.check_rows(pool, np.shape(pool)[-1], "pool")
         elif pool is not None:
-            raise ValueError(f"pool is only used by strategy='pool'; got strategy={strategy!r}")
+            raise ValueError(f"pool is only used by strategies {FIXED_ROWS}; got strategy={strategy!r}")
+        if basis is not None:
+            if row_constraint != "sphere":
+                raise ValueError("row_constraint='binary' cannot be combined with a basis (binary pixel rows are "
+                                 "not binary in the basis)")
+            if pool is not None and pool.shape[1] != basis.d:
+                raise ValueError(f"pool rows have {pool.shape[1]} entries; the basis has {basis.d} coefficients")
         self.estimator = estimator
         self.strategy = strategy
         self.row_norm = None if row_norm is None else val.check_positive_scalar(row_norm, "row_norm")
@@ -171,6 +185,7 @@ class SequentialDesigner:
         self.pool = pool
         self.row_constraint = row_constraint
         self.rng = val.check_random_generator(rng)
+        self.basis = basis
         self.estimator_ = None
         self.X_: np.ndarray | None = None
         self.y_: np.ndarray | None = None
@@ -180,6 +195,8 @@ class SequentialDesigner:
         self._eigen_block = None  # Ritz vectors of the last designed step (and the block iterations it took)
         self._eigen_iterations = 0
         self._pool_used = None if pool is None else np.zeros(pool.shape[0], dtype=bool)
+        self._A: np.ndarray | None = None  # rows told as the estimator sees them (coefficients with a basis)
+        self._pool_model = None if pool is None or basis is None else basis.analyze(pool)
 
     # -- what is known ---------------------------------------------------------------------------------------
     @property
@@ -189,6 +206,8 @@ class SequentialDesigner:
             return self.X_.shape[1]
         if self.pool is not None:
             return self.pool.shape[1]
+        if self.basis is not None:
+            return self.basis.d
         groups = self.estimator.get_params().get("groups") if hasattr(self.estimator, "get_params") else None
         return None if groups is None or np.ndim(groups) != 1 else len(groups)
 
@@ -240,7 +259,8 @@ class SequentialDesigner:
         start = time.perf_counter()
         scores, bound = np.full(k, np.nan), np.nan
         norm = self._row_norm(d)
-        chosen_by = self.strategy if self.estimator_ is not None else NO_MEASUREMENTS
+        started = self.estimator_ is not None or self.strategy == "sequence"
+        chosen_by = self.strategy if started else NO_MEASUREMENTS
         if chosen_by == "random" or (chosen_by == NO_MEASUREMENTS and self.pool is None):
             if self.row_constraint == "binary":
                 rows = (2.0 * self.rng.integers(0, 2, size=(k, d)) - 1.0) * (norm / np.sqrt(d))
@@ -250,6 +270,10 @@ class SequentialDesigner:
             rows = self.pool[self.rng.choice(np.flatnonzero(~self._pool_used), size=k, replace=False)]
         elif self.strategy == "design":
             rows, scores, bound = self._designed_rows(d, k, norm)
+            if self.basis is not None:
+                rows = self.basis.synthesize(rows)
+        elif self.strategy == "sequence":
+            rows = self.pool[np.flatnonzero(~self._pool_used)[:k]]
         else:
             rows, scores = self._pool_rows(k)
         self.history_.append(Asked(n_told=self.n_told_, rows=rows.copy(), chosen_by=chosen_by, scores=scores,
@@ -270,7 +294,8 @@ class SequentialDesigner:
 
     def _pool_rows(self, k: int):
         # argmax of x^T V x = argmax of the predictive variance (they differ by the noise variance)
-        _mean, std = self.estimator_.predict(self.pool, return_std=True)
+        pool = self.pool if self._pool_model is None else self._pool_model
+        _mean, std = self.estimator_.predict(pool, return_std=True)
         score = np.where(self._pool_used, -np.inf, std)
         chosen = np.argsort(-score, kind="stable")[:k]
         noise = getattr(self.estimator_, "noise_var_", np.nan)
@@ -297,7 +322,9 @@ class SequentialDesigner:
         if d is not None and X_new.shape[1] != d:
             raise ValueError(f"rows must have {d} entries (coefficients); got {X_new.shape[1]}")
         first = self.estimator_ is None
+        A_new = X_new if self.basis is None else self.basis.analyze(X_new)
         X_all = X_new if first else np.vstack([self.X_, X_new])
+        A_all = A_new if first else np.vstack([self._A, A_new])
         y_all = y_new if first else np.concatenate([self.y_, y_new])
         est = self.estimator_
         if first:
@@ -311,13 +338,13 @@ class SequentialDesigner:
         failure = ""
         start = time.perf_counter()
         try:
-            est.fit(X_all, y_all)
+            est.fit(A_all, y_all)
         except numerical as exc:
             failure = f"{type(exc).__name__}: {exc}"
         fit_seconds = time.perf_counter() - start
         if not failure and not np.all(np.isfinite(est.coef_)):
             failure = "non-finite estimate"
-        self.estimator_, self.X_, self.y_ = est, X_all, y_all
+        self.estimator_, self.X_, self._A, self.y_ = est, X_all, A_all, y_all
         asked = self._match_asked(X_new)
         if self._pool_used is not None:
             for row in X_new:
@@ -348,6 +375,14 @@ class SequentialDesigner:
                 pending[hit[0]] = False
         self._pending = self._pending[pending]
         return asked
+
+    def reconstruction(self) -> np.ndarray:
+        """The current estimate of the signal in its own domain, shape (d,): ``Psi^T coef_`` with a basis, else
+        the estimator's ``coef_``."""
+        if self.estimator_ is None:
+            raise ValueError("nothing has been told yet")
+        coef = np.asarray(self.estimator_.coef_, dtype=float)
+        return coef.copy() if self.basis is None else self.basis.synthesize(coef)
 
     @property
     def last_fit(self) -> Told | None:

@@ -35,11 +35,11 @@ class SequentialDesignResult:
     fit_seconds : ndarray, shape (T,)
         Wall time of each fit.
     coef : ndarray, shape (d,)
-        Final estimate.
+        Final estimate (of the signal: with a basis, ``Psi^T`` of the estimated coefficients).
     X : ndarray, shape (n_final, d)
     y : ndarray, shape (n_final,)
     group_prob : ndarray or None
-        Final group probabilities, for methods that have them.
+        Final group probabilities, for methods that have them (of the basis coefficients' groups with a basis).
     select_seconds : ndarray, shape (T - 1,)
         Wall time spent choosing the rows of each step (eigenvectors, pool scores).
     checkpoint_n : ndarray of int, shape (K,)
@@ -85,7 +85,7 @@ class SequentialDesignResult:
 def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: str, noise_var: float,
                           row_norm: float, rng=None, pool=None, batch_size: int = 1,
                           callback: Callable[[int, int, float], None] | None = None,
-                          checkpoints=(), row_constraint: str = "sphere") -> SequentialDesignResult:
+                          checkpoints=(), row_constraint: str = "sphere", basis=None) -> SequentialDesignResult:
     """Measure, refit, repeat: the sequential design loop for any estimator.
 
     Parameters
@@ -94,17 +94,18 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         Cloned before use (the caller's object is left untouched); refits use ``warm_start=True`` when the
         estimator has that parameter.
     w_true : array-like, shape (d,)
-        The signal that measurements are taken of.
+        The signal that measurements are taken of (in its own domain, e.g. pixels, also with a ``basis``).
     X0 : array-like, shape (n0, d)
-        Initial rows.
+        Initial rows (in the signal's domain).
     y0 : array-like, shape (n0,)
         Initial measurements.
     n_steps : int
         Number of steps; each adds ``batch_size`` rows.
-    strategy : {"design", "random", "pool"}
+    strategy : {"design", "random", "pool", "sequence"}
         "design": the leading eigenvector(s) of the posterior covariance scaled to ``row_norm``;
         "random": rows uniform on the sphere of radius ``row_norm`` (like the initial rows);
-        "pool": the rows of ``pool`` with the largest ``x^T V x``, each used at most once.
+        "pool": the rows of ``pool`` with the largest ``x^T V x``, each used at most once;
+        "sequence": the rows of ``pool`` in their order (a non-adaptive design fixed in advance).
     noise_var : float
         Variance of the Gaussian noise added to every new measurement.
     row_norm : float
@@ -113,7 +114,7 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         Source of random rows, measurement noise and power-method starts (``numpy.random.default_rng``
         semantics: None for fresh entropy, an integer seed, or a Generator used as is).
     pool : array-like, shape (m, d), optional
-        Candidate rows for the "pool" strategy (m >= n_steps * batch_size).
+        Candidate rows for "pool", the rows in order for "sequence" (m >= n_steps * batch_size).
     batch_size : int
         Rows added per step (top-k eigenvectors by subspace iteration for "design").
     callback : callable, optional
@@ -123,12 +124,15 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     row_constraint : {"sphere", "binary"}
         "binary": designed and random rows in ``{-a, +a}^d`` with ``a = row_norm / sqrt(d)`` (see
         :class:`adaptcs.design.SequentialDesigner`).
+    basis : :class:`adaptcs.basis.Basis`, optional
+        Fit the signal's coefficients in this orthonormal basis (see :class:`adaptcs.design.SequentialDesigner`);
+        errors, ``coef`` and checkpoints are of the signal.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
-    if strategy != "random" and not has_posterior_covariance(estimator):
+    if strategy in ("design", "pool") and not has_posterior_covariance(estimator):
         raise ValueError(f"strategy={strategy!r} needs a posterior covariance; {type(estimator).__name__} has "
-                         "no cov_matvec, so it can only run with strategy='random'")
+                         "no cov_matvec, so it can only run with strategy='random' or 'sequence'")
     X, y = val.check_design(X0, y0)
     n0, d = X.shape
     w_true = val.check_vector_or_block(w_true, d, "w_true")
@@ -141,15 +145,15 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     rng = val.check_random_generator(rng)
     noise_var = val.check_positive_scalar(noise_var, "noise_var")
     row_norm = val.check_positive_scalar(row_norm, "row_norm")
-    if strategy == "pool":
+    if strategy in ("pool", "sequence"):
         if pool is None:
-            raise ValueError("pool must be given for strategy='pool'")
+            raise ValueError(f"pool must be given for strategy={strategy!r}")
         pool = val.check_rows(pool, d, "pool")
         if pool.shape[0] < n_steps * batch_size:
             raise ValueError(f"pool has {pool.shape[0]} rows; {n_steps} steps of {batch_size} need "
                              f"{n_steps * batch_size}")
     designer = SequentialDesigner(estimator, strategy=strategy, row_norm=row_norm, batch_size=batch_size,
-                                  pool=pool, row_constraint=row_constraint, rng=rng)
+                                  pool=pool, row_constraint=row_constraint, rng=rng, basis=basis)
     record = _Record(w_true, checkpoints)
 
     def tell(X_new, y_new, step) -> bool:
@@ -180,7 +184,7 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     return SequentialDesignResult(
         n_measurements=np.asarray(record.n_measurements, dtype=np.int64),
         errors=np.asarray(record.errors, dtype=float), fit_seconds=np.asarray(record.fit_seconds),
-        coef=np.asarray(est.coef_, dtype=float).copy() if ok else np.full(d, np.nan), X=designer.X_, y=designer.y_,
+        coef=designer.reconstruction() if ok else np.full(d, np.nan), X=designer.X_, y=designer.y_,
         group_prob=None if group_prob is None else np.asarray(group_prob).copy(),
         select_seconds=np.asarray(record.select_seconds, dtype=float),
         checkpoint_n=np.asarray(record.kept_n, dtype=np.int64),
@@ -208,7 +212,7 @@ class _Record:
         ok = not told.failure
         if not ok:
             self.failure = f"step {step} (n={n}): {told.failure}"
-        coef = np.asarray(designer.estimator_.coef_) if ok else None
+        coef = designer.reconstruction() if ok else None
         self.fit_seconds.append(told.fit_seconds)
         self.n_measurements.append(n)
         self.finite.append(ok)

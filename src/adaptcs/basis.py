@@ -1,0 +1,254 @@
+"""Orthonormal sparsifying bases for square images: 2-D wavelets (PyWavelets, periodised) and the 2-D DCT (scipy).
+
+An image ``x`` (``side x side`` pixels, flattened row-major to ``d = side^2`` values) has coefficients
+``c = Psi x``; ``Psi`` is orthonormal, so ``x = Psi^T c`` and norms are kept. Measurements ``y = X x`` are then
+``y = (X Psi^T) c``: the estimator works on ``c`` with the effective rows ``X Psi^T`` (row ``i`` is
+``Psi x_i``, :meth:`Basis.analyze`), and a row designed for ``c`` is measured in pixels as ``Psi^T a``
+(:meth:`Basis.synthesize`). Neither ``Psi`` nor any ``d x d`` matrix is formed: each costs O(d log d) per row.
+
+Coefficient order (what the estimator and the groups see) runs from coarse to fine. Wavelets: the
+approximation subband, then the detail subbands of the coarsest level, ..., the finest; within a level the
+horizontal, vertical and diagonal details of each position follow one another (position by position, row-major).
+DCT: frequencies ``(u, v)`` by ``u + v``, then by ``u``.
+
+Groups (:meth:`Basis.groups`): 2 x 2 blocks of neighbouring coefficients within one subband (for a wavelet
+detail subband, the four children of one parent coefficient at the coarser scale; a 1 x 1 subband is a group
+of one). For the DCT, 2 x 2 blocks of the frequency grid.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+WAVELETS = ("haar", "db2", "db4")
+BASES = (*WAVELETS, "dct")
+COARSEST_SIDE = 4  # default wavelet depth: the approximation subband is 4 x 4
+
+
+@dataclass(frozen=True)
+class Subband:
+    """One block of coefficients: its place in the coefficient vector and its scale."""
+
+    level: int  # 0 for the approximation; detail levels count from the coarsest (1) to the finest
+    orientation: str  # "a", "h", "v" or "d" (DCT: "f")
+    side: int  # the subband is side x side
+
+
+class Basis:
+    """An orthonormal basis of ``side x side`` images (abstract: use :func:`make_basis`).
+
+    Attributes
+    ----------
+    name : str
+    side : int
+    d : int
+        ``side ** 2``, pixels per image and coefficients per image.
+    """
+
+    name: str
+    side: int
+
+    @property
+    def d(self) -> int:
+        return self.side * self.side
+
+    def analyze(self, images) -> np.ndarray:
+        """Coefficients ``Psi x`` of each image (or effective rows ``X Psi^T`` of each row ``x``).
+
+        Parameters
+        ----------
+        images : array-like, shape (k, d) or (d,)
+            Flattened images (row-major).
+
+        Returns
+        -------
+        ndarray, same shape
+        """
+        x, single = self._check(images)
+        c = self._analyze(x.reshape(-1, self.side, self.side))
+        return c[0] if single else c
+
+    def synthesize(self, coefficients) -> np.ndarray:
+        """Images ``Psi^T c`` of coefficient vectors (or pixel rows of rows designed for the coefficients).
+
+        Parameters
+        ----------
+        coefficients : array-like, shape (k, d) or (d,)
+
+        Returns
+        -------
+        ndarray, same shape (flattened images)
+        """
+        c, single = self._check(coefficients)
+        x = self._synthesize(c).reshape(c.shape[0], self.d)
+        return x[0] if single else x
+
+    def _check(self, values) -> tuple[np.ndarray, bool]:
+        values = np.asarray(values, dtype=float)
+        single = values.ndim == 1
+        values = np.atleast_2d(values)
+        if values.ndim != 2 or values.shape[1] != self.d:
+            raise ValueError(f"{self.name} basis of {self.side} x {self.side} images: rows must have {self.d} "
+                             f"values; got shape {np.shape(values)}")
+        return values, single
+
+    def scales(self) -> np.ndarray:
+        """Scale of every coefficient, shape (d,): 0 for the coarsest, growing towards fine detail."""
+        return np.concatenate([np.full(b.side * b.side, b.level) for b in self.subbands()])
+
+    def groups(self) -> np.ndarray:
+        """Group label of every coefficient, shape (d,): 2 x 2 blocks within each subband."""
+        raise NotImplementedError
+
+    def coarse_to_fine(self, k: int, row_norm: float | None = None) -> np.ndarray:
+        """Pixel rows that measure the first ``k`` coefficients (coarse scales first), each of norm ``row_norm``
+        (default ``sqrt(d)``); shape (k, d)."""
+        if not 0 <= k <= self.d:
+            raise ValueError(f"k must be in 0..{self.d}; got {k}")
+        norm = np.sqrt(self.d) if row_norm is None else float(row_norm)
+        return self.synthesize(np.eye(k, self.d) * norm) if k else np.zeros((0, self.d))
+
+    def subbands(self) -> list[Subband]:
+        raise NotImplementedError
+
+    def _analyze(self, images: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _synthesize(self, coefficients: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class WaveletBasis(Basis):
+    """Orthogonal 2-D wavelet transform with periodic extension (PyWavelets' ``periodization`` mode), which is
+    orthonormal on ``side x side`` images with ``side`` a power of two.
+
+    Parameters
+    ----------
+    side : int
+        Image side, a power of two.
+    wavelet : {"haar", "db2", "db4"}
+    level : int, optional
+        Decomposition depth; default such that the approximation subband is 4 x 4 (``log2(side / 4)``).
+    """
+
+    def __init__(self, side: int, wavelet: str = "haar", level: int | None = None):
+        if wavelet not in WAVELETS:
+            raise ValueError(f"wavelet must be one of {WAVELETS}; got {wavelet!r}")
+        if not isinstance(side, (int, np.integer)) or side < 2 or side & (side - 1):
+            raise ValueError(f"side must be a power of two >= 2 (periodised wavelets); got {side!r}")
+        max_level = int(np.log2(side))
+        if level is None:
+            level = max(1, int(np.log2(side / COARSEST_SIDE))) if side >= 2 * COARSEST_SIDE else 1
+        if not 1 <= level <= max_level:
+            raise ValueError(f"level must be in 1..{max_level} for side {side}; got {level}")
+        self.name, self.side, self.wavelet, self.level = wavelet, int(side), wavelet, int(level)
+        # (level, side) of each detail level, coarsest first; the approximation has the coarsest side
+        self._sides = [side >> (level - j) for j in range(level)]
+
+    def subbands(self) -> list[Subband]:
+        bands = [Subband(0, "a", self._sides[0])]
+        for j, s in enumerate(self._sides, start=1):
+            bands += [Subband(j, o, s) for o in "hvd"]
+        return bands
+
+    def groups(self) -> np.ndarray:
+        # interleaved order: coefficients 3p..3p+2 are h, v, d at position p; a group is a 2 x 2 block of one
+        # orientation, so label by (block, orientation)
+        labels = [self._block_labels(self._sides[0])[0]]
+        offset = int(labels[0].max()) + 1
+        for s in self._sides:
+            blocks, n_blocks = self._block_labels(s)
+            level = (3 * blocks[:, None] + np.arange(3)[None, :]).ravel()
+            labels.append(offset + level)
+            offset += 3 * n_blocks
+        return np.concatenate(labels).astype(np.int64)
+
+    @staticmethod
+    def _block_labels(s: int) -> tuple[np.ndarray, int]:
+        rows, cols = np.divmod(np.arange(s * s), s)
+        if s == 1:
+            return np.zeros(1, dtype=np.int64), 1
+        half = s // 2
+        return (rows // 2) * half + cols // 2, half * half
+
+    def scales(self) -> np.ndarray:
+        return np.concatenate([np.zeros(self._sides[0] ** 2, dtype=np.int64)]
+                              + [np.full(3 * s * s, j) for j, s in enumerate(self._sides, start=1)])
+
+    def _analyze(self, images: np.ndarray) -> np.ndarray:
+        import pywt
+
+        with warnings.catch_warnings():
+            # deeper than dwt_max_level only means every coefficient sees the periodic boundary; still orthonormal
+            warnings.filterwarnings("ignore", message="Level value of .* is too high")
+            coeffs = pywt.wavedec2(images, self.wavelet, mode="periodization", level=self.level, axes=(-2, -1))
+        k = images.shape[0]
+        parts = [coeffs[0].reshape(k, -1)]
+        for h, v, dd in coeffs[1:]:
+            s = h.shape[-1]
+            stacked = np.stack([h.reshape(k, s * s), v.reshape(k, s * s), dd.reshape(k, s * s)], axis=2)
+            parts.append(stacked.reshape(k, 3 * s * s))  # position-major: h, v, d of position 0, then 1, ...
+        return np.concatenate(parts, axis=1)
+
+    def _synthesize(self, coefficients: np.ndarray) -> np.ndarray:
+        import pywt
+
+        k = coefficients.shape[0]
+        a = self._sides[0]
+        coeffs = [coefficients[:, :a * a].reshape(k, a, a)]
+        start = a * a
+        for s in self._sides:
+            level = coefficients[:, start:start + 3 * s * s].reshape(k, s * s, 3)
+            coeffs.append(tuple(level[:, :, o].reshape(k, s, s) for o in range(3)))
+            start += 3 * s * s
+        return pywt.waverec2(coeffs, self.wavelet, mode="periodization", axes=(-2, -1))
+
+
+class DCTBasis(Basis):
+    """The orthonormal 2-D DCT-II (``scipy.fft.dctn(norm="ortho")``), frequencies ordered by ``u + v``."""
+
+    def __init__(self, side: int):
+        if not isinstance(side, (int, np.integer)) or side < 2:
+            raise ValueError(f"side must be an integer >= 2; got {side!r}")
+        self.name, self.side = "dct", int(side)
+        u, v = np.divmod(np.arange(self.d), self.side)
+        self._order = np.lexsort((u, u + v))  # coefficient i is frequency (u, v)[self._order[i]]
+        self._u, self._v = u[self._order], v[self._order]
+
+    def subbands(self) -> list[Subband]:
+        return [Subband(0, "f", self.side)]
+
+    def scales(self) -> np.ndarray:
+        return (self._u + self._v).astype(np.int64)
+
+    def groups(self) -> np.ndarray:
+        half = (self.side + 1) // 2
+        block = (self._u // 2) * half + self._v // 2
+        return block.astype(np.int64)
+
+    def _analyze(self, images: np.ndarray) -> np.ndarray:
+        from scipy.fft import dctn
+
+        c = dctn(images, type=2, norm="ortho", axes=(-2, -1)).reshape(images.shape[0], self.d)
+        return c[:, self._order]
+
+    def _synthesize(self, coefficients: np.ndarray) -> np.ndarray:
+        from scipy.fft import idctn
+
+        grid = np.empty_like(coefficients)
+        grid[:, self._order] = coefficients
+        return idctn(grid.reshape(-1, self.side, self.side), type=2, norm="ortho", axes=(-2, -1))
+
+
+def make_basis(name: str, side: int, level: int | None = None) -> Basis:
+    """The basis ``name`` (one of :data:`BASES`) for ``side x side`` images."""
+    if name == "dct":
+        if level is not None:
+            raise ValueError("level applies to wavelets only")
+        return DCTBasis(side)
+    if name in WAVELETS:
+        return WaveletBasis(side, name, level)
+    raise ValueError(f"basis must be one of {BASES}; got {name!r}")
