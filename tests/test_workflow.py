@@ -75,12 +75,12 @@ def test_lint_is_clean(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile, runs", [(None, 109), ("config/config.yaml", 109), ("config/paper.yaml", 2408)])
+@pytest.mark.parametrize("configfile, runs", [(None, 125), ("config/config.yaml", 125), ("config/paper.yaml", 2440)])
 def test_dry_runs_of_shipped_configs(tmp_path, configfile, runs):
     args = () if configfile is None else ("--configfile", str(REPO / configfile))
     jobs = planned_jobs(snakemake(tmp_path, "-n", *args))
     assert jobs["run_job"] == runs
-    assert jobs["aggregate"] == 6 and jobs["make_table"] == 6 and jobs["plot_figure"] == 15
+    assert jobs["aggregate"] == 7 and jobs["make_table"] == 7 and jobs["plot_figure"] == 17
     assert jobs["record_config"] == 1
 
 
@@ -129,7 +129,7 @@ def test_cluster_jobs_see_the_given_config(tmp_path):
 def test_dry_run_with_the_slurm_profile(tmp_path):
     proc = snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "workflow/profiles/slurm"),
                      "--configfile", str(REPO / "config/paper.yaml"))
-    assert planned_jobs(proc)["run_job"] == 2408
+    assert planned_jobs(proc)["run_job"] == 2440
 
 
 @pytest.mark.slow
@@ -197,7 +197,7 @@ def test_tiny_end_to_end_run(tmp_path):
     ({"experiments": {"E1": {"replicates": 2, "methods": ["gss_ep"], "extra": 1}}}, "Additional properties"),
     ({"experiments": {"E1": {"replicates": "two", "methods": ["gss_ep"]}}}, "is not of type 'integer'"),
     ({"experiments": {"E1": {"replicates": 2, "methods": ["lasso"]}}}, "'lasso' is not one of"),
-    ({"experiments": {"E7": {"replicates": 2, "methods": ["gss_ep"]}}}, "'E7' does not match any of the regexes"),
+    ({"experiments": {"E8": {"replicates": 2, "methods": ["gss_ep"]}}}, "'E8' does not match any of the regexes"),
     ({"experiments": {"E2": {"replicates": 2, "methods": ["gss_ep"], "settings": [9]}}}, "settings has [9]"),
     ({"replicate_per_job": 3}, "Additional properties"),
     ({"experiments": {"E4": {"replicates": 2, "methods": ["gss_ep"], "digits": [10]}}}, "10 is greater than"),

@@ -149,6 +149,11 @@ def check_n_steps(experiment: str, n_steps: int | None, data_options: dict | Non
         return spec.n_steps
     if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
         raise ValueError(f"n_steps must be a non-negative integer; got {n_steps!r}")
+    if experiment == "E7":
+        if n_steps > spec.max_steps():
+            raise ValueError(f"n_steps must be at most {spec.max_steps()} in E7 (d / 16 initial rows + n_steps steps "
+                             f"of d / 256 rows must not exceed d); got {n_steps}")
+        return int(n_steps)
     limit = spec.d - spec.n_initial
     if n_steps > limit:
         raise ValueError(f"n_steps must be at most {limit} in {experiment} (its {spec.n_initial} initial rows + "
@@ -165,14 +170,18 @@ def experiment_spec(experiment: str, data_options: dict | None = None):
     """The definition of a synthetic, MNIST or (with ``data_options`` of kind user) user experiment."""
     from adaptcs.experiments_mnist import MNIST
     from adaptcs.experiments_user import UserExperiment
+    from adaptcs.experiments_wavelet import E7, WaveletExperiment, check_basis
 
     if is_user(data_options):
         return UserExperiment.from_options(experiment, data_options)
+    if experiment == "E7":
+        basis = check_basis((data_options or {}).get("basis", E7.basis))
+        return E7 if basis == E7.basis else WaveletExperiment(basis=basis)
     if experiment in SYNTHETIC:
         return SYNTHETIC[experiment]
     if experiment in MNIST:
         return MNIST[experiment]
-    raise ValueError(f"experiment must be one of {sorted(SYNTHETIC) + sorted(MNIST)}; got {experiment!r}")
+    raise ValueError(f"experiment must be one of {sorted(SYNTHETIC) + sorted(MNIST) + ['E7']}; got {experiment!r}")
 
 
 def run_job(experiment: str, setting_index: int, method: str, strategy: str, replicates, *,
@@ -205,6 +214,7 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
     """
     from adaptcs.experiments_mnist import MNIST, cached_mnist, g_lasso_k, mnist_case
     from adaptcs.experiments_user import check_oracle, user_case
+    from adaptcs.experiments_wavelet import SEQUENCES, sequence_rows, wavelet_case
 
     data_options = dict(data_options or {})
     spec = experiment_spec(experiment, data_options)
@@ -214,10 +224,29 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
     method_params = dict(method_params or {})
     steps = check_n_steps(experiment, n_steps, data_options)
     user = is_user(data_options)
-    is_image = experiment in MNIST or (user and spec.is_image)
+    wavelet = experiment == "E7"
+    is_image = experiment in MNIST or wavelet or (user and spec.is_image)
     side = spec.side if user else SIDE
     checkpoints = spec.default_checkpoints(steps) if user else getattr(spec, "checkpoints", ())
-    if user:
+    batch_size = 1
+    if wavelet:
+        setting = spec.settings[setting_index] if 0 <= setting_index < len(spec.settings) else None
+        if setting is None:
+            raise ValueError(f"setting_index must be in 0..{len(spec.settings) - 1} for E7; got {setting_index}")
+        if hyperparameters == "oracle":
+            raise ValueError("E7's images are not exactly sparse in the wavelet basis, so there is no oracle: use "
+                             "hyperparameters: [learned]")
+        unknown = set(data_options) - {"source", "cache_dir", "path", "groups", "basis"}
+        if unknown:
+            raise ValueError(f"unknown E7 option(s): {sorted(unknown)}")
+        side, batch_size = setting["side"], spec.batch_size(setting)
+        checkpoints = spec.checkpoints(setting, steps)
+        bases = {}
+
+        def make_case(replicate):
+            case, bases[replicate] = wavelet_case(setting_index, replicate, spec=spec, data_options=data_options)
+            return case
+    elif user:
         def make_case(replicate):
             case = user_case(spec, replicate)
             if hyperparameters == "oracle":
@@ -254,10 +283,17 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
         case = make_case(replicate)
         p = case.problem
         estimator = case_estimator(method, case, method_params, hyperparameters)
+        basis, loop_strategy, pool = None, strategy, None
+        if wavelet:
+            basis = bases[replicate]
+            if strategy in SEQUENCES:
+                loop_strategy = "sequence"
+                pool = sequence_rows(strategy, setting, basis, steps * batch_size, data_options)
         start = time.perf_counter()
-        result = run_sequential_design(estimator, p.w_true, p.X, p.y, steps, strategy=strategy,
+        result = run_sequential_design(estimator, p.w_true, p.X, p.y, steps, strategy=loop_strategy,
                                        noise_var=p.noise_var, row_norm=float(np.sqrt(p.w_true.shape[0])),
-                                       rng=problem_rng(*case.design_seed), checkpoints=checkpoints)
+                                       rng=problem_rng(*case.design_seed), checkpoints=checkpoints, pool=pool,
+                                       batch_size=batch_size, basis=basis)
         if is_image:
             failed = (np.nan, np.nan)
             quality.append(failed if result.failed else image_quality(result.coef, p.w_true, (side, side)))
@@ -341,6 +377,7 @@ def problem_manifest(experiment: str, replicates, settings=None, data_options: d
     """One row per (setting, replicate): seeds, active groups and signal size of the problems used."""
     from adaptcs.experiments_mnist import MNIST, cached_mnist, mnist_case
     from adaptcs.experiments_user import user_case
+    from adaptcs.experiments_wavelet import wavelet_case
 
     data_options = dict(data_options or {})
     spec = experiment_spec(experiment, data_options)
@@ -350,6 +387,8 @@ def problem_manifest(experiment: str, replicates, settings=None, data_options: d
         for replicate in replicates:
             if is_user(data_options):
                 case = user_case(spec, int(replicate))
+            elif experiment == "E7":
+                case, _basis = wavelet_case(setting_index, int(replicate), spec=spec, data_options=data_options)
             elif experiment in MNIST:
                 data = cached_mnist(data_options.get("source", "embedded"), data_options.get("cache_dir"),
                                     data_options.get("path"))
@@ -358,7 +397,8 @@ def problem_manifest(experiment: str, replicates, settings=None, data_options: d
             else:
                 case = synthetic_case(experiment, setting_index, int(replicate))
             p = case.problem
-            active = np.unique(p.groups[p.w_true != 0])
+            # E7: the groups are of basis coefficients, and no image is exactly sparse in them
+            active = np.unique(p.groups[p.w_true != 0]) if experiment != "E7" else np.zeros(0, dtype=np.int64)
             rows.append({"experiment": experiment, "setting_index": setting_index,
                          "setting": json.dumps(spec.settings[setting_index], sort_keys=True),
                          "replicate": int(replicate),

@@ -57,8 +57,8 @@ def user_data_options(config: dict, experiment: str) -> dict | None:
             raise ValueError(f"config: experiments.{experiment}: names E<number> are kept for built-in experiments; "
                              "give a user experiment another name")
         return {"kind": "user", **entry["data"]}
-    if experiment not in SYNTHETIC and experiment not in MNIST:
-        raise ValueError(f"config: experiments.{experiment} is not one of E1-E6; a user experiment needs "
+    if experiment not in SYNTHETIC and experiment not in MNIST and experiment != "E7":
+        raise ValueError(f"config: experiments.{experiment} is not one of E1-E7; a user experiment needs "
                          "'kind: user' and a 'data' block (config/README.md)")
     return None
 
@@ -66,11 +66,14 @@ def user_data_options(config: dict, experiment: str) -> dict | None:
 def experiment_options(config: dict, experiment: str) -> dict:
     """The experiment's entry of the config with defaults filled in from its definition."""
     user = user_data_options(config, experiment)
+    entry = config["experiments"][experiment]
+    if "basis" in entry and experiment != "E7":
+        raise ValueError(f"config: experiments.{experiment}.basis: only E7 has a basis")
+    wavelet_options = {"basis": entry["basis"]} if "basis" in entry else {}
     try:
-        spec = experiment_spec(experiment, user)
+        spec = experiment_spec(experiment, user if user is not None else wavelet_options)
     except ValueError as exc:
         raise ValueError(f"config: experiments.{experiment}: {exc}") from None
-    entry = config["experiments"][experiment]
     if user is not None:
         settings = [0]
         try:
@@ -91,6 +94,13 @@ def experiment_options(config: dict, experiment: str) -> dict:
         if "digits" in entry:
             raise ValueError(f"config: experiments.{experiment} has no digits (only E4-E6 do)")
         settings = entry.get("settings", list(range(len(spec.settings))))
+        if experiment == "E7":
+            from adaptcs.experiments_wavelet import n_replicates
+
+            available = min(n_replicates(spec.settings[s]) for s in settings if 0 <= s < len(spec.settings))
+            if entry["replicates"] > available:
+                raise ValueError(f"config: experiments.E7.replicates is {entry['replicates']}; its settings "
+                                 f"{settings} have {available} images each")
     bad = [s for s in settings if not 0 <= s < len(spec.settings)]
     if bad:
         raise ValueError(f"config: experiments.{experiment}.settings has {bad}; {experiment} has settings "
@@ -98,16 +108,30 @@ def experiment_options(config: dict, experiment: str) -> dict:
     unknown = [m for m in entry["methods"] if m not in METHODS]
     if unknown:
         raise ValueError(f"config: experiments.{experiment}.methods has unknown {unknown}; known: {sorted(METHODS)}")
-    data_options = user if user is not None else dict(config.get("mnist", {})) if experiment in MNIST else {}
-    hyperparameters = list(entry.get("hyperparameters", ["oracle"]))
+    if user is not None:
+        data_options = user
+    elif experiment in MNIST or experiment == "E7":
+        data_options = dict(config.get("mnist", {})) | wavelet_options
+    else:
+        data_options = {}
+    default_hyper = ["learned"] if experiment == "E7" else ["oracle"]
+    hyperparameters = list(entry.get("hyperparameters", default_hyper))
     bad = [h for h in hyperparameters if h not in HYPERPARAMETERS] or \
         [h for h in set(hyperparameters) if hyperparameters.count(h) > 1]
     if bad or not hyperparameters:
         raise ValueError(f"config: experiments.{experiment}.hyperparameters must be a non-empty list of distinct "
                          f"values from {list(HYPERPARAMETERS)}; got {hyperparameters}")
+    if experiment == "E7" and "oracle" in hyperparameters:
+        raise ValueError("config: experiments.E7.hyperparameters: E7's images are not exactly sparse in the wavelet "
+                         "basis, so there is no oracle; use [learned]")
+    strategies = list(entry.get("strategies", spec.strategies))
+    fixed_designs = [s for s in strategies if s in ("topdown", "pca")]
+    if fixed_designs and experiment != "E7":
+        raise ValueError(f"config: experiments.{experiment}.strategies: {fixed_designs} are E7's (images in a "
+                         "wavelet basis)")
     return {"replicates": entry["replicates"], "methods": list(entry["methods"]), "settings": list(settings),
             "hyperparameters": hyperparameters,
-            "strategies": list(entry.get("strategies", spec.strategies)),
+            "strategies": strategies,
             "n_steps": _config_n_steps(experiment, entry.get("n_steps"), user),
             "data_options": data_options}
 
@@ -174,7 +198,8 @@ def run_jobs(config: dict) -> list[RunJob]:
         chunks = [tuple(replicates[i:i + chunk_size]) for i in range(0, len(replicates), chunk_size)]
         for setting in opts["settings"]:
             for method in opts["methods"]:
-                strategies = opts["strategies"] if supports_design(method) else ["random"]
+                # methods without a posterior covariance cannot design rows; fixed non-adaptive designs they can use
+                strategies = [s for s in opts["strategies"] if supports_design(method) or s != "design"]
                 for hyper in opts["hyperparameters"]:
                     for strategy in strategies:
                         for chunk, reps in enumerate(chunks):

@@ -13,11 +13,11 @@ FIGURES_AND_TABLES = wf.figure_and_table_paths(RESULTS, EXPERIMENTS, config)
 
 
 wildcard_constraints:
-    experiment="[A-Za-z][A-Za-z0-9]*",  # E1-E6 or a user experiment's name (no "_": figures are {experiment}_{kind})
+    experiment="[A-Za-z][A-Za-z0-9]*",  # E1-E7 or a user experiment's name (no "_": figures are {experiment}_{kind})
     setting=r"\d+",
     method="[a-z_]+",
     hyperparameters="oracle|learned",
-    strategy="design|random|pool",
+    strategy="design|random|pool|topdown|pca",
     chunk=r"\d+",
     kind="[a-z_]+",
 

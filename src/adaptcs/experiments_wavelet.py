@@ -1,0 +1,247 @@
+"""Experiment E7 (beyond the paper): images measured in pixels, reconstructed in an orthonormal wavelet basis.
+
+Images are not sparse in pixels but compressible in a wavelet basis ``Psi``: measurements ``y = X x + noise``
+of an image ``x = Psi^T c`` are fitted on the coefficients ``c`` with the effective rows ``X Psi^T``
+(:mod:`adaptcs.basis`; groups are 2 x 2 blocks within a subband). Every strategy starts from the same
+``d / 16`` random rows (on the sphere of radius ``sqrt(d)``) and adds ``d / 256`` rows per step, 48 steps by
+default (to ``n = d / 4``):
+
+- ``design``: the leading eigenvectors of the posterior covariance of ``c``, measured as ``Psi^T a``;
+- ``random``: more random rows;
+- ``topdown``: rows that measure the wavelet coefficients one by one, coarse scales first, at norm ``sqrt(d)``
+  (the non-adaptive design Seeger & Nickisch, ICML 2008, found hard to beat);
+- ``pca``: the leading principal components of training images (never an image that is reconstructed), at
+  norm ``sqrt(d)``.
+
+Settings are (image source, side): ``natural`` images are scikit-image's bundled photographs (offline),
+square centre crops resized to ``side x side`` with anti-aliasing, grey values in [0, 1]; their PCA is
+learned from random square crops of scikit-image's other bundled images. ``mnist`` images are E4-E6's
+digit 3 images (28 x 28) resized to ``side x side``; their PCA is learned from the grouping halves of all ten
+digits (none is reconstructed). The images are not exactly sparse in any basis, so there is no oracle:
+hyper-parameters are learned from the measurements.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from adaptcs.basis import BASES, make_basis
+from adaptcs.data.synthetic import GroupSparseProblem, problem_rng, sphere_rows
+from adaptcs.models.registry import PriorInfo
+
+KEY = 7  # seeds E7's problems (E1-E6 use 1-6)
+SOURCES = ("natural", "mnist")
+SIDES = (32, 64)
+# scikit-image's bundled photographs (no download): the images to reconstruct, in replicate order ...
+NATURAL_IMAGES = ("camera", "astronaut", "coffee", "chelsea", "rocket", "coins", "moon", "clock")
+# ... and the ones whose crops train the PCA rows (never reconstructed)
+NATURAL_TRAINING = ("brick", "grass", "gravel", "immunohistochemistry", "retina", "page", "text",
+                    "hubble_deep_field", "horse", "microaneurysms")
+N_PCA_CROPS = 2000
+MNIST_DIGIT = 3
+STRATEGIES = ("design", "random", "topdown", "pca")
+# strategies given to the design loop as a fixed sequence of rows
+SEQUENCES = ("topdown", "pca")
+
+
+@dataclass(frozen=True)
+class WaveletExperiment:
+    """E7's definition: settings (image source x side) and the measurement protocol.
+
+    Attributes
+    ----------
+    basis : str
+        One of :data:`adaptcs.basis.BASES` (default Haar, 4 x 4 approximation).
+    noise_var : float
+        Variance of the Gaussian measurement noise (pixel values are in [0, 1]; rows have norm sqrt(d)).
+    n_steps : int
+        Design steps; each adds ``batch_size(setting)`` rows.
+    """
+
+    name: str = "E7"
+    basis: str = "haar"
+    noise_var: float = 1e-2
+    n_steps: int = 48
+    settings: tuple = tuple({"images": source, "side": side} for side in SIDES for source in SOURCES)
+    strategies: tuple = STRATEGIES
+    figures: tuple = ("curves", "images")
+
+    @property
+    def d(self) -> int:
+        """Coefficients of the smallest setting (the bound every setting's rows must respect)."""
+        return min(s["side"] for s in self.settings) ** 2
+
+    @staticmethod
+    def n_initial(setting: dict) -> int:
+        """Random rows before the loop: d / 16."""
+        return setting["side"] ** 2 // 16
+
+    @staticmethod
+    def batch_size(setting: dict) -> int:
+        """Rows per step: d / 256."""
+        return max(1, setting["side"] ** 2 // 256)
+
+    def max_steps(self) -> int:
+        """Most steps every setting allows (its rows then at most its d)."""
+        return min((s["side"] ** 2 - self.n_initial(s)) // self.batch_size(s) for s in self.settings)
+
+    def checkpoints(self, setting: dict, n_steps: int) -> tuple:
+        """Rows at which reconstructions are kept: the start and a quarter, half and all of the loop."""
+        n0, k = self.n_initial(setting), self.batch_size(setting)
+        return tuple(sorted({n0 + k * ((n_steps * q) // 4) for q in (0, 1, 2, 4)}))
+
+
+E7 = WaveletExperiment()
+
+
+def check_basis(name: str) -> str:
+    if name not in BASES:
+        raise ValueError(f"E7 basis must be one of {BASES}; got {name!r}")
+    return name
+
+
+@functools.lru_cache(maxsize=8)
+def natural_images(side: int) -> np.ndarray:
+    """The natural images to reconstruct, (len(NATURAL_IMAGES), side^2) grey values in [0, 1]."""
+    return np.asarray([_resized(_square(_grey(name)), side) for name in NATURAL_IMAGES])
+
+
+@functools.lru_cache(maxsize=8)
+def mnist_images(side: int, source: str = "embedded", cache_dir: str | None = None,
+                 path: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(digit-3 images to reconstruct (100, side^2), PCA training images (1000, side^2)), resized from 28 x 28."""
+    from adaptcs.experiments_mnist import cached_mnist, digit_images
+
+    data = cached_mnist(source, cache_dir, path)
+    reconstruct, _ = digit_images(data, MNIST_DIGIT)
+    training = np.concatenate([digit_images(data, digit)[1] for digit in range(10)])
+    resize = functools.partial(_resized_batch, side=side, source_side=28)
+    return resize(reconstruct), resize(training)
+
+
+@functools.lru_cache(maxsize=8)
+def pca_rows(source: str, side: int, k: int, data_options: tuple = ()) -> np.ndarray:
+    """The ``k`` leading principal components of the training images of ``source``, scaled to norm sqrt(d)."""
+    from sklearn.decomposition import PCA
+
+    training = _natural_crops(side) if source == "natural" else mnist_images(side, **dict(data_options))[1]
+    if k > min(training.shape):
+        raise ValueError(f"E7 pca: {k} rows asked for; the {training.shape[0]} training images of {source} give at "
+                         f"most {min(training.shape)} components")
+    pca = PCA(n_components=k, svd_solver="randomized" if k < training.shape[1] // 2 else "full", random_state=0)
+    pca.fit(training)
+    return pca.components_ * np.sqrt(side * side)
+
+
+def _natural_crops(side: int) -> np.ndarray:
+    """Random square crops (a quarter to all of the shorter side) of the training photographs, resized."""
+    from skimage.transform import resize
+
+    rng = problem_rng(KEY, 900, side)
+    # shorter side 4 x side first: a crop then needs a small anti-aliased resize, not one of a megapixel image
+    sources = []
+    for name in NATURAL_TRAINING:
+        image = _grey(name)
+        scale = 4 * side / min(image.shape)
+        if scale < 1:
+            image = resize(image, (round(image.shape[0] * scale), round(image.shape[1] * scale)), anti_aliasing=True)
+        sources.append(image)
+    crops = []
+    for i in range(N_PCA_CROPS):
+        image = sources[i % len(sources)]
+        h, w = image.shape
+        size = int(rng.integers(min(h, w) // 4, min(h, w) + 1))
+        top, left = int(rng.integers(0, h - size + 1)), int(rng.integers(0, w - size + 1))
+        crops.append(_resized(image[top:top + size, left:left + size], side))
+    return np.asarray(crops)
+
+
+@functools.lru_cache(maxsize=32)
+def _grey(name: str) -> np.ndarray:
+    """A bundled scikit-image picture as grey values in [0, 1]."""
+    import skimage.data
+    from skimage.color import rgb2gray, rgba2rgb
+    from skimage.util import img_as_float
+
+    image = img_as_float(getattr(skimage.data, name)())
+    if image.ndim == 3 and image.shape[2] == 4:
+        image = rgba2rgb(image)
+    return rgb2gray(image) if image.ndim == 3 else image
+
+
+def _square(image: np.ndarray) -> np.ndarray:
+    h, w = image.shape
+    s = min(h, w)
+    return image[(h - s) // 2:(h - s) // 2 + s, (w - s) // 2:(w - s) // 2 + s]
+
+
+def _resized(image: np.ndarray, side: int) -> np.ndarray:
+    from skimage.transform import resize
+
+    return np.clip(resize(image, (side, side), anti_aliasing=True), 0.0, 1.0).ravel()
+
+
+def _resized_batch(images: np.ndarray, side: int, source_side: int) -> np.ndarray:
+    return np.asarray([_resized(x.reshape(source_side, source_side), side) for x in images])
+
+
+def images_of(setting: dict, data_options: dict | None = None) -> np.ndarray:
+    """The images to reconstruct of a setting, (m, side^2)."""
+    if setting["images"] == "natural":
+        return natural_images(setting["side"])
+    return mnist_images(setting["side"], **_mnist_options(data_options))[0]
+
+
+def _mnist_options(data_options: dict | None) -> dict:
+    options = dict(data_options or {})
+    return {k: options[k] for k in ("source", "cache_dir", "path") if k in options}
+
+
+def n_replicates(setting: dict) -> int:
+    """Images available in a setting."""
+    return len(NATURAL_IMAGES) if setting["images"] == "natural" else 100
+
+
+def wavelet_case(setting_index: int, replicate: int, *, spec: WaveletExperiment = E7, data_options=None):
+    """The problem of (setting, replicate): the image, its basis, groups and initial random rows.
+
+    Returns
+    -------
+    (Case, Basis)
+        The case's problem holds the image (pixels) and the initial pixel rows; its ``groups`` and the case's
+        ``fit_groups`` are the basis coefficients' groups.
+    """
+    from adaptcs.experiments import Case
+
+    if not 0 <= setting_index < len(spec.settings):
+        raise ValueError(f"setting_index must be in 0..{len(spec.settings) - 1} for E7; got {setting_index}")
+    setting = spec.settings[setting_index]
+    images = images_of(setting, data_options)
+    if not 0 <= replicate < images.shape[0]:
+        raise ValueError(f"E7 {setting['images']} images: replicate must be in 0..{images.shape[0] - 1}; got "
+                         f"{replicate}")
+    basis = make_basis(check_basis(spec.basis), setting["side"])
+    x = images[replicate]
+    problem_seed = (KEY, setting_index, replicate)
+    rng = problem_rng(*problem_seed)
+    X = sphere_rows(rng, spec.n_initial(setting), basis.d)
+    y = X @ x + rng.normal(0.0, np.sqrt(spec.noise_var), size=X.shape[0])
+    groups = basis.groups()
+    # no oracle (the images are not exactly sparse): only the noise variance, which an instrument can calibrate
+    prior = PriorInfo(p0_group=np.nan, p0_coef=np.nan, v0=np.nan, noise_var=spec.noise_var)
+    problem = GroupSparseProblem(w_true=x, groups=groups, X=X, y=y, noise_var=spec.noise_var)
+    return Case(problem, groups, prior, problem_seed, (KEY, setting_index, replicate, 1),
+                (KEY, setting_index, replicate, 2)), basis
+
+
+def sequence_rows(strategy: str, setting: dict, basis, n_rows: int, data_options=None) -> np.ndarray:
+    """The fixed rows of a non-adaptive strategy (pixels, norm sqrt(d)), shape (n_rows, d)."""
+    if strategy == "topdown":
+        return basis.coarse_to_fine(n_rows)
+    if strategy == "pca":
+        options = tuple(sorted(_mnist_options(data_options).items())) if setting["images"] == "mnist" else ()
+        return pca_rows(setting["images"], setting["side"], n_rows, options)
+    raise ValueError(f"E7 strategy must be one of {STRATEGIES}; got {strategy!r}")

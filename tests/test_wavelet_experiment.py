@@ -1,0 +1,101 @@
+"""E7: images measured in pixels and reconstructed in a wavelet basis, with its structured baselines."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from adaptcs.basis import make_basis
+from adaptcs.experiments import run_job
+from adaptcs.experiments_wavelet import E7, _natural_crops, pca_rows, sequence_rows, wavelet_case
+from adaptcs.models import GroupSpikeSlabEP
+from adaptcs.workflow import experiment_options, run_jobs
+
+
+def test_case_is_an_image_with_random_pixel_rows_and_basis_groups():
+    case, basis = wavelet_case(0, 1)
+    p = case.problem
+    assert E7.settings[0] == {"images": "natural", "side": 32}
+    assert p.w_true.shape == (1024,) and 0.0 <= p.w_true.min() and p.w_true.max() <= 1.0
+    assert p.X.shape == (64, 1024)  # d / 16 random rows
+    np.testing.assert_allclose(np.linalg.norm(p.X, axis=1), 32.0)
+    np.testing.assert_array_equal(case.fit_groups, basis.groups())
+    assert np.std(p.y - p.X @ p.w_true) == pytest.approx(0.1, rel=0.3)  # noise variance 1e-2
+    with pytest.raises(ValueError, match="replicate must be in 0..7"):
+        wavelet_case(0, 8)
+
+
+def test_mnist_setting_is_digit_three_resized():
+    case, _basis = wavelet_case(1, 0, data_options={"source": "embedded"})
+    image = case.problem.w_true.reshape(32, 32)
+    assert image[:2].max() < 0.05 and image.max() > 0.5  # a digit on a dark background
+
+
+def test_pca_rows_are_the_principal_axes_of_the_training_crops():
+    rows = pca_rows("natural", 32, 20)
+    np.testing.assert_allclose(rows @ rows.T, 1024.0 * np.eye(20), atol=1e-6)
+    crops = _natural_crops(32)
+    centred = crops - crops.mean(axis=0)
+    _u, s, vt = np.linalg.svd(centred, full_matrices=False)  # dense ground truth
+    for k in range(5):
+        assert abs(rows[k] @ vt[k]) / 32.0 == pytest.approx(1.0, abs=1e-6)
+
+
+def test_topdown_rows_measure_coarse_coefficients_first():
+    basis = make_basis("haar", 32)
+    rows = sequence_rows("topdown", E7.settings[0], basis, 20)
+    coefficients = basis.analyze(rows)
+    np.testing.assert_allclose(coefficients, 32.0 * np.eye(20, 1024), atol=1e-9)
+    assert np.all(basis.scales()[:20] <= 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["design", "topdown", "pca"])
+def test_run_job_e7_records_pixels_and_quality(strategy):
+    job = run_job("E7", 0, "gss_ep", strategy, [0], hyperparameters="learned", n_steps=2)
+    np.testing.assert_array_equal(job.n_measurements, [64, 68, 72])
+    assert job.coef.shape == (1, 1024) and np.isfinite(job.psnr).all() and np.isfinite(job.ssim).all()
+    error = np.linalg.norm(job.coef[0] - job.w_true[0]) / np.linalg.norm(job.w_true[0])
+    assert job.errors[0, -1] == pytest.approx(error)
+    assert job.checkpoint_n.tolist() == [64, 68, 72]
+
+
+def test_e7_has_no_oracle():
+    with pytest.raises(ValueError, match="no oracle"):
+        run_job("E7", 0, "gss_ep", "random", [0], hyperparameters="oracle", n_steps=1)
+    config = {"experiments": {"E7": {"replicates": 1, "methods": ["gss_ep"], "hyperparameters": ["oracle"]}}}
+    with pytest.raises(ValueError, match="no oracle"):
+        experiment_options(config, "E7")
+
+
+def test_e7_config_checks_and_grid():
+    config = {"experiments": {"E7": {"replicates": 2, "settings": [0], "methods": ["gss_ep", "g_lasso"],
+                                     "strategies": ["design", "topdown", "pca"], "n_steps": 4, "basis": "db2"}}}
+    opts = experiment_options(config, "E7")
+    assert opts["hyperparameters"] == ["learned"] and opts["data_options"]["basis"] == "db2"
+    jobs = {(j.method, j.strategy) for j in run_jobs(config)}
+    assert jobs == {("gss_ep", "design"), ("gss_ep", "topdown"), ("gss_ep", "pca"), ("g_lasso", "topdown"),
+                    ("g_lasso", "pca")}  # no design rows without a posterior covariance
+    for bad, match in [({"replicates": 9}, "have 8 images"), ({"n_steps": 241}, "at most 240"),
+                       ({"basis": "db9"}, "basis")]:
+        entry = {**config["experiments"]["E7"], **bad}
+        with pytest.raises(ValueError, match=match):
+            experiment_options({"experiments": {"E7": entry}}, "E7")
+    e3 = {"experiments": {"E3": {"replicates": 1, "methods": ["gss_ep"], "strategies": ["topdown"]}}}
+    with pytest.raises(ValueError, match="E7's"):
+        experiment_options(e3, "E3")
+
+
+def test_a_64_by_64_fit_never_forms_a_d_by_d_matrix():
+    basis = make_basis("haar", 64)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(256, basis.d))
+    y = X @ rng.normal(size=basis.d) * 0.1
+    est = GroupSpikeSlabEP(basis.groups(), p0=0.1, v0=1.0, noise_var=1.0, max_iter=3)
+    tracemalloc.start()
+    est.fit(X, y)
+    est.cov_matvec(np.ones(basis.d))
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    d_by_d = basis.d * basis.d * 8
+    assert peak < d_by_d / 4, f"peak {peak / 1e6:.0f} MB against {d_by_d / 1e6:.0f} MB for one d x d matrix"
