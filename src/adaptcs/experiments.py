@@ -1,6 +1,8 @@
 """The experiments of EXPERIMENTS.md as functions of (setting, replicate), and the job runner.
 
-Synthetic experiments E1-E3 are defined here; the MNIST experiments E4-E6 in :mod:`adaptcs.experiments_mnist`.
+Synthetic experiments E1-E3 are defined here; the MNIST experiments E4-E6 in :mod:`adaptcs.experiments_mnist`,
+E7 (images in a wavelet basis) in :mod:`adaptcs.experiments_wavelet`, the user's own in
+:mod:`adaptcs.experiments_user`.
 
 A job runs many replicates of one (experiment, setting, method, strategy) through the sequential design
 loop (zero steps for E1 and E2) and returns a :class:`adaptcs.results.JobResult`. Problems depend only on
@@ -192,12 +194,13 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
 
     Parameters
     ----------
-    experiment : {"E1", ..., "E6"} or the name of a user experiment (with ``data_options`` of kind user)
+    experiment : {"E1", ..., "E7"} or the name of a user experiment (with ``data_options`` of kind user)
     setting_index : int
         Index into the experiment's settings (E2: label-noise fraction; E4-E6: digit and prior knowledge).
     method : str
         A name of :data:`adaptcs.models.registry.METHODS`.
-    strategy : {"design", "random", "pool"}
+    strategy : {"design", "random", "pool", "topdown", "pca"}
+        ``topdown`` and ``pca`` are E7's fixed designs (:mod:`adaptcs.experiments_wavelet`).
     replicates : iterable of int
     method_params : dict, optional
         Estimator parameters that replace the paper's (e.g. ``{"tol": 1e-5}``).
@@ -207,7 +210,7 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
         Design steps (default: the experiment's).
     data_options : dict, optional
         MNIST: ``source``, ``cache_dir``, ``path`` (see :func:`adaptcs.data.mnist.load_mnist`) and
-        ``groups`` ("similarity" or "blocks"). User experiments: ``kind: user`` and the options of
+        ``groups`` ("similarity" or "blocks"); E7 takes the MNIST ones and ``basis``. User experiments: ``kind: user`` and the options of
         :class:`adaptcs.experiments_user.UserExperiment`.
     hyperparameters : {"oracle", "learned"}
         The paper's values from the true signal, or learned from the measurements (:func:`case_estimator`).
