@@ -1,11 +1,27 @@
 import os
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 # One MNIST binary cache per test session (not the user's ~/.cache), shared with the workflow runs it starts.
 os.environ["ADAPTCS_CACHE_DIR"] = tempfile.mkdtemp(prefix="adaptcs-test-cache-")
+
+
+def _hide_slurm_clients() -> None:
+    """Put failing stand-ins for SLURM's client commands first on PATH for this session and the Snakemake runs it
+    starts. The SLURM executor plugin queries the cluster when it is imported (every ``snakemake`` call); on a
+    machine with SLURM's clients but no reachable controller each query waits ~9 s for its connection retries.
+    The suite runs Snakemake locally only (the real cluster is .ci/slurm-e2e's)."""
+    stubs = Path(tempfile.mkdtemp(prefix="adaptcs-test-noslurm-"))
+    for name in ("sacct", "scontrol", "squeue", "sinfo", "sbatch", "scancel", "sacctmgr"):
+        (stubs / name).write_text("#!/bin/sh\necho 'no SLURM in the test suite' >&2\nexit 1\n")
+        (stubs / name).chmod(0o755)
+    os.environ["PATH"] = f"{stubs}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+_hide_slurm_clients()
 
 
 def random_group_problem(rng, n, n_groups, group_size, noise_var, p0=0.3, v0=1.0):

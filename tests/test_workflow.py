@@ -309,6 +309,16 @@ def test_cluster_runtime_follows_the_measured_cost():
     assert wf.job_runtime_minutes(job, {}) == wf.DEFAULT_RUNTIME_MINUTES  # never measured: the old default
 
 
+def test_e7_runtime_grows_with_the_image_side():
+    from adaptcs import workflow as wf
+
+    costs = {wf.cost_key("E7", "gss_ep", "learned", "design"): 60.0}  # 1 CPU minute per 32 x 32 image
+    small = RunJob("E7", 0, "gss_ep", "learned", "design", 0, tuple(range(8)))
+    large = RunJob("E7", 2, "gss_ep", "learned", "design", 0, tuple(range(8)))  # 64 x 64
+    assert wf.job_runtime_minutes(small, costs) == 3 * 1 * 8 + 10
+    assert wf.job_runtime_minutes(large, costs) == 3 * 8 * 8 + 10
+
+
 @pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
 def test_every_shipped_job_kind_has_a_measured_cost(configfile):
     """benchmarks/bench_job_costs.py --measure covers every kind of job of the shipped configs."""

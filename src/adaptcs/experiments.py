@@ -210,8 +210,8 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
         Design steps (default: the experiment's).
     data_options : dict, optional
         MNIST: ``source``, ``cache_dir``, ``path`` (see :func:`adaptcs.data.mnist.load_mnist`) and
-        ``groups`` ("similarity" or "blocks"); E7 takes the MNIST ones and ``basis``. User experiments: ``kind: user`` and the options of
-        :class:`adaptcs.experiments_user.UserExperiment`.
+        ``groups`` ("similarity" or "blocks"); E7 takes the MNIST ones and ``basis``. User experiments:
+        ``kind: user`` and the options of :class:`adaptcs.experiments_user.UserExperiment`.
     hyperparameters : {"oracle", "learned"}
         The paper's values from the true signal, or learned from the measurements (:func:`case_estimator`).
     """

@@ -213,6 +213,9 @@ JOB_COSTS_FILE = Path(__file__).with_name("job_costs.json")
 # cache on a new machine) plus RUNTIME_OVERHEAD_MINUTES (start-up, imports); a job kind that was never measured
 # (user experiments, new methods) asks for DEFAULT_RUNTIME_MINUTES. Each retry asks for attempt times as much.
 RUNTIME_SAFETY = 3.0
+# E7's costs are measured at 32 x 32; a larger side asks (side / 32)^3 times as much (an EP iteration is
+# O(n^2 d) with n proportional to d = side^2; measured per step about 4-8x at 64 x 64, benchmarks/bench_e7_scale.py)
+E7_SIZE_EXPONENT = 3
 RUNTIME_OVERHEAD_MINUTES = 10
 DEFAULT_RUNTIME_MINUTES = 120
 
@@ -246,6 +249,10 @@ def job_runtime_minutes(job: RunJob, costs: dict | None = None, attempt: int = 1
     seconds = costs.get(cost_key(job.experiment, job.method, job.hyperparameters, job.strategy))
     if seconds is None:
         return DEFAULT_RUNTIME_MINUTES * attempt
+    if job.experiment == "E7":
+        from adaptcs.experiments_wavelet import E7
+
+        seconds *= (E7.settings[job.setting]["side"] / 32) ** E7_SIZE_EXPONENT
     minutes = RUNTIME_SAFETY * seconds * len(job.replicates) / 60.0 + RUNTIME_OVERHEAD_MINUTES
     return math.ceil(minutes) * attempt
 
