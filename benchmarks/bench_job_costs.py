@@ -103,11 +103,10 @@ def main() -> None:
     by_experiment, missing = defaultdict(float), set()
     longest = (0.0, "", None)
     for job in jobs:
-        key = wf.cost_key(job.experiment, job.method, job.hyperparameters, job.strategy)
-        if key not in costs:
-            missing.add(key)
+        seconds = wf.job_cpu_seconds(job, costs)
+        if seconds is None:
+            missing.add(wf.cost_key(job.experiment, job.method, job.hyperparameters, job.strategy))
             continue
-        seconds = costs[key] * len(job.replicates)
         by_experiment[job.experiment] += seconds
         if seconds > longest[0]:
             longest = (seconds, job.name, job)

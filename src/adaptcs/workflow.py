@@ -241,19 +241,27 @@ def load_job_costs() -> dict[str, float]:
     return dict(_stored_job_costs())
 
 
-def job_runtime_minutes(job: RunJob, costs: dict | None = None, attempt: int = 1) -> int:
-    """Runtime (minutes) to ask the cluster for ``job`` at its ``attempt``-th try, from the measured costs."""
-    import math
-
+def job_cpu_seconds(job: RunJob, costs: dict | None = None) -> float | None:
+    """Expected CPU seconds of ``job`` from the measured costs (None for a job kind never measured)."""
     costs = load_job_costs() if costs is None else costs
     seconds = costs.get(cost_key(job.experiment, job.method, job.hyperparameters, job.strategy))
     if seconds is None:
-        return DEFAULT_RUNTIME_MINUTES * attempt
+        return None
     if job.experiment == "E7":
         from adaptcs.experiments_wavelet import E7
 
         seconds *= (E7.settings[job.setting]["side"] / 32) ** E7_SIZE_EXPONENT
-    minutes = RUNTIME_SAFETY * seconds * len(job.replicates) / 60.0 + RUNTIME_OVERHEAD_MINUTES
+    return seconds * len(job.replicates)
+
+
+def job_runtime_minutes(job: RunJob, costs: dict | None = None, attempt: int = 1) -> int:
+    """Runtime (minutes) to ask the cluster for ``job`` at its ``attempt``-th try, from the measured costs."""
+    import math
+
+    seconds = job_cpu_seconds(job, costs)
+    if seconds is None:
+        return DEFAULT_RUNTIME_MINUTES * attempt
+    minutes = RUNTIME_SAFETY * seconds / 60.0 + RUNTIME_OVERHEAD_MINUTES
     return math.ceil(minutes) * attempt
 
 
