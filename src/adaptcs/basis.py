@@ -19,22 +19,12 @@ of one). For the DCT, 2 x 2 blocks of the frequency grid.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
 WAVELETS = ("haar", "db2", "db4")
 BASES = (*WAVELETS, "dct")
 COARSEST_SIDE = 4  # default wavelet depth: the approximation subband is 4 x 4
-
-
-@dataclass(frozen=True)
-class Subband:
-    """One block of coefficients: its place in the coefficient vector and its scale."""
-
-    level: int  # 0 for the approximation; detail levels count from the coarsest (1) to the finest
-    orientation: str  # "a", "h", "v" or "d" (DCT: "f")
-    side: int  # the subband is side x side
 
 
 class Basis:
@@ -97,7 +87,7 @@ class Basis:
 
     def scales(self) -> np.ndarray:
         """Scale of every coefficient, shape (d,): 0 for the coarsest, growing towards fine detail."""
-        return np.concatenate([np.full(b.side * b.side, b.level) for b in self.subbands()])
+        raise NotImplementedError
 
     def groups(self) -> np.ndarray:
         """Group label of every coefficient, shape (d,): 2 x 2 blocks within each subband."""
@@ -110,9 +100,6 @@ class Basis:
             raise ValueError(f"k must be in 0..{self.d}; got {k}")
         norm = np.sqrt(self.d) if row_norm is None else float(row_norm)
         return self.synthesize(np.eye(k, self.d) * norm) if k else np.zeros((0, self.d))
-
-    def subbands(self) -> list[Subband]:
-        raise NotImplementedError
 
     def _analyze(self, images: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -147,12 +134,6 @@ class WaveletBasis(Basis):
         self.name, self.side, self.wavelet, self.level = wavelet, int(side), wavelet, int(level)
         # (level, side) of each detail level, coarsest first; the approximation has the coarsest side
         self._sides = [side >> (level - j) for j in range(level)]
-
-    def subbands(self) -> list[Subband]:
-        bands = [Subband(0, "a", self._sides[0])]
-        for j, s in enumerate(self._sides, start=1):
-            bands += [Subband(j, o, s) for o in "hvd"]
-        return bands
 
     def groups(self) -> np.ndarray:
         # interleaved order: coefficients 3p..3p+2 are h, v, d at position p; a group is a 2 x 2 block of one
@@ -217,9 +198,6 @@ class DCTBasis(Basis):
         u, v = np.divmod(np.arange(self.d), self.side)
         self._order = np.lexsort((u, u + v))  # coefficient i is frequency (u, v)[self._order[i]]
         self._u, self._v = u[self._order], v[self._order]
-
-    def subbands(self) -> list[Subband]:
-        return [Subband(0, "f", self.side)]
 
     def scales(self) -> np.ndarray:
         return (self._u + self._v).astype(np.int64)

@@ -125,7 +125,9 @@ def experiment_options(config: dict, experiment: str) -> dict:
         raise ValueError("config: experiments.E7.hyperparameters: E7's images are not exactly sparse in the wavelet "
                          "basis, so there is no oracle; use [learned]")
     strategies = list(entry.get("strategies", spec.strategies))
-    fixed_designs = [s for s in strategies if s in ("topdown", "pca")]
+    from adaptcs.experiments_wavelet import SEQUENCES
+
+    fixed_designs = [s for s in strategies if s in SEQUENCES]
     if fixed_designs and experiment != "E7":
         raise ValueError(f"config: experiments.{experiment}.strategies: {fixed_designs} are E7's (images in a "
                          "wavelet basis)")
