@@ -27,7 +27,7 @@ from adaptcs.models.registry import base_method  # noqa: E402
 METHOD_COLORS = {"gss_ep": "C0", "ss_ep": "C1", "gss_mcmc": "C2", "g_ard": "C3", "g_lasso": "C4",
                  "g_hs": "C5", "bg_lasso": "C6", "vg": "C7", "vg_ungrouped": "C8", "flas": "C9",
                  "flas_ungrouped": "#e7ba52"}
-STRATEGY_STYLES = {"design": "-", "random": "--", "pool": ":"}
+STRATEGY_STYLES = {"design": "-", "random": "--", "pool": ":", "topdown": "-.", "pca": (0, (1, 1))}
 
 
 @contextmanager
@@ -152,31 +152,34 @@ def plot_errors(summary, experiment: str):
 
 
 def plot_curves(summary, experiment: str):
-    """Mean error against the number of rows, with the interquartile band, per method and strategy (and per
-    setting other than the digit, e.g. E6's prior knowledge); replicates of all digits are pooled."""
-    lines: dict[tuple, list] = {}
+    """Mean error against the number of rows, with the interquartile band, per method (colour) and strategy (line
+    style); one panel per setting other than the digit (E6's prior knowledge, E7's images and size); replicates
+    of all digits are pooled."""
+    panels: dict[str, dict[tuple, list]] = {}
     for (_, method, strategy), job in _ordered(summary):
         variant = {k: v for k, v in job.setting.items() if k not in ("digit", "label_noise")}
-        key = (method, strategy, json.dumps(variant, sort_keys=True))
-        lines.setdefault(key, []).append(job)
-    many = len(lines) > 6  # then the legend goes beside the axes, not over the curves
+        panels.setdefault(json.dumps(variant, sort_keys=True), {}).setdefault((method, strategy), []).append(job)
+    n_lines = max(len(lines) for lines in panels.values())
+    many = n_lines > 6  # then the legend goes beside the axes, not over the curves
     with style():
-        # a legend beside the axes needs about 0.2 inch per entry: the figure grows with it
-        fig, ax = plt.subplots(figsize=(6.4 + 2.8 * many, max(4.0, 0.2 * len(lines) + 0.6) if many else 4.0))
-        for i, ((method, strategy, variant), jobs) in enumerate(lines.items()):
-            n = jobs[0].n_measurements
-            errors = np.concatenate([j.errors for j in jobs])
-            color = _color(method) if len({k[2] for k in lines}) == 1 else f"C{i % 10}"
-            label = _label(method, strategy, summary)
-            if variant != "{}":
-                label += ", " + ", ".join(f"{v}" for v in json.loads(variant).values())
-            mean, low, high = _mean_and_band(errors)  # a failed replicate drops out from its failed step on
-            ax.fill_between(n, low, high, color=color, alpha=0.15, linewidth=0)
-            ax.plot(n, mean, STRATEGY_STYLES.get(strategy, "-"), color=color, label=label)
-        ax.set_xlabel("number of measurements")
-        ax.set_ylabel("relative error")
-        ax.set_title(f"{experiment}: mean error (band: 25%-75% of replicates)")
-        ax.legend(**({"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if many else {}))
+        width = 6.4 + 2.8 * many + 4.6 * (len(panels) - 1)
+        height = max(4.0, 0.2 * n_lines + 0.6) if many else 4.0
+        fig, axes = plt.subplots(1, len(panels), figsize=(width, height), squeeze=False)
+        for ax, (variant, lines) in zip(axes[0], panels.items(), strict=True):
+            for (method, strategy), jobs in lines.items():
+                n = jobs[0].n_measurements
+                errors = np.concatenate([j.errors for j in jobs])
+                mean, low, high = _mean_and_band(errors)  # a failed replicate drops out from its failed step on
+                ax.fill_between(n, low, high, color=_color(method), alpha=0.12, linewidth=0)
+                ax.plot(n, mean, linestyle=STRATEGY_STYLES.get(strategy, "-"), color=_color(method),
+                        label=_label(method, strategy, summary))
+            ax.set_xlabel("number of measurements")
+            replicates = max(np.concatenate([j.errors for j in jobs]).shape[0] for jobs in lines.values())
+            title = ", ".join(f"{k} {v}" for k, v in json.loads(variant).items())
+            ax.set_title(f"{title} (n = {replicates})" if title else f"n = {replicates} replicates", loc="left")
+        axes[0, 0].set_ylabel("relative error")
+        axes[0, -1].legend(**({"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if many else {}))
+        fig.suptitle(f"{experiment}: mean error (band: 25%-75% of replicates)")
         fig.tight_layout()
     return fig
 
