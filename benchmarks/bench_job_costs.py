@@ -7,6 +7,10 @@
 their sweeps (cost is linear in sweeps) and the MNIST design loops (E5, E6) ``--mnist-steps`` of their steps,
 scaled up by the ratio of steps times ``GROWTH`` (later steps have more rows, and an EP iteration costs O(n^2 d)).
 
+``--from-run RESULTS`` takes the costs from the benchmark files of a finished workflow run of ``--config`` instead
+(CPU seconds of each job over its replicates, the largest over settings and chunks), e.g. E7 at 64 x 64, whose
+jobs are too long to measure in one process.
+
 Without ``--measure`` it prints the CPU hours of the configuration from the job list and the stored costs.
 
 Run: ``python benchmarks/bench_job_costs.py --config config/paper.yaml [--measure [--experiments E4 --methods g_hs]]``.
@@ -78,24 +82,52 @@ def measure(config: dict, mnist_steps: int, experiments=None, methods=None) -> d
     return costs
 
 
+def from_run(config: dict, results: Path) -> dict:
+    """CPU seconds per replicate of every job kind a workflow run of ``config`` left benchmark files for."""
+    import csv
+
+    costs = {}
+    for job in wf.run_jobs(config):
+        path = results / "benchmarks" / "runs" / f"{job.name}.tsv"
+        if not path.exists():
+            continue
+        with path.open() as f:
+            cpu = float(next(csv.DictReader(f, delimiter="\t"))["cpu_time"])
+        key = wf.job_cost_key(job)
+        costs[key] = round(max(costs.get(key, 0.0), cpu / len(job.replicates)), 3)
+        print(f"{key}: {cpu / len(job.replicates):.1f} s per replicate ({path.name})", flush=True)
+    return costs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="config/paper.yaml")
     parser.add_argument("--measure", action="store_true")
+    parser.add_argument("--from-run", type=Path, metavar="RESULTS",
+                        help="store the costs from the benchmark files of this workflow run of --config")
     parser.add_argument("--mnist-steps", type=int, default=16)
     parser.add_argument("--experiments", nargs="*", help="measure only these (the other stored costs are kept)")
     parser.add_argument("--methods", nargs="*", help="measure only these (the other stored costs are kept)")
     args = parser.parse_args()
     config = yaml.safe_load(Path(args.config).read_text())
-    if args.measure:
-        with threadpool_limits(1):
-            costs = measure(config, args.mnist_steps, args.experiments, args.methods)
+    if args.measure or args.from_run:
+        if args.from_run:
+            costs = from_run(config, args.from_run)
+        else:
+            with threadpool_limits(1):
+                costs = measure(config, args.mnist_steps, args.experiments, args.methods)
         stored = wf.load_job_costs()
         stored.update(costs)
         meta = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}, 1 BLAS thread",
                 "measured": time.strftime("%Y-%m-%d"), "config": args.config,
-                "how": "python benchmarks/bench_job_costs.py --measure"}
-        wf.JOB_COSTS_FILE.write_text(json.dumps({"about": meta, "seconds_per_replicate": dict(sorted(stored.items()))},
+                "how": f"python benchmarks/bench_job_costs.py --config {args.config} "
+                       + (f"--from-run {args.from_run}" if args.from_run else "--measure")}
+        try:  # notes on how particular costs were measured are kept
+            about = json.loads(wf.JOB_COSTS_FILE.read_text()).get("about", {})
+        except (OSError, ValueError):
+            about = {}
+        about.update(meta)
+        wf.JOB_COSTS_FILE.write_text(json.dumps({"about": about, "seconds_per_replicate": dict(sorted(stored.items()))},
                                                 indent=1) + "\n")
         wf._stored_job_costs.cache_clear()  # read back what was just written
     costs = wf.load_job_costs()

@@ -80,6 +80,22 @@ def test_a_start_block_that_misses_the_top_direction_still_finds_it(rng):
         assert res.values[0] == pytest.approx(5.0, rel=1e-5)
 
 
+def test_eigenvector_signs_do_not_depend_on_the_start(rng):
+    """A row's sign decides how its noise enters the measurement, so it must not depend on the random start or
+    on rounding: every returned vector has its largest-magnitude entry positive, from any start."""
+    d = 40
+    V = psd_with_spectrum(rng, np.concatenate([[4.0, 3.0, 2.0], rng.uniform(0.0, 1.0, d - 3)]))
+    _, exact = np.linalg.eigh(V)
+    exact = exact[:, ::-1][:, :3]
+    exact *= np.sign(exact[np.argmax(np.abs(exact), axis=0), np.arange(3)])
+    for seed in range(10):
+        res = top_eigenvectors(lambda B: V @ B, d, 3, rng=np.random.default_rng(seed), tol=1e-10)
+        np.testing.assert_allclose(res.vectors, exact, atol=1e-4)  # a flip would be ~0.1
+        flipped = top_eigenvectors(lambda B: V @ B, d, 3, rng=np.random.default_rng(seed), tol=1e-10,
+                                   start=-res.vectors)
+        np.testing.assert_allclose(flipped.vectors, exact, atol=1e-4)
+
+
 def test_start_shape_is_checked(rng):
     with pytest.raises(ValueError, match="start"):
         top_eigenvectors(lambda B: B, 10, 1, rng=rng, start=np.ones((9, 2)))

@@ -3,7 +3,8 @@
 ``tests/data/ep_reference.npz`` holds the outputs of commit 928bebc (the last one before learning was added)
 on E1 replicates 0 and 1 (GSS-EP and SS-EP), a problem with more rows than coefficients (the direct form) and
 a warm-started refit with group-specific p0. Iteration counts and flags must agree exactly; the arrays to
-1e-10 relative, which tolerates BLAS kernels that round differently on another CPU but no change of algorithm.
+1e-9 of their largest entry (the fixed-point residual, a difference, to 1e-6), which tolerates BLAS kernels that
+round differently on another CPU (seen: 2e-11) but no change of algorithm.
 """
 
 import warnings
@@ -41,9 +42,18 @@ def test_fits_are_those_of_the_reference_commit():
     for name, est in fits.items():
         assert est.n_iter_ == REFERENCE[f"{name}.n_iter_"], name
         assert est.converged_ == REFERENCE[f"{name}.converged_"], name
-        for attr in ("coef_", "coef_var_", "group_prob_", "log_evidence_", "fixed_point_residual_"):
-            np.testing.assert_allclose(getattr(est, attr), REFERENCE[f"{name}.{attr}"], rtol=1e-10, atol=0,
-                                       err_msg=f"{name}.{attr}")
+        # the fixed-point residual is a difference of nearly equal states: rounding is relatively larger there
+        for attr, tol in (("coef_", 1e-9), ("coef_var_", 1e-9), ("group_prob_", 1e-9), ("log_evidence_", 1e-9),
+                          ("fixed_point_residual_", 1e-6)):
+            _assert_close(getattr(est, attr), REFERENCE[f"{name}.{attr}"], tol, f"{name}.{attr}")
         for part in ("var", "mean", "logit"):
-            np.testing.assert_allclose(getattr(est.sites_, part), REFERENCE[f"{name}.sites_{part}"], rtol=1e-10,
-                                       atol=1e-300, err_msg=f"{name}.sites_{part}")
+            _assert_close(getattr(est.sites_, part), REFERENCE[f"{name}.sites_{part}"], 1e-9, f"{name}.sites_{part}")
+
+
+def _assert_close(actual, expected, tol, what):
+    """Equal to ``tol`` of the array's largest finite entry (rounding is relative to the numbers it is computed
+    from, so a coefficient of 1e-7 next to ones of 1 is only known to about 1e-16 absolutely); same infinities."""
+    expected = np.asarray(expected, dtype=float)
+    finite = np.isfinite(expected)
+    scale = np.max(np.abs(expected[finite]), initial=0.0)
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=tol * scale, err_msg=what)

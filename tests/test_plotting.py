@@ -7,11 +7,12 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from adaptcs.plotting import FIGURES, plot_curves, plot_errors  # noqa: E402
+from adaptcs.plotting import FIGURES, plot_curves, plot_errors, plot_images  # noqa: E402
 from adaptcs.results import JobResult  # noqa: E402
 
 
-def job_with_a_failure(rng, method, *, setting_index=0, setting=None, R=3, T=4, d=784, G=196, checkpoints=False):
+def job_with_a_failure(rng, method, *, setting_index=0, setting=None, R=3, T=4, d=784, G=196, checkpoints=False,
+                       strategy="design"):
     """A job whose replicate 1 failed at step 2 (NaN from there on, as the design loop records it)."""
     errors = rng.uniform(0.2, 0.6, (R, T))
     errors[1, 2:] = np.nan
@@ -26,7 +27,7 @@ def job_with_a_failure(rng, method, *, setting_index=0, setting=None, R=3, T=4, 
     groups = np.tile(np.arange(d) % G, (R, 1))
     return JobResult(
         experiment="E5", setting_index=setting_index, setting=setting or {"digit": 3}, method=method,
-        strategy="design", replicate=np.arange(R), n_measurements=np.arange(128, 128 + T), errors=errors,
+        strategy=strategy, replicate=np.arange(R), n_measurements=np.arange(128, 128 + T), errors=errors,
         fit_seconds=fit_seconds, select_seconds=np.zeros((R, T - 1)), coef=coef, w_true=rng.uniform(0, 1, (R, d)),
         true_groups=groups, fit_groups=groups, group_prob=group_prob, problem_seed=np.zeros((R, 3), dtype=np.int64),
         design_seed=np.zeros((R, 4), dtype=np.int64), config={}, converged=converged,
@@ -78,3 +79,23 @@ def test_errors_across_settings_average_what_did_not_fail(rng):
     expected = [np.mean(summary[s, "gss_ep", "random"].errors[[0, 2], -1]) for s in range(2)]
     np.testing.assert_allclose(np.asarray(line.get_ydata(), dtype=float), expected)
     assert "2 of 6 failed" in _texts(fig)
+
+
+def test_images_show_every_setting_at_its_last_checkpoints(rng):
+    """E7: one column block per setting (its own image size), the truth once, a row per method and strategy."""
+    settings = [{"images": "natural", "side": 32}, {"images": "mnist", "side": 64}]
+    summary = {(s, "gss_ep", strategy): job_with_a_failure(rng, "gss_ep", setting_index=s, setting=settings[s],
+                                                           d=settings[s]["side"] ** 2, G=4, checkpoints=True,
+                                                           strategy=strategy)
+               for s in range(2) for strategy in ("design", "random")}
+    fig = plot_images(summary, "E7")
+    images = np.asarray(fig.axes, dtype=object).reshape(3, 4)  # truth + 2 strategies; 2 checkpoints x 2 settings
+    titles = [ax.get_title() for ax in images[0]]
+    assert titles[0] == "images natural, side 32\ntruth" and titles[2] == "images mnist, side 64\ntruth"
+    assert not images[0, 1].images and not images[0, 3].images  # the truth once per setting
+    for s, column in ((0, 1), (1, 3)):
+        job = summary[s, "gss_ep", "random"]  # row 2; replicate 0 (replicate 1 failed)
+        shown = images[2, column].images[0].get_array()
+        np.testing.assert_array_equal(shown, job.checkpoint_coef[0, 1].reshape(shown.shape))
+        assert shown.shape == (settings[s]["side"],) * 2
+    assert "gss_ep (random)" in _texts(fig)

@@ -48,7 +48,8 @@ def assert_same_model(scaled, ref, c, evidence_tol=0.02, variances=True):
     if variances:
         np.testing.assert_allclose(c**2 * scaled.coef_var_, ref.coef_var_, rtol=1e-3, atol=1e-3 * largest)
     np.testing.assert_allclose(scaled.group_prob_, ref.group_prob_, atol=1e-3)
-    assert scaled.log_evidence_ == pytest.approx(ref.log_evidence_, rel=1e-4, abs=evidence_tol)
+    if evidence_tol is not None:
+        assert scaled.log_evidence_ == pytest.approx(ref.log_evidence_, rel=1e-4, abs=evidence_tol)
     assert scaled.converged_ and ref.converged_
 
 
@@ -110,8 +111,14 @@ def test_same_model_in_other_units_agrees_or_says_it_cannot(make, c, noise_var):
         return
     if a.converged_ and b.converged_:
         # (variances of coefficients in groups both fits call off, at probabilities of 1e-3 against 1e-12,
-        # are not controlled by EP's stopping rule, so they are not compared here)
-        assert_same_model(a, b, c, evidence_tol=0.2, variances=False)
+        # are not controlled by EP's stopping rule, so they are not compared here; nor is the evidence, which
+        # at the default tol moves by up to 0.3 nats when y changes by 1e-12 relatively, at noise_var 1e-4)
+        assert_same_model(a, b, c, evidence_tol=None, variances=False)
+        # at tol 1e-6 the evidence is determined to 1e-3 nats: then the two units must give the same one
+        a = quiet_fit(make(p, V0, tol=1e-6), c * p.X, p.y)
+        b = quiet_fit(make(p, V0 * c * c, tol=1e-6), p.X, p.y)
+        if a.converged_ and b.converged_:
+            assert a.log_evidence_ == pytest.approx(b.log_evidence_, rel=1e-4, abs=0.01)
 
 
 def test_a_run_ended_by_the_damping_is_not_converged():

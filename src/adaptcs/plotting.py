@@ -175,7 +175,7 @@ def plot_curves(summary, experiment: str):
                         label=_label(method, strategy, summary))
             ax.set_xlabel("number of measurements")
             replicates = max(np.concatenate([j.errors for j in jobs]).shape[0] for jobs in lines.values())
-            title = ", ".join(f"{k} {v}" for k, v in json.loads(variant).items())
+            title = _setting_title(json.loads(variant))
             ax.set_title(f"{title} (n = {replicates})" if title else f"n = {replicates} replicates", loc="left")
         axes[0, 0].set_ylabel("relative error")
         axes[0, -1].legend(**({"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if many else {}))
@@ -185,41 +185,67 @@ def plot_curves(summary, experiment: str):
 
 
 def plot_images(summary, experiment: str, n_images: int = 6):
-    """Reconstructions as images. With checkpoints (E5): one image at each kept number of rows, a row per
-    method and strategy. Otherwise: the true images and each method's final reconstruction of them."""
-    items = [(k, j) for k, j in _ordered(summary) if k[0] == min(k[0] for k in summary)]
-    shared = _shown_replicates([j for _, j in items])
+    """Reconstructions as images. With checkpoints (E5, E7): one replicate per setting at the kept numbers of
+    rows, a row per method and strategy (every checkpoint for one setting; the last two of each for several).
+    Otherwise: the true images of the first setting and each method's final reconstruction of them."""
+    settings = sorted({k[0] for k in summary})
+    first_job = _ordered(summary)[0][1]
     with style():
-        if items[0][1].checkpoint_coef is not None:
-            job0 = items[0][1]
-            counts = list(job0.checkpoint_n)
-            fig, axes = plt.subplots(len(items) + 1, len(counts), squeeze=False,
-                                     figsize=(1.5 + 1.3 * len(counts), 1.4 * (len(items) + 1)))
-            row = list(job0.replicate).index(shared[0])
-            for ax in axes[0]:
-                ax.axis("off")
-            _show(axes[0, 0], job0.w_true[row], "truth")
-            for r, ((_, method, strategy), job) in enumerate(items, start=1):
-                i = list(job.replicate).index(shared[0])
-                for c, count in enumerate(counts):
-                    _show(axes[r, c], job.checkpoint_coef[i, c], f"n={count}" if r == 1 else None)
-                axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
-                                ha="right", va="center")
+        if first_job.checkpoint_coef is not None:
+            fig = _checkpoint_images(summary, settings)
         else:
-            chosen = shared[:n_images]
-            fig, axes = plt.subplots(len(items) + 1, len(chosen), squeeze=False,
-                                     figsize=(1.5 + 1.3 * len(chosen), 1.4 * (len(items) + 1)))
-            first = items[0][1]
-            for c, replicate in enumerate(chosen):
-                _show(axes[0, c], first.w_true[list(first.replicate).index(replicate)], None)
-            axes[0, 0].text(-0.1, 0.5, "truth", transform=axes[0, 0].transAxes, ha="right", va="center")
-            for r, ((_, method, strategy), job) in enumerate(items, start=1):
-                for c, replicate in enumerate(chosen):
-                    _show(axes[r, c], job.coef[list(job.replicate).index(replicate)], None)
-                axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
-                                ha="right", va="center")
+            fig = _final_images([(k, j) for k, j in _ordered(summary) if k[0] == settings[0]], summary, n_images)
         fig.suptitle(f"{experiment}: reconstructions (grey scale 0-1)")
         fig.tight_layout()
+    return fig
+
+
+def _checkpoint_images(summary, settings):
+    """Rows: the truth, then each method and strategy; columns: (setting, checkpoint)."""
+    variants = list(dict.fromkeys((m, s) for (_, m, s), _ in _ordered(summary)))
+    columns = []  # (setting index, checkpoint index, replicate shown)
+    for setting in settings:
+        jobs = [j for k, j in summary.items() if k[0] == setting]
+        n_kept = len(jobs[0].checkpoint_n)
+        kept = range(n_kept) if len(settings) == 1 else range(max(0, n_kept - 2), n_kept)
+        columns += [(setting, c, _shown_replicates(jobs)[0]) for c in kept]
+    fig, axes = plt.subplots(len(variants) + 1, len(columns), squeeze=False,
+                             figsize=(1.5 + 1.3 * len(columns), 1.4 * (len(variants) + 1) + 0.3 * (len(settings) > 1)))
+    for c, (setting, checkpoint, replicate) in enumerate(columns):
+        axes[0, c].axis("off")
+        some_job = next(j for k, j in summary.items() if k[0] == setting)
+        count = some_job.checkpoint_n[checkpoint]
+        if c == 0 or columns[c - 1][0] != setting:  # the truth once per setting, titled with the setting
+            title = _setting_title(some_job.setting)
+            _show(axes[0, c], some_job.w_true[list(some_job.replicate).index(replicate)],
+                  f"{title}\ntruth" if len(settings) > 1 and title else "truth")
+        for r, variant in enumerate(variants, start=1):
+            job = summary.get((setting, *variant))
+            if job is None:
+                axes[r, c].axis("off")
+                continue
+            i = list(job.replicate).index(replicate)
+            _show(axes[r, c], job.checkpoint_coef[i, checkpoint], f"n={count}" if r == 1 else None)
+    for r, (method, strategy) in enumerate(variants, start=1):
+        axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
+                        ha="right", va="center")
+    return fig
+
+
+def _final_images(items, summary, n_images):
+    """Rows: the truth, then each method's final reconstruction; columns: up to ``n_images`` replicates."""
+    chosen = _shown_replicates([j for _, j in items])[:n_images]
+    fig, axes = plt.subplots(len(items) + 1, len(chosen), squeeze=False,
+                             figsize=(1.5 + 1.3 * len(chosen), 1.4 * (len(items) + 1)))
+    first = items[0][1]
+    for c, replicate in enumerate(chosen):
+        _show(axes[0, c], first.w_true[list(first.replicate).index(replicate)], None)
+    axes[0, 0].text(-0.1, 0.5, "truth", transform=axes[0, 0].transAxes, ha="right", va="center")
+    for r, ((_, method, strategy), job) in enumerate(items, start=1):
+        for c, replicate in enumerate(chosen):
+            _show(axes[r, c], job.coef[list(job.replicate).index(replicate)], None)
+        axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
+                        ha="right", va="center")
     return fig
 
 
@@ -349,6 +375,11 @@ def _stem(ax, values, color):
 
 def _setting_name(setting: dict) -> str:
     return ", ".join(k.replace("_", " ") for k in sorted(setting)) or "setting"
+
+
+def _setting_title(setting: dict) -> str:
+    """``images natural, side 64``: a setting's keys and values, for a panel title."""
+    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in setting.items())
 
 
 def _setting_value(setting: dict):

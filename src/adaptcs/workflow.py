@@ -215,16 +215,34 @@ JOB_COSTS_FILE = Path(__file__).with_name("job_costs.json")
 # cache on a new machine) plus RUNTIME_OVERHEAD_MINUTES (start-up, imports); a job kind that was never measured
 # (user experiments, new methods) asks for DEFAULT_RUNTIME_MINUTES. Each retry asks for attempt times as much.
 RUNTIME_SAFETY = 3.0
-# E7's costs are measured at 32 x 32; a larger side asks (side / 32)^3 times as much (an EP iteration is
-# O(n^2 d) with n proportional to d = side^2; measured per step about 4-8x at 64 x 64, benchmarks/bench_e7_scale.py)
-E7_SIZE_EXPONENT = 3
+# E7 at a side other than 32 has its own measured costs (key suffix "/64x64"); a kind measured only at 32 x 32
+# asks (side / 32)^E7_SIZE_EXPONENT times as much. Measured at 64 x 64: GSS-EP about 8x, G-ARD 57-143x (its
+# coordinate ascent updates an n x d matrix per group: O(n d^2) per sweep, and that matrix leaves the cache), so the
+# fallback takes the larger: 2^7.2 = 147.
+E7_SIZE_EXPONENT = 7.2
 RUNTIME_OVERHEAD_MINUTES = 10
 DEFAULT_RUNTIME_MINUTES = 120
 
 
-def cost_key(experiment: str, method: str, hyperparameters: str, strategy: str) -> str:
-    """The key of a kind of job in ``job_costs.json``."""
-    return f"{experiment}/{method}/{hyperparameters}/{strategy}"
+def cost_key(experiment: str, method: str, hyperparameters: str, strategy: str, side: int | None = None) -> str:
+    """The key of a kind of job in ``job_costs.json`` (E7 at a side other than 32: ``.../64x64``)."""
+    key = f"{experiment}/{method}/{hyperparameters}/{strategy}"
+    return key if side is None else f"{key}/{side}x{side}"
+
+
+def _e7_side(job: RunJob) -> int | None:
+    """E7's image side if it is not the 32 x 32 its base costs are measured at, else None."""
+    if job.experiment != "E7":
+        return None
+    from adaptcs.experiments_wavelet import E7
+
+    side = E7.settings[job.setting]["side"]
+    return None if side == 32 else side
+
+
+def job_cost_key(job: RunJob) -> str:
+    """The :func:`cost_key` of ``job``'s kind."""
+    return cost_key(job.experiment, job.method, job.hyperparameters, job.strategy, _e7_side(job))
 
 
 @functools.lru_cache(maxsize=1)
@@ -246,14 +264,12 @@ def load_job_costs() -> dict[str, float]:
 def job_cpu_seconds(job: RunJob, costs: dict | None = None) -> float | None:
     """Expected CPU seconds of ``job`` from the measured costs (None for a job kind never measured)."""
     costs = load_job_costs() if costs is None else costs
-    seconds = costs.get(cost_key(job.experiment, job.method, job.hyperparameters, job.strategy))
-    if seconds is None:
-        return None
-    if job.experiment == "E7":
-        from adaptcs.experiments_wavelet import E7
-
-        seconds *= (E7.settings[job.setting]["side"] / 32) ** E7_SIZE_EXPONENT
-    return seconds * len(job.replicates)
+    seconds = costs.get(job_cost_key(job))
+    side = _e7_side(job)
+    if seconds is None and side is not None:  # measured at 32 x 32 only
+        seconds = costs.get(cost_key(job.experiment, job.method, job.hyperparameters, job.strategy))
+        seconds = None if seconds is None else seconds * (side / 32) ** E7_SIZE_EXPONENT
+    return None if seconds is None else seconds * len(job.replicates)
 
 
 def job_runtime_minutes(job: RunJob, costs: dict | None = None, attempt: int = 1) -> int:

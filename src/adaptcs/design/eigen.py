@@ -33,7 +33,8 @@ class EigenResult:
     Attributes
     ----------
     vectors : ndarray, shape (d, k)
-        Orthonormal eigenvector estimates, by decreasing eigenvalue.
+        Orthonormal eigenvector estimates, by decreasing eigenvalue, each with its largest-magnitude entry
+        positive (a sign convention that does not depend on the rounding of the machine).
     values : ndarray, shape (k,)
         Rayleigh quotients (eigenvalue estimates).
     n_iter : int
@@ -123,8 +124,20 @@ def top_eigenvectors(matvec: Callable[[np.ndarray], np.ndarray], d: int, k: int 
     if not converged:
         warnings.warn(f"power method: no convergence in {max_iter} iterations (direction residual "
                       f"{residual.max():.2e} > {tol})", ConvergenceWarning, stacklevel=2)
+    U = _signed(U)
     return EigenResult(vectors=U[:, :k], values=np.maximum(theta[:k], 0.0), n_iter=n_iter, converged=converged,
                        block=U[:, :p])
+
+
+def _signed(U: np.ndarray) -> np.ndarray:
+    """Columns with their largest-magnitude entry positive.
+
+    An eigenvector's sign is arbitrary, and the one the Rayleigh-Ritz step returns can change with the rounding
+    of the BLAS kernel; the sign of a measurement row decides how its noise enters, so without a convention the
+    same design on another CPU measures different data.
+    """
+    signs = np.sign(U[np.argmax(np.abs(U), axis=0), np.arange(U.shape[1])])
+    return U * np.where(signs == 0, 1.0, signs)
 
 
 def leading_eigenvector(matvec: Callable[[np.ndarray], np.ndarray], d: int, *,
