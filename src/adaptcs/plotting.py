@@ -219,13 +219,15 @@ def _checkpoint_images(summary, settings):
             title = _setting_title(some_job.setting)
             _show(axes[0, c], some_job.w_true[list(some_job.replicate).index(replicate)],
                   f"{title}\ntruth" if len(settings) > 1 and title else "truth")
+        titled = False  # the number of rows above the first image of the column
         for r, variant in enumerate(variants, start=1):
             job = summary.get((setting, *variant))
             if job is None:
                 axes[r, c].axis("off")
                 continue
             i = list(job.replicate).index(replicate)
-            _show(axes[r, c], job.checkpoint_coef[i, checkpoint], f"n={count}" if r == 1 else None)
+            _show(axes[r, c], job.checkpoint_coef[i, checkpoint], None if titled else f"n={count}")
+            titled = True
     for r, (method, strategy) in enumerate(variants, start=1):
         axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
                         ha="right", va="center")
