@@ -216,7 +216,7 @@ JOB_COSTS_FILE = Path(__file__).with_name("job_costs.json")
 # (user experiments, new methods) asks for DEFAULT_RUNTIME_MINUTES. Each retry asks for attempt times as much.
 RUNTIME_SAFETY = 3.0
 # E7 at a side other than 32 has its own measured costs (key suffix "/64x64"); a kind measured only at 32 x 32
-# asks (side / 32)^E7_SIZE_EXPONENT times as much. Measured at 64 x 64: GSS-EP 6-11x, G-ARD 57-143x (its
+# asks (side / 32)^E7_SIZE_EXPONENT times as much. Measured at 64 x 64: GSS-EP 8-14x, G-ARD 57-143x (its
 # coordinate ascent updates an n x d matrix per group: O(n d^2) per sweep, and that matrix leaves the cache), so the
 # fallback takes the larger: 2^7.2 = 147.
 E7_SIZE_EXPONENT = 7.2
