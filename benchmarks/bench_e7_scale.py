@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from adaptcs.design import SequentialDesigner
 from adaptcs.experiments import case_estimator
-from adaptcs.experiments_wavelet import E7, wavelet_case
+from adaptcs.experiments.wavelet import E7, wavelet_case
 
 
 def peak_memory_mb() -> float:

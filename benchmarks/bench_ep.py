@@ -15,7 +15,8 @@ import warnings
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from adaptcs.data.synthetic import group_labels, group_sparse_signal, sphere_rows
+from adaptcs.data.synthetic import group_labels, group_sparse_signal
+from adaptcs.measurement import sphere_rows
 from adaptcs.models import GroupSpikeSlabEP
 
 DEFAULT_SIZES = [(64, 512), (288, 784), (1000, 16384)]

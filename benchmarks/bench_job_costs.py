@@ -32,7 +32,7 @@ from threadpoolctl import threadpool_limits
 
 from adaptcs import workflow as wf
 from adaptcs.experiments import run_job
-from adaptcs.experiments_mnist import MNIST
+from adaptcs.experiments.mnist import MNIST
 from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES
 from adaptcs.models.registry import METHODS
 

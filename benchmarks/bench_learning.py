@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 from adaptcs.data.synthetic import problem_rng
 from adaptcs.design import run_sequential_design
 from adaptcs.experiments import case_estimator, experiment_spec, synthetic_case
-from adaptcs.experiments_mnist import cached_mnist, mnist_case
+from adaptcs.experiments.mnist import cached_mnist, mnist_case
 
 ALL = ("p0", "v0", "noise_var")
 

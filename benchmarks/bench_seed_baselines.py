@@ -20,7 +20,7 @@ from threadpoolctl import threadpool_limits
 from adaptcs.data.synthetic import problem_rng
 from adaptcs.design import has_posterior_covariance, run_sequential_design
 from adaptcs.experiments import case_estimator, synthetic_case
-from adaptcs.experiments_mnist import MNIST, cached_mnist, mnist_case
+from adaptcs.experiments.mnist import MNIST, cached_mnist, mnist_case
 
 METHODS = ["gss_ep", "vg", "vg_ungrouped", "flas", "flas_ungrouped"]
 

@@ -8,7 +8,7 @@ import pytest
 
 from adaptcs.data import mnist
 from adaptcs.experiments import run_job
-from adaptcs.experiments_mnist import MNIST, cached_mnist, g_lasso_k, mnist_case, oracle_prior
+from adaptcs.experiments.mnist import MNIST, cached_mnist, g_lasso_k, mnist_case, oracle_prior
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs.models import GroupSpikeSlabEP, SpikeSlabEP, exact_group_spike_slab
-from adaptcs.models.spike_slab_ep import _Cavity, _matched_sites
+from adaptcs.models._ep import _Cavity, _matched_sites
 
 from conftest import random_group_problem
 from reference_ep import reference_ep

@@ -9,8 +9,8 @@ from adaptcs.data.synthetic import (
     group_sparse_signal,
     make_e1_problem,
     problem_rng,
-    sphere_rows,
 )
+from adaptcs.measurement import sphere_rows
 
 
 def test_round_robin_and_contiguous_layouts():

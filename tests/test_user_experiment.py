@@ -7,7 +7,7 @@ import pytest
 from skimage.io import imsave
 
 from adaptcs.experiments import problem_manifest, run_job
-from adaptcs.experiments_user import UserExperiment, load_images, user_case
+from adaptcs.experiments.user import UserExperiment, load_images, user_case
 
 
 @pytest.fixture

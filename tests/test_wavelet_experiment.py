@@ -7,7 +7,7 @@ import pytest
 
 from adaptcs.basis import make_basis
 from adaptcs.experiments import run_job
-from adaptcs.experiments_wavelet import E7, _natural_crops, pca_rows, sequence_rows, wavelet_case
+from adaptcs.experiments.wavelet import E7, _natural_crops, pca_rows, sequence_rows, wavelet_case
 from adaptcs.models import GroupSpikeSlabEP
 from adaptcs.workflow import experiment_options, run_jobs
 

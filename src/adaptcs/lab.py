@@ -36,12 +36,12 @@ import h5py
 import numpy as np
 import pandas as pd
 
+from adaptcs import _validation as val
 from adaptcs._io import atomic_write
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES
 from adaptcs.experiments import UNINFORMED_P0, uninformed_scale
 from adaptcs.models import GroupSpikeSlabEP
-from adaptcs.models import _validation as val
 
 STATE_FORMAT = "adaptcs-design-state"
 STATE_VERSION = 1

@@ -19,7 +19,7 @@ from adaptcs._io import atomic_write
 from adaptcs.data.mnist import official_files
 from adaptcs.design import has_posterior_covariance
 from adaptcs.experiments import SYNTHETIC, check_n_steps, experiment_spec, synthetic_case
-from adaptcs.experiments_mnist import G_LASSO_K_NOTE, MNIST
+from adaptcs.experiments.mnist import G_LASSO_K_NOTE, MNIST
 from adaptcs.models.registry import HYPERPARAMETERS, METHODS, make_estimator
 
 
@@ -95,7 +95,7 @@ def experiment_options(config: dict, experiment: str) -> dict:
             raise ValueError(f"config: experiments.{experiment} has no digits (only E4-E6 do)")
         settings = entry.get("settings", list(range(len(spec.settings))))
         if experiment == "E7":
-            from adaptcs.experiments_wavelet import n_replicates
+            from adaptcs.experiments.wavelet import n_replicates
 
             available = min(n_replicates(spec.settings[s]) for s in settings if 0 <= s < len(spec.settings))
             if entry["replicates"] > available:
@@ -125,7 +125,7 @@ def experiment_options(config: dict, experiment: str) -> dict:
         raise ValueError("config: experiments.E7.hyperparameters: E7's images are not exactly sparse in the wavelet "
                          "basis, so there is no oracle; use [learned]")
     strategies = list(entry.get("strategies", spec.strategies))
-    from adaptcs.experiments_wavelet import SEQUENCES
+    from adaptcs.experiments.wavelet import SEQUENCES
 
     fixed_designs = [s for s in strategies if s in SEQUENCES]
     if fixed_designs and experiment != "E7":
@@ -234,7 +234,7 @@ def _e7_side(job: RunJob) -> int | None:
     """E7's image side if it is not the 32 x 32 its base costs are measured at, else None."""
     if job.experiment != "E7":
         return None
-    from adaptcs.experiments_wavelet import E7
+    from adaptcs.experiments.wavelet import E7
 
     side = E7.settings[job.setting]["side"]
     return None if side == 32 else side

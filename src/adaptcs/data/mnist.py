@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptcs import _validation as val
 from adaptcs._io import atomic_write
-from adaptcs.models import _validation as val
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Synthetic group-sparse signals and measurement rows (EXPERIMENTS.md, E1).
+"""Synthetic group-sparse signals and their measurements (experiment E1).
 
 All randomness comes from a ``numpy.random.Generator`` passed in, so a problem is a pure function of its
 seed; :func:`problem_rng` derives that generator from stable integers (experiment, setting, replicate)
@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adaptcs.models import _validation as val
+from adaptcs import _validation as val
+from adaptcs.measurement import measure
 
 LAYOUTS = ("round_robin", "contiguous")
 
@@ -83,18 +84,6 @@ def group_labels(d: int, n_groups: int, layout: str = "round_robin") -> np.ndarr
     raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
 
 
-def sphere_rows(rng: np.random.Generator, n: int, d: int, radius: float | None = None) -> np.ndarray:
-    """``n`` rows drawn uniformly on the sphere of the given radius in R^d (default ``sqrt(d)``).
-
-    Returns
-    -------
-    ndarray, shape (n, d)
-    """
-    radius = np.sqrt(d) if radius is None else radius
-    Z = rng.standard_normal((n, d))
-    return Z * (radius / np.linalg.norm(Z, axis=1, keepdims=True))
-
-
 def group_sparse_signal(rng: np.random.Generator, groups: np.ndarray, n_active: int,
                         amplitude: float = 1.0) -> np.ndarray:
     """Signal whose ``n_active`` randomly chosen groups are active with Uniform[-a, a] coefficients.
@@ -125,8 +114,7 @@ def make_e1_problem(rng: np.random.Generator, *, d: int = 512, n_groups: int = 1
     noise_var = val.check_positive_scalar(noise_var, "noise_var")
     groups = group_labels(d, n_groups, layout)
     w = group_sparse_signal(rng, groups, n_active)
-    X = sphere_rows(rng, val.check_count(n, "n"), d)
-    y = X @ w + rng.normal(0.0, np.sqrt(noise_var), size=n)
+    X, y = measure(w, val.check_count(n, "n"), noise_var, rng)
     return GroupSparseProblem(w_true=w, groups=groups, X=X, y=y, noise_var=noise_var)
 
 

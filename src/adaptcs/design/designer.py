@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import clone
 
-from adaptcs.data.synthetic import sphere_rows
+from adaptcs import _validation as val
 from adaptcs.design.binary import binary_rows
 from adaptcs.design.eigen import top_eigenvectors
-from adaptcs.models import _validation as val
+from adaptcs.measurement import sphere_rows
 
 STRATEGIES = ("design", "random", "pool", "sequence")
 FIXED_ROWS = ("pool", "sequence")  # strategies that take their rows from ``pool``

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.linalg import eigh, qr
 from sklearn.exceptions import ConvergenceWarning
 
-from adaptcs.models import _validation as val
+from adaptcs import _validation as val
 
 # A run started from given vectors iterates at least this often, so that the random vector added to them grows
 # along a direction they miss (by (lambda / theta)^3 against the others) before convergence is tested.

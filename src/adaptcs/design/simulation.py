@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adaptcs import _validation as val
 from adaptcs.design.designer import STRATEGIES, FitFailedWarning, SequentialDesigner, has_posterior_covariance
 from adaptcs.metrics import relative_error
-from adaptcs.models import _validation as val
 
 # Hyper-parameters an estimator may report after fitting (attribute name + "_"), given or learned: the prior
 # probability of a group, the slab variance, the noise variance, the (group) lasso penalty.

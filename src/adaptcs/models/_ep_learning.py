@@ -22,8 +22,8 @@ from scipy.optimize import brentq
 from scipy.special import expit, logit
 from sklearn.model_selection import KFold
 
+from adaptcs.models._ep import LEARNABLE, EPSites, _EPRun, _log_normal_at_zero, _run_ep
 from adaptcs.models._gaussian import LinearGaussianModel
-from adaptcs.models.spike_slab_ep import LEARNABLE, EPSites, _EPRun, _log_normal_at_zero, _run_ep
 
 GRID_P0 = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)
 GRID_NOISE = (0.6, 0.3, 0.1, 0.03)  # times mean(y^2), visited in this (decreasing) order

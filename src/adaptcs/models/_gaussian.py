@@ -23,7 +23,7 @@ import numpy as np
 from scipy.linalg import blas, lapack
 from sklearn.utils.validation import check_is_fitted
 
-from adaptcs.models import _validation as val
+from adaptcs import _validation as val
 
 
 class LinearGaussianModel:

@@ -14,7 +14,8 @@ from dataclasses import replace
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from adaptcs.models.spike_slab_ep import LEARNABLE, GroupSpikeSlabEP
+from adaptcs.models._ep import LEARNABLE
+from adaptcs.models.spike_slab_ep import GroupSpikeSlabEP
 
 
 class LearnedPrior(RegressorMixin, BaseEstimator):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from adaptcs.models import _validation as val
+from adaptcs import _validation as val
 
 MAX_GROUPS = 16
 

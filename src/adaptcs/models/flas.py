@@ -30,7 +30,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from adaptcs.models import _validation as val
+from adaptcs import _validation as val
 
 METHODS = ("lbfgs", "gist")
 INITS = ("group_lasso", "zeros")

@@ -22,11 +22,21 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from adaptcs.models import _gibbs_kernel as kernel
-from adaptcs.models import _validation as val
+from adaptcs import _validation as val
 from adaptcs.models._scaling import DataScale
 
 log = logging.getLogger(__name__)
+
+def _compiled_kernel():
+    """The numba kernel, imported (and on a machine's first use compiled, about a minute) when a sampler first runs."""
+    import sys
+
+    if "adaptcs.models._gibbs_kernel" not in sys.modules:
+        log.info("loading the Gibbs kernel (numba compiles it on a machine's first run and caches it)")
+    from adaptcs.models import _gibbs_kernel
+
+    return _gibbs_kernel
+
 
 _BLOCK = 250  # sweeps per compiled call (random numbers are drawn per block)
 RHAT_LIMIT = 1.1  # split R-hat at or above this: the chain has not mixed (converged_ is False)
@@ -37,7 +47,7 @@ MAX_SIGNAL_TO_NOISE = 1e20  # prior signal-to-noise ratios outside [1e-20, 1e20]
 class _GroupGibbs(RegressorMixin, BaseEstimator):
     """Shared engine; subclasses define the prior (``_prior``) and the initial variances (``_initial``)."""
 
-    _kind: int
+    _kind: str  # the prior's code in the kernel: SPIKE_SLAB, HORSESHOE or GAMMA
 
     def __init__(self, groups, noise_var, *, n_samples, burn_in, thin, refactor_every, random_state, warm_start):
         self.groups = groups
@@ -120,6 +130,8 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
         else:
             lam = self._initial(X, y, members, prior).astype(float)
         Cinv = np.empty((n, n))
+        kernel = _compiled_kernel()
+        kind = getattr(kernel, self._kind)
         try:
             kernel.refactor(XT, lam[np.repeat(np.arange(G), sizes)], tau2_s, noise_s, Cinv)
         except np.linalg.LinAlgError as exc:
@@ -138,7 +150,7 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
             uniforms = rng.random((m, G, width))
             normals = rng.standard_normal((m, d + n))
             try:
-                written += kernel.run_sweeps(XT, y, noise_s, ptr, lam, tau2_s, Cinv, self._kind, prior_logit, v0,
+                written += kernel.run_sweeps(XT, y, noise_s, ptr, lam, tau2_s, Cinv, kind, prior_logit, v0,
                                              shape, rate, uniforms, normals, sweep0, refactor_every, burn_in, thin,
                                              w_out, lam_out, written)
             except (np.linalg.LinAlgError, ZeroDivisionError, FloatingPointError) as exc:
@@ -261,7 +273,7 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
         Fraction of kept samples with the group switched on.
     """
 
-    _kind = kernel.SPIKE_SLAB
+    _kind = "SPIKE_SLAB"
 
     def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES,
                  burn_in=PAPER_BURN_IN, thin=1, refactor_every=10, random_state=None, warm_start=False):
@@ -309,7 +321,7 @@ class GroupHorseshoe(_GroupGibbs):
     noise_var : float
     """ + _SAMPLER_PARAMS
 
-    _kind = kernel.HORSESHOE
+    _kind = "HORSESHOE"
 
     def __init__(self, groups, tau=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
                  refactor_every=10, random_state=None, warm_start=False):
@@ -344,7 +356,7 @@ class BayesianGroupLasso(_GroupGibbs):
     noise_var : float
     """ + _SAMPLER_PARAMS
 
-    _kind = kernel.GAMMA
+    _kind = "GAMMA"
 
     def __init__(self, groups, gamma=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
                  refactor_every=10, random_state=None, warm_start=False):

@@ -22,7 +22,7 @@ from scipy.optimize import brentq
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 
-from adaptcs.models import _validation as val
+from adaptcs import _validation as val
 from adaptcs.models._gaussian import GaussianPosteriorMixin, LinearGaussianModel
 from adaptcs.models._scaling import DataScale
 

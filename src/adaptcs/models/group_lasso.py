@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from adaptcs.models import _validation as val
+from adaptcs import _validation as val
 from adaptcs.models._scaling import DataScale
 
 COARSE_TOL = 1e-6  # duality-gap tolerance (relative to ||y||^2 / 2) while bracketing alpha

@@ -12,7 +12,7 @@ from scipy.integrate import quad
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from adaptcs.models import _validation as val
+from adaptcs import _validation as val
 
 
 def bg_lasso_gamma(p0: float, v0: float, group_size: int) -> float:

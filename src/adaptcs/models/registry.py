@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adaptcs.models._ep import LEARNABLE
 from adaptcs.models.empirical_bayes import LearnedPrior
 from adaptcs.models.flas import FLAS, UngroupedFLAS
 from adaptcs.models.gibbs import BayesianGroupLasso, GroupHorseshoe, GroupSpikeSlabGibbs
 from adaptcs.models.group_ard import GroupARD
 from adaptcs.models.group_lasso import GroupLasso
 from adaptcs.models.matching import bg_lasso_gamma, horseshoe_tau
-from adaptcs.models.spike_slab_ep import LEARNABLE, GroupSpikeSlabEP, SpikeSlabEP
+from adaptcs.models.spike_slab_ep import GroupSpikeSlabEP, SpikeSlabEP
 from adaptcs.models.variational_garrote import UngroupedVariationalGarrote, VariationalGarrote
 
 HYPERPARAMETERS = ("oracle", "learned")

@@ -32,7 +32,7 @@ from scipy.special import expit, logit
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from adaptcs.models import _validation as val
+from adaptcs import _validation as val
 
 M_LOW, M_HIGH = 1e-10, 1.0 - 1e-8  # m is kept inside (0, 1): the dual stays finite (section 1.4 of the spec)
 START_M = 1e-6

@@ -1,10 +1,10 @@
-"""The MNIST experiments E4-E6 of EXPERIMENTS.md as functions of (setting, replicate).
+"""The MNIST experiments E4-E6 (the paper's section 5.2) as functions of (setting, replicate).
 
 A setting is a digit (and, in E6, a kind of group-specific prior knowledge); a replicate is one of the
 100 images of that digit to reconstruct. For each digit 200 images are drawn once (seeded by the digit, the
 same for every replicate, experiment setting and method): the first 100 are reconstructed, the other 100 only
 build the groups (similarity-grown groups of 4, or fixed 2 x 2 blocks) and E6's prior knowledge.
-Hyper-parameters are the paper's per-image oracle (ALGORITHMS.md section 6): p0 = fraction of groups with any
+Hyper-parameters are the paper's per-image oracle (docs/experiments.md): p0 = fraction of groups with any
 non-zero pixel, v0 = (mean |w_j| over non-zero pixels)^2, ss_ep's p0 = fraction of non-zero pixels.
 """
 
@@ -16,7 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from adaptcs.data.mnist import SIDE, MnistData, block_groups, group_prior_knowledge, load_mnist, similarity_groups
-from adaptcs.data.synthetic import EXPERIMENT_INDEX, GroupSparseProblem, problem_rng, sphere_rows
+from adaptcs.data.synthetic import EXPERIMENT_INDEX, GroupSparseProblem, problem_rng
+from adaptcs.experiments.case import Case
+from adaptcs.measurement import measure
+from adaptcs.models.group_lasso import GroupLasso, group_penalty
 from adaptcs.models.registry import PriorInfo
 
 DIGITS = tuple(range(10))
@@ -101,18 +104,9 @@ def oracle_prior(w: np.ndarray, groups: np.ndarray, noise_var: float) -> PriorIn
                      v0=float(np.mean(np.abs(w[nonzero])) ** 2), noise_var=noise_var)
 
 
-def measure(w: np.ndarray, n: int, noise_var: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` random rows on the sphere of radius 28 and their noisy measurements of image ``w`` (784,):
-    X of shape (n, 784), y of shape (n,)."""
-    X = sphere_rows(rng, n, w.shape[0])
-    return X, X @ w + rng.normal(0.0, np.sqrt(noise_var), size=n)
-
-
 def mnist_case(experiment: str, setting_index: int, replicate: int, *, data: MnistData, groups: str = "similarity",
                n_initial: int | None = None):
     """The problem of (experiment, setting, replicate) on ``data``; returns an experiments.Case."""
-    from adaptcs.experiments import Case
-
     spec = MNIST[experiment]
     if not 0 <= setting_index < len(spec.settings):
         raise ValueError(f"setting_index must be in 0..{len(spec.settings) - 1} for {experiment}; got {setting_index}")
@@ -157,9 +151,6 @@ def g_lasso_k(data: MnistData, digit: int, groups: str = "similarity") -> tuple[
     (k, scores)
         The chosen bound and ``{k: mean relative error}`` over the grid, for the record.
     """
-    from adaptcs.models import GroupLasso
-    from adaptcs.models.group_lasso import group_penalty
-
     key = (data.source, data.images.shape[0], digit, groups)
     if key not in _G_LASSO_K:
         spec = MNIST["E4"]

@@ -22,6 +22,9 @@ import numpy as np
 
 from adaptcs.data.mnist import block_groups, similarity_groups
 from adaptcs.data.synthetic import GroupSparseProblem, problem_rng
+from adaptcs.experiments.case import Case
+from adaptcs.measurement import measure
+from adaptcs.models.registry import PriorInfo
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif")
 GROUP_KINDS = ("blocks", "file", "similarity")
@@ -178,10 +181,6 @@ def load_signals_npy(path: str) -> np.ndarray:
 
 def user_case(spec: UserExperiment, replicate: int):
     """The problem of one signal: E5's protocol (random initial rows, noise) on the user's signal."""
-    from adaptcs.experiments import Case
-    from adaptcs.experiments_mnist import measure
-    from adaptcs.models.registry import PriorInfo
-
     signals = spec.signals_array()
     if not 0 <= replicate < signals.shape[0]:
         raise ValueError(f"{spec.name}: replicate must be in 0..{signals.shape[0] - 1} (one per signal); got "

@@ -29,7 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from adaptcs.basis import BASES, make_basis
-from adaptcs.data.synthetic import GroupSparseProblem, problem_rng, sphere_rows
+from adaptcs.data.synthetic import GroupSparseProblem, problem_rng
+from adaptcs.experiments.case import Case
+from adaptcs.experiments.mnist import cached_mnist, digit_images
+from adaptcs.measurement import sphere_rows
 from adaptcs.models.registry import PriorInfo
 
 KEY = 7  # seeds E7's problems (E1-E6 use 1-6)
@@ -113,8 +116,6 @@ def natural_images(side: int) -> np.ndarray:
 def mnist_images(side: int, source: str = "embedded", cache_dir: str | None = None,
                  path: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(digit-3 images to reconstruct (100, side^2), PCA training images (1000, side^2)), resized from 28 x 28."""
-    from adaptcs.experiments_mnist import cached_mnist, digit_images
-
     data = cached_mnist(source, cache_dir, path)
     reconstruct, _ = digit_images(data, MNIST_DIGIT)
     training = np.concatenate([digit_images(data, digit)[1] for digit in range(10)])
@@ -214,8 +215,6 @@ def wavelet_case(setting_index: int, replicate: int, *, spec: WaveletExperiment 
         The case's problem holds the image (pixels) and the initial pixel rows; its ``groups`` and the case's
         ``fit_groups`` are the basis coefficients' groups.
     """
-    from adaptcs.experiments import Case
-
     if not 0 <= setting_index < len(spec.settings):
         raise ValueError(f"setting_index must be in 0..{len(spec.settings) - 1} for E7; got {setting_index}")
     setting = spec.settings[setting_index]

@@ -1,14 +1,11 @@
-"""The experiments of EXPERIMENTS.md as functions of (setting, replicate), and the job runner.
+"""The job runner: one (experiment, setting, method, hyper-parameters, strategy) over many replicates.
 
-Synthetic experiments E1-E3 are defined here; the MNIST experiments E4-E6 in :mod:`adaptcs.experiments_mnist`,
-E7 (images in a wavelet basis) in :mod:`adaptcs.experiments_wavelet`, the user's own in
-:mod:`adaptcs.experiments_user`.
-
-A job runs many replicates of one (experiment, setting, method, strategy) through the sequential design
-loop (zero steps for E1 and E2) and returns a :class:`adaptcs.results.JobResult`. Problems depend only on
-(experiment, setting, replicate), never on the method, so every method sees the same signals, rows and noise.
-E2 uses the same signals at every noise fraction (only the label permutation depends on the setting), so
-its table compares noise levels on equal signals.
+A job builds each replicate's :class:`~adaptcs.experiments.case.Case` with the experiment's kind
+(:mod:`~adaptcs.experiments.synthetic` E1-E3, :mod:`~adaptcs.experiments.mnist` E4-E6,
+:mod:`~adaptcs.experiments.wavelet` E7, :mod:`~adaptcs.experiments.user` the user's own), runs it through the
+sequential design loop (zero steps for E1, E2 and E4) and returns a :class:`adaptcs.results.JobResult`.
+Problems depend only on (experiment, setting, replicate), never on the method, so every method sees the same
+signals, rows and noise.
 """
 
 from __future__ import annotations
@@ -16,131 +13,23 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from adaptcs.data.mnist import SIDE
-from adaptcs.data.synthetic import (
-    EXPERIMENT_INDEX,
-    GroupSparseProblem,
-    experiment_rng,
-    make_e1_problem,
-    permute_group_labels,
-    problem_rng,
-)
+from adaptcs.data.synthetic import problem_rng
 from adaptcs.design import run_sequential_design
+from adaptcs.experiments.case import case_estimator
+from adaptcs.experiments.mnist import MNIST, cached_mnist, g_lasso_k, mnist_case
+from adaptcs.experiments.synthetic import SYNTHETIC, synthetic_case
+from adaptcs.experiments.user import UserExperiment, check_oracle, user_case
+from adaptcs.experiments.wavelet import E7, SEQUENCES, WaveletExperiment, check_basis, sequence_rows, wavelet_case
 from adaptcs.metrics import image_quality
-from adaptcs.models.registry import METHODS, PriorInfo, make_estimator, variant_label
+from adaptcs.models.registry import variant_label
 from adaptcs.results import FITTED, JobResult
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SyntheticExperiment:
-    """Parameters of a synthetic experiment (the paper's values by default)."""
-
-    name: str
-    n_initial: int
-    n_steps: int = 0
-    settings: tuple = ({},)
-    d: int = 512
-    n_groups: int = 128
-    n_active: int = 4
-    noise_var: float = 1.0
-    layout: str = "round_robin"
-    strategies: tuple = ("random",)
-    figures: tuple = ("errors", "fit_times")
-
-
-SYNTHETIC = {
-    "E1": SyntheticExperiment("E1", n_initial=64, figures=("errors", "example", "group_probs", "fit_times")),
-    "E2": SyntheticExperiment("E2", n_initial=64,
-                              settings=tuple({"label_noise": f} for f in (0.1, 0.2, 0.4, 0.6, 1.0)),
-                              figures=("errors",)),
-    "E3": SyntheticExperiment("E3", n_initial=32, n_steps=32, strategies=("design", "random"),
-                              figures=("curves", "example", "fit_times")),
-}
-
-
-@dataclass
-class Case:
-    """One problem and what the methods are told about it."""
-
-    problem: GroupSparseProblem
-    fit_groups: np.ndarray  # labels given to the methods (noisy in E2)
-    prior: PriorInfo
-    problem_seed: tuple
-    design_seed: tuple
-    method_seed: tuple
-
-
-def synthetic_case(experiment: str, setting_index: int, replicate: int, **overrides) -> Case:
-    """The problem of (experiment, setting, replicate); ``overrides`` replace fields of the experiment."""
-    spec = _spec(experiment, **overrides)
-    if not 0 <= setting_index < len(spec.settings):
-        raise ValueError(f"setting_index must be in 0..{len(spec.settings) - 1} for {experiment}; "
-                         f"got {setting_index}")
-    setting = spec.settings[setting_index]
-    # Signals are shared across the settings of an experiment; only setting-specific noise uses the setting.
-    problem_seed = (EXPERIMENT_INDEX[experiment], 0, replicate)
-    problem = make_e1_problem(experiment_rng(experiment, 0, replicate), d=spec.d, n_groups=spec.n_groups,
-                              n_active=spec.n_active, n=spec.n_initial, noise_var=spec.noise_var,
-                              layout=spec.layout)
-    fit_groups = problem.groups
-    if setting.get("label_noise", 0.0) > 0.0:
-        fit_groups = permute_group_labels(experiment_rng(experiment, setting_index + 1, replicate),
-                                          problem.groups, setting["label_noise"])
-    n_active_coefs = spec.n_active * spec.d // spec.n_groups
-    prior = PriorInfo(p0_group=spec.n_active / spec.n_groups, p0_coef=n_active_coefs / spec.d,
-                      v0=1.0 / 3.0, noise_var=spec.noise_var)  # Uniform[-1, 1] has variance 1/3
-    design_seed = (EXPERIMENT_INDEX[experiment], setting_index, replicate, 1)
-    method_seed = (EXPERIMENT_INDEX[experiment], setting_index, replicate, 2)
-    return Case(problem, fit_groups, prior, problem_seed, design_seed, method_seed)
-
-
-def case_estimator(method: str, case: Case, method_params: dict | None = None, hyperparameters: str = "oracle"):
-    """The estimator of ``method`` for one case: the paper's hyper-parameters (``"oracle"``) or learned from the
-    measurements starting from :func:`uninformed_prior` (``"learned"``), the user's overrides, and for
-    samplers a random stream of their own derived from the case's key (never shared with the data)."""
-    method_params = dict(method_params or {})
-    if "random_state" in METHODS[method].parameter_names() and "random_state" not in method_params:
-        method_params["random_state"] = int(np.random.SeedSequence(list(case.method_seed)).generate_state(1)[0])
-    prior = case.prior if hyperparameters == "oracle" else uninformed_prior(case)
-    return make_estimator(method, case.fit_groups, prior, hyperparameters=hyperparameters, **method_params)
-
-
-UNINFORMED_P0 = 0.5  # prior probability of a group (or coefficient) before anything is learned
-UNINFORMED_NOISE = 0.1  # starting noise variance, as a fraction of the measurements' mean square
-
-
-def uninformed_prior(case: Case) -> PriorInfo:
-    """Where learning starts, from the measurements alone (nothing from the true signal).
-
-    ``p0`` is 1/2; group-specific prior knowledge (E6) keeps its per-group offsets around that level (only the
-    level is learned). The noise variance starts at a tenth of ``mean(y^2)``; ``v0`` makes the prior's mean
-    ``y_i^2`` equal the data's (LEARNING-HYPERPARAMETERS.md section 3.4).
-    """
-    v0, noise_var = uninformed_scale(case.problem.X, case.problem.y)
-    p0_group = case.prior.p0_group
-    if np.ndim(p0_group):  # prior knowledge: its offsets around a common level of logit(1/2) = 0
-        log_odds = np.log(p0_group) - np.log1p(-np.asarray(p0_group))
-        p0_group = 1.0 / (1.0 + np.exp(-(log_odds - log_odds.mean())))
-    else:
-        p0_group = UNINFORMED_P0
-    return PriorInfo(p0_group=p0_group, p0_coef=UNINFORMED_P0, v0=v0, noise_var=noise_var)
-
-
-def uninformed_scale(X: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Starting ``(v0, noise_var)`` from measurements alone: the noise variance a tenth of ``mean(y^2)``, ``v0``
-    such that a prior with p0 = 1/2 explains the rest of it (LEARNING-HYPERPARAMETERS.md section 3.4)."""
-    mean_y2 = float(np.mean(y * y))
-    if not mean_y2 > 0.0:
-        raise ValueError("the measurements are all zero: there is no scale to start learning from")
-    noise_var = UNINFORMED_NOISE * mean_y2
-    return (mean_y2 - noise_var) / (UNINFORMED_P0 * float(np.mean(np.sum(X * X, axis=1)))), noise_var
 
 
 def check_n_steps(experiment: str, n_steps: int | None, data_options: dict | None = None) -> int:
@@ -164,16 +53,12 @@ def check_n_steps(experiment: str, n_steps: int | None, data_options: dict | Non
 
 
 def is_user(data_options: dict | None) -> bool:
-    """Whether the data options describe a ``kind: user`` experiment (:mod:`adaptcs.experiments_user`)."""
+    """Whether the data options describe a ``kind: user`` experiment (:mod:`adaptcs.experiments.user`)."""
     return bool(data_options) and data_options.get("kind") == "user"
 
 
 def experiment_spec(experiment: str, data_options: dict | None = None):
     """The definition of a synthetic, MNIST or (with ``data_options`` of kind user) user experiment."""
-    from adaptcs.experiments_mnist import MNIST
-    from adaptcs.experiments_user import UserExperiment
-    from adaptcs.experiments_wavelet import E7, WaveletExperiment, check_basis
-
     if is_user(data_options):
         return UserExperiment.from_options(experiment, data_options)
     if experiment == "E7":
@@ -200,7 +85,7 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
     method : str
         A name of :data:`adaptcs.models.registry.METHODS`.
     strategy : {"design", "random", "pool", "topdown", "pca"}
-        ``topdown`` and ``pca`` are E7's fixed designs (:mod:`adaptcs.experiments_wavelet`).
+        ``topdown`` and ``pca`` are E7's fixed designs (:mod:`adaptcs.experiments.wavelet`).
     replicates : iterable of int
     method_params : dict, optional
         Estimator parameters that replace the paper's (e.g. ``{"tol": 1e-5}``).
@@ -211,13 +96,10 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
     data_options : dict, optional
         MNIST: ``source``, ``cache_dir``, ``path`` (see :func:`adaptcs.data.mnist.load_mnist`) and
         ``groups`` ("similarity" or "blocks"); E7 takes the MNIST ones and ``basis``. User experiments:
-        ``kind: user`` and the options of :class:`adaptcs.experiments_user.UserExperiment`.
+        ``kind: user`` and the options of :class:`adaptcs.experiments.user.UserExperiment`.
     hyperparameters : {"oracle", "learned"}
         The paper's values from the true signal, or learned from the measurements (:func:`case_estimator`).
     """
-    from adaptcs.experiments_mnist import MNIST, cached_mnist, g_lasso_k, mnist_case
-    from adaptcs.experiments_user import check_oracle, user_case
-    from adaptcs.experiments_wavelet import SEQUENCES, sequence_rows, wavelet_case
 
     data_options = dict(data_options or {})
     spec = experiment_spec(experiment, data_options)
@@ -366,21 +248,8 @@ def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy
                    progress=progress, n_steps=overrides.get("n_steps"))
 
 
-def _spec(experiment: str, **overrides) -> SyntheticExperiment:
-    if experiment not in SYNTHETIC:
-        raise ValueError(f"experiment must be one of {sorted(SYNTHETIC)}; got {experiment!r}")
-    spec = SYNTHETIC[experiment]
-    unknown = set(overrides) - set(SyntheticExperiment.__dataclass_fields__) - {"name", "settings", "figures"}
-    if unknown:
-        raise ValueError(f"unknown experiment parameter(s): {sorted(unknown)}")
-    return SyntheticExperiment(**{**spec.__dict__, **overrides})
-
-
 def problem_manifest(experiment: str, replicates, settings=None, data_options: dict | None = None) -> pd.DataFrame:
     """One row per (setting, replicate): seeds, active groups and signal size of the problems used."""
-    from adaptcs.experiments_mnist import MNIST, cached_mnist, mnist_case
-    from adaptcs.experiments_user import user_case
-    from adaptcs.experiments_wavelet import wavelet_case
 
     data_options = dict(data_options or {})
     spec = experiment_spec(experiment, data_options)

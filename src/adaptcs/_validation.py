@@ -1,4 +1,4 @@
-"""Input checks shared by the estimators.
+"""Input checks shared by the estimators, the design loop and the data loaders.
 
 Every check raises ``ValueError`` naming the offending argument; nothing is silently coerced
 (no clipping, no casting of labels, no dropping of rows).

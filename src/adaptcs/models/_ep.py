@@ -1,0 +1,293 @@
+"""The EP iteration of the group spike-and-slab model: sites, cavities, moment matching, damping, the evidence.
+
+The estimators (:mod:`adaptcs.models.spike_slab_ep`) and hyper-parameter learning
+(:mod:`adaptcs.models._ep_learning`) both drive :func:`_run_ep`; docs/model.md has the updates.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit, log_expit
+from sklearn.exceptions import ConvergenceWarning
+
+from adaptcs.models._gaussian import LinearGaussianModel
+
+_LOG_2PI = float(np.log(2.0 * np.pi))
+# converged_ needs the undamped change below RESIDUAL_FACTOR * tol (the damped one is below tol when EP stops)
+RESIDUAL_FACTOR = 10.0
+# Refuse problems whose prior signal-to-noise ratio double precision cannot resolve at all; distrust fits whose
+# variances may have lost MAX_VARIANCE_ERROR relative accuracy to cancellation (about eps * signal-to-noise).
+MAX_SIGNAL_TO_NOISE = 1e20
+MAX_VARIANCE_ERROR = 1e-3
+# The adaptive schedule of warm refits: when the best undamped change of the last STALL_WINDOW iterations is not
+# below STALL_FACTOR times the best before them, EP is not approaching a fixed point (it circles one: parallel EP
+# has slowly damped oscillating modes after some new rows), and the damping decays by COOL_DECAY per iteration
+# from then on instead of damping_decay. The run then ends (not converged) after tens of iterations instead of the
+# ~500 the paper's decay needs; the fast decay still averages the oscillation like the slow one does.
+STALL_WINDOW = 30
+STALL_FACTOR = 0.7
+COOL_DECAY = 0.85
+SCHEDULES = ("adaptive", "decay")
+LEARNABLE = ("p0", "v0", "noise_var")  # hyper-parameters that can be learned (models/_ep_learning.py)
+LEARN_METHODS = ("evidence", "cv")
+
+
+@dataclass
+class EPSites:
+    """The d prior sites of EP (the only factors that are iterated).
+
+    Attributes
+    ----------
+    var : ndarray, shape (d,)
+        Site variances ``vt`` (always > 0).
+    mean : ndarray, shape (d,)
+        Site means ``mt``.
+    logit : ndarray, shape (d,)
+        Site log-odds ``pt`` of the Bernoulli part for the coefficient's group.
+    """
+
+    var: np.ndarray
+    mean: np.ndarray
+    logit: np.ndarray
+
+    @classmethod
+    def initial(cls, p0_per_coef: np.ndarray, v0: float) -> EPSites:
+        """Sites at the start of EP: ``vt = p0 v0`` (the prior's variance), ``mt = 0``, ``pt = 0``."""
+        d = p0_per_coef.shape[0]
+        return cls(var=p0_per_coef * v0, mean=np.zeros(d), logit=np.zeros(d))
+
+    def copy(self) -> EPSites:
+        return EPSites(self.var.copy(), self.mean.copy(), self.logit.copy())
+
+
+def _log_normal_at_zero(mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """``log N(0 | mean, var)``, elementwise."""
+    return -0.5 * (_LOG_2PI + np.log(var) + mean * mean / var)
+
+
+@dataclass
+class _Cavity:
+    var: np.ndarray  # vc, shape (d,); only meaningful where ``valid``
+    mean: np.ndarray  # mc
+    logit: np.ndarray  # pc
+    valid: np.ndarray  # bool, cavity variance finite and positive
+
+
+def _cavity(post, sites: EPSites, coef_group_logit) -> _Cavity:
+    """Remove each site from the posterior marginals (ALGORITHMS.md: cavity for site j)."""
+    marg_mean, marg_var = post.mean, post.var
+    # 1/V_jj - 1/vt_j, written so it does not cancel when V_jj is within rounding of vt_j.
+    with np.errstate(divide="ignore", invalid="ignore"):  # a variance lost to rounding (0) gives no cavity
+        cav_prec = post.var_reduction / (marg_var * sites.var)
+    valid = (cav_prec > 0.0) & (marg_var > 0.0)
+    safe_prec = np.where(valid, cav_prec, 1.0)
+    var = 1.0 / safe_prec
+    mean = var * (marg_mean / np.where(valid, marg_var, 1.0) - sites.mean / sites.var)
+    valid &= np.isfinite(var) & np.isfinite(mean)
+    return _Cavity(var=var, mean=mean, logit=coef_group_logit - sites.logit, valid=valid)
+
+
+def _matched_sites(cav: _Cavity, v0: float, v_inf: float) -> EPSites:
+    """Sites that match the moments of (exact spike-and-slab factor) x (cavity), for every j.
+
+    Where the matched site variance is not positive, it is set to ``v_inf`` and the site mean is chosen so
+    the moment-matched posterior mean is kept: ``mt = mc - a (vt + vc)``.
+    """
+    vc, mc, pc = cav.var, cav.mean, cav.logit
+    slab_var = vc + v0
+    pt = _log_normal_at_zero(mc, slab_var) - _log_normal_at_zero(mc, vc)
+    r1 = expit(pt + pc)  # responsibility of the slab
+    r0 = 1.0 - r1
+    a = r1 * mc / slab_var + r0 * mc / vc
+    b = r1 * (mc * mc - slab_var) / slab_var**2 + r0 * (mc * mc - vc) / vc**2
+    curvature = a * a - b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vt = 1.0 / curvature - vc
+    ok = (curvature > 0.0) & (vt > 0.0) & np.isfinite(vt)
+    vt = np.where(ok, vt, v_inf)
+    mt = mc - a * (vt + vc)
+    return EPSites(var=vt, mean=mt, logit=pt)
+
+
+def _damped(old: EPSites, new: EPSites, valid: np.ndarray, xi: float) -> EPSites:
+    """Convex combination in natural parameters (1/vt, mt/vt, pt); sites with an invalid cavity are kept."""
+    prec = np.where(valid, xi / new.var + (1.0 - xi) / old.var, 1.0 / old.var)
+    nat_mean = np.where(valid, xi * new.mean / new.var + (1.0 - xi) * old.mean / old.var, old.mean / old.var)
+    logit_ = np.where(valid, xi * new.logit + (1.0 - xi) * old.logit, old.logit)
+    var = 1.0 / prec
+    return EPSites(var=var, mean=nat_mean * var, logit=logit_)
+
+
+def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity,
+                  prior_logit: np.ndarray, coef_group: np.ndarray, v0: float) -> float:
+    """EP approximation of ``log p(y | X)`` (seed eq. 28, as restated in ALGORITHMS.md), rearranged for accuracy.
+
+    The Gaussian terms of eq. 28 (``log s1``, the sites' ``-1/2 log(2 pi vt) - mt^2 / (2 vt)``, ``d/2 log 2 pi``,
+    ``1/2 log|V|`` and ``1/2 u^T V u``) add up to ``log N(y | X mt, K)``, ``K = s2 I + X diag(vt) X^T``. With
+    little noise, ``y^T y / (2 s2)`` and ``u^T V u / 2`` are huge and cancel; here the quadratic form is taken
+    as the minimum ``r^T K^{-1} r = |y - X m|^2 / s2 + sum_j (m_j - mt_j)^2 / vt_j`` (a sum of positive terms,
+    first-order insensitive to rounding in m), and ``log|K|`` from the Cholesky factor.
+    """
+    vt, mt, pt = sites.var, sites.mean, sites.logit
+    vc, mc, pc = cav.var, cav.mean, cav.logit
+    m = post.mean
+    resid = model.y - model.X @ m
+    quad = float(resid @ resid) / model.noise_var + float(np.sum((m - mt) ** 2 / vt))
+    log_gauss = -0.5 * (model.n * _LOG_2PI + post.log_det_marginal() + quad)
+    log_kappa = np.logaddexp(log_expit(pc) + _log_normal_at_zero(mc, vc + v0),
+                             log_expit(-pc) + _log_normal_at_zero(mc, vc))
+    log_bern_norm = np.logaddexp(log_expit(pt) + log_expit(pc), log_expit(-pt) + log_expit(-pc))
+    log_sites = log_kappa - log_bern_norm - _log_normal_at_zero(mc - mt, vt + vc)
+    G = prior_logit.shape[0]
+    sum_on = np.bincount(coef_group, weights=log_expit(pt), minlength=G)
+    sum_off = np.bincount(coef_group, weights=log_expit(-pt), minlength=G)
+    log_groups = np.logaddexp(log_expit(prior_logit) + sum_on, log_expit(-prior_logit) + sum_off)
+    return float(log_gauss + np.sum(log_sites) + np.sum(log_groups))
+
+
+@dataclass
+class _EPRun:
+    """The end of one EP run on unit-size data (see :func:`_run_ep`)."""
+
+    sites: EPSites
+    post: object  # WoodburyPosterior or DirectPosterior
+    group_prob: np.ndarray  # (G,)
+    cavity: _Cavity  # at the final sites
+    n_iter: int
+    stopped: bool  # the damped change fell below tol (the paper's rule)
+    residual: float  # the last change divided by its damping: small at a fixed point
+    change: float
+    failure: str | None  # why EP stopped early, if it did
+    ill_conditioned: float | None  # the signal-to-noise ratio, when too large for accurate variances
+    converged: bool
+    log_evidence: float  # of the unit-size data; NaN when EP failed or some cavity is invalid
+
+
+def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray, coef_group: np.ndarray,
+            v0: float, v_inf: float, *, damping: float, damping_decay: float, tol: float, max_iter: int,
+            adapt=None, schedule: str = "decay") -> _EPRun:
+    """Iterate EP from ``sites`` until the damped change is below ``tol`` or ``max_iter`` (no warnings).
+
+    Parameters
+    ----------
+    model : LinearGaussianModel
+        Unit-size data and noise variance.
+    sites : EPSites
+        Starting sites, shape (d,) each.
+    prior_logit : ndarray, shape (G,)
+        ``logit(p0_g)``.
+    coef_group : ndarray of int, shape (d,)
+        Group index of each coefficient.
+    v0, v_inf : float
+        Slab variance and clamped site variance, in the units of the unit-size data.
+    adapt : callable, optional
+        Hyper-parameters that move with the sites (learning): called every iteration as
+        ``adapt(post, cavity, group_prob, weight)`` with the damping ``weight`` of the iteration, it returns
+        ``(model, prior_logit, v0, v_inf, change)`` for the next iteration, ``change`` in the units of ``tol``
+        (the run converges when sites and hyper-parameters both stop moving).
+    schedule : {"decay", "adaptive"}
+        "decay" (the paper's): the damping starts at ``damping`` and is multiplied by ``damping_decay`` after
+        every iteration; the run stops when the damped change is below ``tol``. "adaptive" (for warm starts):
+        the same, until the undamped change stalls (see ``STALL_WINDOW``); from then on the damping decays by
+        ``COOL_DECAY`` per iteration. The stopping rule and the convergence test are the same for both.
+
+    Raises
+    ------
+    ValueError
+        If the posterior cannot be factorised at the starting sites.
+    """
+    G = prior_logit.shape[0]
+
+    def group_logit_of(s: EPSites) -> np.ndarray:
+        return prior_logit + np.bincount(coef_group, weights=s.logit, minlength=G)
+
+    try:
+        post = model.posterior(sites.var, sites.mean / sites.var)
+    except np.linalg.LinAlgError as exc:
+        raise ValueError(f"the posterior cannot be factorised at the start of EP ({exc}); X, y, v0 and noise_var "
+                         "are numerically degenerate together") from None
+    group_logit = group_logit_of(sites)
+    group_prob = expit(group_logit)
+    xi = damping
+    stopped = False
+    failure = None
+    n_iter = 0
+    change = residual = np.inf
+    adaptive = schedule == "adaptive"
+    residuals: list[float] = []
+    cooling = False
+    for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
+        cav = _cavity(post, sites, group_logit[coef_group])
+        new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.valid, xi)
+        hyper_change = 0.0
+        if adapt is not None:
+            model, prior_logit, v0, v_inf, hyper_change = adapt(post, cav, group_prob, xi)
+        step_weight = xi
+        xi *= COOL_DECAY if cooling else damping_decay
+        try:
+            new_post = model.posterior(new_sites.var, new_sites.mean / new_sites.var)
+        except np.linalg.LinAlgError as exc:  # rounding broke positive definiteness: keep the last posterior
+            failure = f"the posterior lost positive definiteness at iteration {n_iter} ({exc})"
+            break
+        new_group_logit = group_logit_of(new_sites)
+        new_group_prob = expit(new_group_logit)
+        # Scale-free test: changes of the mean relative to the size of the largest coefficient, and
+        # changes of the group probabilities (not their log-odds, which drift for groups surely on/off).
+        size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
+        change = max(np.max(np.abs(new_post.mean - post.mean)) / size,
+                     np.max(np.abs(new_group_prob - group_prob)), hyper_change)
+        if not np.isfinite(change):  # keep the last finite posterior
+            failure = f"non-finite posterior at iteration {n_iter}"
+            break
+        sites, post, group_logit, group_prob = new_sites, new_post, new_group_logit, new_group_prob
+        # The change an undamped update would make: small at a fixed point, whatever the damping.
+        residual = change / step_weight
+        if change < tol:
+            stopped = True
+            break
+        if adaptive and not cooling:
+            residuals.append(residual)
+            cooling = len(residuals) > STALL_WINDOW and \
+                min(residuals[-STALL_WINDOW:]) > STALL_FACTOR * min(residuals[:-STALL_WINDOW])
+
+    # The decaying damping ends every run eventually (its steps sum to damping / (1 - damping_decay)), so
+    # stopping is not enough: the fit has converged only if the undamped update would barely move it.
+    converged = stopped and failure is None and residual < RESIDUAL_FACTOR * tol
+    snr = model.signal_to_noise(sites.var)
+    ill_conditioned = snr if snr * np.finfo(float).eps > MAX_VARIANCE_ERROR else None
+    cav = _cavity(post, sites, group_logit[coef_group])
+    if ill_conditioned is not None or not np.all(cav.valid):  # not an EP fixed point to be trusted
+        converged = False
+    if failure is None and np.all(cav.valid):
+        log_ev = _log_evidence(model, post, sites, cav, prior_logit, coef_group, v0)
+    else:
+        log_ev = float("nan")
+    return _EPRun(sites=sites, post=post, group_prob=group_prob, cavity=cav, n_iter=n_iter, stopped=stopped,
+                  residual=float(residual), change=float(change), failure=failure,
+                  ill_conditioned=ill_conditioned, converged=converged, log_evidence=log_ev)
+
+
+def _warn_unless_converged(name: str, run: _EPRun, tol: float, max_iter: int) -> None:
+    """The ConvergenceWarnings of a fit, saying why it is not converged."""
+    if run.ill_conditioned is not None:
+        warnings.warn(f"{name}: ill-conditioned fit: site variance x |x_i|^2 / noise_var reaches "
+                      f"{run.ill_conditioned:.3g}, so posterior variances may be off by more than "
+                      f"{MAX_VARIANCE_ERROR:g} relative; the fit is marked not converged", ConvergenceWarning,
+                      stacklevel=3)
+    if run.failure is not None:
+        warnings.warn(f"{name}: EP stopped: {run.failure}; the fit is not converged", ConvergenceWarning,
+                      stacklevel=3)
+    elif run.stopped and run.residual >= RESIDUAL_FACTOR * tol:
+        warnings.warn(f"{name}: EP was stopped by the decaying damping after {run.n_iter} iterations, not at a "
+                      f"fixed point (an undamped update would still change the fit by {run.residual:.3g} > "
+                      f"{RESIDUAL_FACTOR:g} tol)", ConvergenceWarning, stacklevel=3)
+    elif not run.stopped:
+        warnings.warn(f"{name}: EP did not converge in {max_iter} iterations (last change {run.change:.3g} > "
+                      f"tol={tol})", ConvergenceWarning, stacklevel=3)
+    if run.failure is None and not np.all(run.cavity.valid):
+        warnings.warn(f"{name}: {np.count_nonzero(~run.cavity.valid)} site(s) have no valid cavity at the end of EP "
+                      "(posterior variances lost to rounding); log_evidence_ is NaN and the fit is marked not "
+                      "converged", ConvergenceWarning, stacklevel=3)

@@ -1,0 +1,87 @@
+"""Module boundaries: no import circle inside the package, and light modules stay light."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import adaptcs
+
+PACKAGE = Path(adaptcs.__file__).parent
+
+
+def _imports() -> dict[str, set[str]]:
+    """Every adaptcs module and the adaptcs modules it imports (at any depth of its code)."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("adaptcs"):
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    deps.add(full if full in modules else node.module)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name.startswith("adaptcs"))
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_circle():
+    graph = _imports()
+    assert "adaptcs.experiments.runner" in graph and graph["adaptcs.experiments.runner"]
+    assert _cycles(graph) == []
+
+
+def test_the_core_does_not_depend_on_the_experiments():
+    graph = _imports()
+    for layer in ("adaptcs.models", "adaptcs.design", "adaptcs.data", "adaptcs.measurement", "adaptcs._validation"):
+        for module, deps in graph.items():
+            if module == layer or module.startswith(layer + "."):
+                assert not {d for d in deps if d.startswith(("adaptcs.experiments", "adaptcs.workflow"))}, module
+    design = {d for m, deps in graph.items() if m.startswith("adaptcs.design") for d in deps}
+    assert not {d for d in design if d.startswith("adaptcs.data")}
+
+
+def test_plotting_and_models_import_without_numba():
+    code = ("import sys, adaptcs.plotting, adaptcs.models, adaptcs.experiments, adaptcs.workflow; "
+            "assert 'numba' not in sys.modules, 'numba imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
