@@ -1,4 +1,4 @@
-"""GSS-EP with learned hyper-parameters against the oracle (LEARNING-HYPERPARAMETERS.md section 3.6).
+"""GSS-EP with learned hyper-parameters against the oracle (docs/learning.md).
 
 For each problem: the oracle fit (the paper's values from the true signal), type-II maximum likelihood
 (``learn=("p0", "v0", "noise_var")``) and 5-fold cross-validation, on the same data, in the same process.

@@ -1,4 +1,4 @@
-"""Experiment E1 of EXPERIMENTS.md (paper section 7.1, Table 3): every registered method on the same signals.
+"""Experiment E1 (docs/experiments.md) (paper section 7.1, Table 3): every registered method on the same signals.
 
 100 signals, d = 512 in 128 round-robin groups of 4, 4 active groups with Uniform[-1, 1] coefficients,
 64 rows on the sphere of radius sqrt(d), unit noise; the paper's hyper-parameters (adaptcs.models.registry).

@@ -1,4 +1,4 @@
-"""MNIST experiments E4 and E5 of EXPERIMENTS.md on one digit, outside the workflow.
+"""MNIST experiments E4 and E5 (docs/experiments.md) on one digit, outside the workflow.
 
 E4: ``--images`` images (default 100) reconstructed from 288 random rows; prints mean +- std of the relative
 error, PSNR, SSIM and the median fit time at n = 288, d = 784. E5: ``--design-images`` images (default 8)

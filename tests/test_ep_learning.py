@@ -32,7 +32,7 @@ def tight_problem(X, y, groups):
 
 def test_evidence_gradient_matches_finite_differences(rng):
     """At a moment-matching fixed point (no clamped site) the closed-form gradient is the total derivative
-    of the re-converged EP evidence (spec 3.2)."""
+    of the re-converged EP evidence (docs/learning.md)."""
     checked = 0
     for _ in range(6):
         X, y, groups, _w = simulated(rng, n=30, n_groups=6, group_size=3, noise_var=0.3)

@@ -272,7 +272,7 @@ def block_groups(side: int = SIDE, block: int = 2) -> np.ndarray:
 
 
 def similarity_groups(patterns: np.ndarray, group_size: int, rng: np.random.Generator) -> np.ndarray:
-    """Groups grown by similarity of pixel activation patterns (EXPERIMENTS.md E4).
+    """Groups grown by similarity of pixel activation patterns (docs/experiments.md, E4).
 
     Groups are filled one after another: a random unassigned seed pixel, then repeatedly the unassigned
     pixel whose pattern (its values over the grouping images) is closest in Euclidean distance to the mean

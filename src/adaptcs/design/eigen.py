@@ -1,7 +1,7 @@
 """Leading eigenvectors of the posterior covariance, given only as the operator v -> V v.
 
 Holding the prior sites fixed, the expected drop in posterior entropy from a row x grows with x^T V x, so the
-best unit-norm row is the leading eigenvector of the posterior covariance V (ALGORITHMS.md section 2). V is
+best unit-norm row is the leading eigenvector of the posterior covariance V (docs/model.md section 4). V is
 only available as the operator v -> V v (``estimator.cov_matvec``), so eigenvectors come from the power
 method, run on a small block with a Rayleigh-Ritz step (subspace iteration). The block converges at the rate
 lambda_{p+1} / lambda_1 instead of lambda_2 / lambda_1, which resolves near-degenerate leading eigenvalues;

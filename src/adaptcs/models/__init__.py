@@ -1,4 +1,4 @@
-"""Inference methods: scikit-learn style estimators (see ARCHITECTURE.md, "Estimator contract")."""
+"""Inference methods: scikit-learn style estimators (docs/architecture.md, "The estimator contract")."""
 
 from adaptcs.models._ep import EPSites
 from adaptcs.models.enumeration import ExactPosterior, exact_group_spike_slab

@@ -77,7 +77,7 @@ class _Cavity:
 
 
 def _cavity(post, sites: EPSites, coef_group_logit) -> _Cavity:
-    """Remove each site from the posterior marginals (ALGORITHMS.md: cavity for site j)."""
+    """Remove each site from the posterior marginals (docs/model.md section 2)."""
     marg_mean, marg_var = post.mean, post.var
     # 1/V_jj - 1/vt_j, written so it does not cancel when V_jj is within rounding of vt_j.
     with np.errstate(divide="ignore", invalid="ignore"):  # a variance lost to rounding (0) gives no cavity
@@ -123,7 +123,7 @@ def _damped(old: EPSites, new: EPSites, valid: np.ndarray, xi: float) -> EPSites
 
 def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity,
                   prior_logit: np.ndarray, coef_group: np.ndarray, v0: float) -> float:
-    """EP approximation of ``log p(y | X)`` (seed eq. 28, as restated in ALGORITHMS.md), rearranged for accuracy.
+    """EP approximation of ``log p(y | X)`` (the paper's eq. 28; docs/model.md section 2), rearranged for accuracy.
 
     The Gaussian terms of eq. 28 (``log s1``, the sites' ``-1/2 log(2 pi vt) - mt^2 / (2 vt)``, ``d/2 log 2 pi``,
     ``1/2 log|V|`` and ``1/2 u^T V u``) add up to ``log N(y | X mt, K)``, ``K = s2 I + X diag(vt) X^T``. With

@@ -1,12 +1,12 @@
 """Hyper-parameters of GSS-EP from the measurements: type-II maximum likelihood and K-fold cross-validation.
 
-``shared/spec/LEARNING-HYPERPARAMETERS.md`` section 3. theta = (p0, v0, s2), of which any subset is learned:
+docs/learning.md. theta = (p0, v0, s2), of which any subset is learned:
 
 * **evidence** (type-II ML): a coarse search over p0 and s2 with v0 tied to the second moment of the data
-  (``E[y_i^2] = s2 + v0 sum_j x_ij^2 p0_j``; :func:`coarse_search`, a cheaper walk over the spec's grid);
+  (``E[y_i^2] = s2 + v0 sum_j x_ij^2 p0_j``; :func:`coarse_search`, a cheaper walk over the 6 x 4 grid of :func:`grid`);
   from the point with the largest EP evidence, EP runs on with a damped EM-like step of theta
   (:func:`em_update`) after every site update (:func:`joint_run`) until sites and theta both stop moving: the
-  fixed point of the spec's EM refinement (section 3.3), reached in one run instead of one EP run per EM step.
+  fixed point of separate EM refinement steps (docs/learning.md), reached in one run instead of one EP run per EM step.
 * **cv**: the same grid, scored by the held-out squared error of the posterior mean over K folds of the rows.
 
 With group-specific prior knowledge (``p0`` one value per group) the offsets ``logit p0_g - level`` are kept and
@@ -34,8 +34,8 @@ GRID_EP = {"tol": 1e-4, "max_iter": 200}  # badly specified grid points only fre
 SEARCH_EP = {"tol": 1e-3, "max_iter": 100}  # the coarse search only ranks points; the best one is refined
 SEARCH_NOISE = (0.6, 0.3)  # noise levels (times mean(y^2)) tried for every p0 before the best chain continues
 REFINE_EP = {"tol": 1e-5, "max_iter": 1000}  # the joint iteration of sites and hyper-parameters
-THETA_TOL = 1e-3  # the joint iteration stops once theta moves less than this (in log units; spec 3.4)
-# Sequential design tracks theta from step to step (spec 3.4, "at most 10 outer steps"): the joint run from the
+THETA_TOL = 1e-3  # the joint iteration stops once theta moves less than this (in log units)
+# Sequential design tracks theta from step to step (docs/learning.md, "In the design loop"): the joint run from the
 # last step's sites and theta stops after 30 iterations and theta goes on moving at the next row; E5's refit
 # cost falls from 12 to under 5 oracle refits, E3's error does not change (README, benchmarks/bench_learning.py).
 WARM_EP = {"tol": 1e-4, "max_iter": 30}
@@ -119,7 +119,7 @@ class EPProblem:
         return float(brentq(lambda lv: self.mean_p0(lv) - mean_p0, -60.0, 60.0, xtol=1e-12))
 
     def tied_v0(self, level: float, noise_var: float) -> float:
-        """The slab variance that makes the prior's mean y_i^2 equal the data's (spec 3.4)."""
+        """The slab variance that makes the prior's mean y_i^2 equal the data's (docs/learning.md)."""
         prob = expit(level + self.offsets)[self.coef_group]
         signal = max(self.mean_y2 - noise_var, 1e-3 * self.mean_y2)
         return signal / float(self._column_power @ prob)
@@ -179,7 +179,7 @@ def _explained(problem: EPProblem, post) -> float:
 
 
 def evidence_gradient(problem: EPProblem, hyper: Hyper, run: _EPRun) -> np.ndarray:
-    """Gradient of the EP log evidence in (level, log v0, log s2) at an EP fixed point (spec 3.2).
+    """Gradient of the EP log evidence in (level, log v0, log s2) at an EP fixed point (docs/learning.md, "Gradient").
 
     Exact (the total derivative) at a fixed point where every site matches moments; not where some site is
     clamped at ``v_inf`` (then only an approximation).
@@ -197,7 +197,7 @@ def evidence_gradient(problem: EPProblem, hyper: Hyper, run: _EPRun) -> np.ndarr
 
 
 def em_update(problem: EPProblem, hyper: Hyper, post, cavity, group_prob: np.ndarray, learn) -> Hyper:
-    """One EM-like step (spec 3.3) from the EP posterior ``post``, its ``cavity`` and group probabilities at
+    """One EM-like step (docs/learning.md) from the EP posterior ``post``, its ``cavity`` and group probabilities at
     ``hyper``; the learned values only change.
 
     p0 <- mean_g q(z_g);  s2 <- (|y - X m|^2 + tr(X V X^T)) / n;
@@ -267,7 +267,7 @@ def joint_run(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, *,
 def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, _EPRun, int]:
     """The starting point of the refinement: the best of a coarse search over (p0, s2), v0 tied when learned.
 
-    The spec's 6 x 4 grid (:func:`grid`) at a third of its cost and the same E1 results (0.303 on 20 signals,
+    The 6 x 4 grid (:func:`grid`) at a third of its cost and the same E1 results (0.303 on 20 signals,
     the same evidence): every p0 at the two largest noise levels (cheap: EP converges fast there), EP
     warm-started along each chain and from one p0 to the next, to a loose tolerance; then only the best chain
     goes on to smaller noise levels, while its evidence grows. The starting point is a candidate too.
@@ -341,7 +341,8 @@ def learn_warm(problem: EPProblem, start: Hyper, sites: EPSites, learn) -> Learn
 
 
 def learn_cv(problem: EPProblem, start: Hyper, learn, n_folds: int, seed: int = 0) -> Learned:
-    """The grid point with the smallest K-fold held-out squared error (spec 3.5); EP refitted on all rows."""
+    """The grid point with the smallest K-fold held-out squared error (docs/learning.md, "Cross-validation"); EP refitted on
+    all rows."""
     if problem.n < n_folds:
         raise ValueError(f"cross-validation with cv={n_folds} folds needs at least {n_folds} rows; got {problem.n}")
     chains = grid(problem, start, learn)

@@ -3,7 +3,7 @@
 State: group variances ``lam`` (G,), the inverse ``Cinv`` of ``C = s2 I + X D X^T`` with
 ``D = tau2 diag(lam_{g(j)})``. A sweep visits every group: with w integrated out, group g's conditional is
 ``prior(lam) * exp(sum_k L_k(lam))`` with ``L_k`` from the eigen-decomposition of the d_g x d_g matrix
-``X_g^T C_g^{-1} X_g`` (ALGORITHMS.md sections 3-4). After each change ``Cinv`` gets a rank-d_g update;
+``X_g^T C_g^{-1} X_g`` (docs/model.md section 5). After each change ``Cinv`` gets a rank-d_g update;
 it is recomputed from scratch every ``refactor_every`` sweeps. Then ``w`` is drawn from its Gaussian
 conditional in O(n d + n^2) with the method of Bhattacharya, Chakraborty & Mallick (2016), reusing ``Cinv``.
 

@@ -89,6 +89,20 @@ class GroupLasso(RegressorMixin, BaseEstimator):
     n_iter_ : int
         Penalised solves done.
     converged_ : bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
+    >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
+    >>> def error(est):  # relative error of the estimate
+    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
+    >>> from adaptcs.models import GroupLasso
+    >>> est = GroupLasso(p.groups, k=8.0).fit(p.X, p.y)  # the paper's constrained form
+    >>> round(est.penalty_, 4)
+    8.0
+    >>> error(est) < 0.8
+    True
     """
 
     def __init__(self, groups, *, alpha=None, k=None, tol=1e-8, k_tol=1e-7, max_iter=100, warm_start=False,

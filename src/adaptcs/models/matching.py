@@ -1,4 +1,4 @@
-"""Matching the priors of different methods to the group spike and slab (ALGORITHMS.md section 6).
+"""Matching the priors of different methods to the group spike and slab (docs/model.md section 5).
 
 The paper gives every method the same prior information: the Bayesian group lasso's gamma makes each
 coefficient's prior variance equal the spike and slab's ``p0 v0``; the group horseshoe's tau makes the

@@ -1,8 +1,8 @@
-"""Method names of EXPERIMENTS.md mapped to estimators (:class:`Method`).
+"""Method names of the experiments (docs/experiments.md) mapped to estimators (:class:`Method`).
 
 A method is made from the group labels it is told about and a :class:`PriorInfo` (what the paper gives every
 method: the sparsity level, the slab variance and the noise variance), turned into the method's own
-hyper-parameters as in ALGORITHMS.md section 6; the method's fixed choices and then the user's overrides go
+hyper-parameters as in docs/model.md section 5; the method's fixed choices and then the user's overrides go
 on top. Overrides can be checked without data (:meth:`Method.check_params`), through the same check that
 ``fit`` runs first (each estimator's ``_check_hyperparameters``). Adding a method is one entry in
 :data:`METHODS`.
@@ -61,7 +61,7 @@ _PLACEHOLDER_PRIOR = PriorInfo(p0_group=0.5, p0_coef=0.5, v0=1.0, noise_var=1.0)
 
 @dataclass(frozen=True)
 class Method:
-    """A method of EXPERIMENTS.md: its estimator, the hyper-parameters it derives per problem from the prior
+    """A method of the experiments: its estimator, the hyper-parameters it derives per problem from the prior
     knowledge, the choices fixed for it (the user's ``method_params`` go on top of both), and how it runs
     without an oracle.
 

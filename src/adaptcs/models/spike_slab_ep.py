@@ -45,11 +45,14 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         Group label of each coefficient (any sortable labels; group g is the g-th label in sorted order).
     p0 : float or array-like of shape (G,)
         Prior probability that a group is active; one value per group (in sorted label order) encodes
-        prior knowledge of likely groups. Strictly inside (0, 1).
+        prior knowledge of likely groups. Strictly inside (0, 1). The default 0.5 assumes no sparsity: give
+        the value you know or learn it (``learn``).
     v0 : float
-        Slab variance: prior variance of each coefficient of an active group.
+        Slab variance: prior variance of each coefficient of an active group, in signal units squared. The
+        default 1 suits signals of order one; give it or learn it.
     noise_var : float
-        Noise variance ``sigma0^2``.
+        Noise variance ``sigma0^2``, in measurement units squared. The default 1 is a placeholder; give it or
+        learn it. There is no intercept: remove any offset of ``y`` first (docs/model.md, section 1).
     damping : float in (0, 1]
         Initial damping ``xi`` (weight of the new site in natural parameters).
     damping_decay : float in (0, 1]
@@ -81,8 +84,8 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     learn_method : {"evidence", "cv"}
         Type-II maximum likelihood (a coarse search over p0 and the noise variance with v0 tied to the data,
         refined by EP iterations that also take EM-like steps of the hyper-parameters) or K-fold
-        cross-validation of the held-out squared error on the spec's 6 x 4 grid. See
-        ``shared/spec/LEARNING-HYPERPARAMETERS.md``.
+        cross-validation of the held-out squared error on a 6 x 4 grid. See
+        docs/learning.md.
     cv : int
         Number of folds for ``learn_method="cv"``.
     restart_every : int
@@ -130,6 +133,22 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     starts from the last one's values and sites and takes at most 30 joint iterations of sites and EM-like
     steps; the values go on moving at the next refit. Every ``restart_every`` refits a coarse search from
     scratch competes on the evidence.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
+    >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
+    >>> def error(est):  # relative error of the estimate
+    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
+    >>> from adaptcs.models import GroupSpikeSlabEP
+    >>> est = GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
+    >>> est.converged_, est.coef_.shape, est.group_prob_.shape
+    (True, (512,), (128,))
+    >>> error(est) < 0.4
+    True
+    >>> est.cov_matvec(np.ones(512)).shape  # posterior covariance times a vector, never formed
+    (512,)
     """
 
     def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
@@ -317,8 +336,33 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
 class SpikeSlabEP(GroupSpikeSlabEP):
     """Spike-and-slab linear regression fitted by EP (the paper's SS-EP): one group per coefficient.
 
-    Parameters are those of :class:`GroupSpikeSlabEP` without ``groups``; ``p0`` is a scalar or one value
-    per coefficient. ``group_prob_`` (shape (d,)) holds each coefficient's posterior inclusion probability.
+    Parameters
+    ----------
+    p0 : float or array-like of shape (d,)
+        Prior probability that a coefficient is non-zero (default 0.5: no sparsity assumed; give it or learn it).
+    v0 : float
+        Slab variance, in signal units squared.
+    noise_var : float
+        Variance of the measurement noise, in measurement units squared.
+    **options
+        Every keyword option of :class:`GroupSpikeSlabEP` (``tol``, ``learn``, ``warm_start``, ...).
+
+    Attributes
+    ----------
+    Those of :class:`GroupSpikeSlabEP`; ``group_prob_`` (shape (d,)) holds each coefficient's posterior
+    inclusion probability.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
+    >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
+    >>> def error(est):  # relative error of the estimate
+    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
+    >>> from adaptcs.models import SpikeSlabEP
+    >>> est = SpikeSlabEP(p0=16 / 512, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
+    >>> est.coef_.shape, est.group_prob_.shape  # one group per coefficient
+    ((512,), (512,))
     """
 
     def __init__(self, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,

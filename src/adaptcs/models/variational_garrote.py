@@ -34,7 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from adaptcs import _validation as val
 
-M_LOW, M_HIGH = 1e-10, 1.0 - 1e-8  # m is kept inside (0, 1): the dual stays finite (section 1.4 of the spec)
+M_LOW, M_HIGH = 1e-10, 1.0 - 1e-8  # m is kept inside (0, 1): the dual stays finite
 START_M = 1e-6
 GAMMA_MIN_EPS = 1e-4  # at gamma_min every m_g <= this
 BETA_MAX_FACTOR = 1e3  # with beta estimated, the forward sweep stops at beta >= 1e3 n / y^T y
@@ -283,6 +283,18 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
     >>> vg = VariationalGarrote(groups, p0=0.2, v0=1.0, noise_var=0.01).fit(X, X @ w + rng.normal(0, 0.1, 20))
     >>> np.flatnonzero(vg.group_prob_ > 0.5)
     array([0, 1])
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
+    >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
+    >>> def error(est):  # relative error of the estimate
+    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
+    >>> from adaptcs.models import VariationalGarrote
+    >>> est = VariationalGarrote(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
+    >>> est.coef_.shape, est.group_prob_.shape
+    ((512,), (128,))
     """
 
     def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, gamma_selection="matched", n_gamma=30, cv=5,
@@ -417,8 +429,21 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
 class UngroupedVariationalGarrote(VariationalGarrote):
     """The variational garrote with one selector per coefficient (the paper's original form).
 
-    Parameters are those of :class:`VariationalGarrote` without ``groups``; ``p0`` is a scalar or one value per
-    coefficient. ``group_prob_`` (shape (d,)) holds each coefficient's selection probability.
+    Parameters
+    ----------
+    p0 : float or array-like of shape (d,)
+        Prior probability that a coefficient is selected.
+    v0 : float
+        Slab variance the selectors' Occam offsets are matched to, in signal units squared.
+    noise_var : float
+        Variance of the measurement noise.
+    **options
+        Every keyword option of :class:`VariationalGarrote` (``gamma_selection``, ``n_gamma``, ``cv``, ...).
+
+    Attributes
+    ----------
+    Those of :class:`VariationalGarrote`; ``group_prob_`` (shape (d,)) holds each coefficient's selection
+    probability.
 
     Examples
     --------
@@ -430,6 +455,18 @@ class UngroupedVariationalGarrote(VariationalGarrote):
     >>> vg = UngroupedVariationalGarrote(p0=0.1, v0=4.0, noise_var=0.01).fit(X, X @ w)
     >>> np.flatnonzero(vg.group_prob_ > 0.5)
     array([0, 1])
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
+    >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
+    >>> def error(est):  # relative error of the estimate
+    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
+    >>> from adaptcs.models import UngroupedVariationalGarrote
+    >>> est = UngroupedVariationalGarrote(p0=16 / 512, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
+    >>> est.coef_.shape
+    (512,)
     """
 
     def __init__(self, p0=0.5, v0=1.0, noise_var=1.0, *, gamma_selection="matched", n_gamma=30, cv=5, tol=1e-6,
