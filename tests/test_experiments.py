@@ -74,3 +74,62 @@ def test_cli_run_table_curves(tmp_path, capsys):
     assert f"| {np.mean(job.errors[[0, 2], -1]):.3f} | 1 of 3 |" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["run", "--experiment", "E1", "--method", "gss_ep", "--replicates", "a:b", "--out", str(out)])
+
+
+def test_cli_curves_keep_settings_apart_and_table_matches_the_workflow(tmp_path, capsys):
+    """E2 at label noise 0.1 and 1.0 are two curves tables, never one average; the CLI's table is the workflow's
+    table of the same files (same mean, same sample standard deviation)."""
+    from adaptcs.results import jobs_table
+    from adaptcs.tables import write_tables
+
+    files = []
+    for setting in (0, 4):
+        files.append(tmp_path / f"E2-{setting}.h5")
+        assert main(["--quiet", "run", "--experiment", "E2", "--setting", str(setting), "--method", "gss_ep",
+                     "--replicates", "0:3", "--out", str(files[-1])]) == 0
+    capsys.readouterr()
+    assert main(["curves", *map(str, files)]) == 0
+    text = capsys.readouterr().out
+    assert "## E2, label noise 0.1" in text and "## E2, label noise 1.0" in text
+    finals = {s: read_job(f).errors[:, -1].mean() for s, f in zip((0, 4), files, strict=True)}
+    assert f"| {finals[0]:.3f} |" in text and f"| {finals[4]:.3f} |" in text
+    assert f"| {np.mean(list(finals.values())):.3f} |" not in text
+
+    assert main(["table", *map(str, files)]) == 0
+    cli_table = capsys.readouterr().out
+    jobs_table(read_job(f) for f in files).to_csv(tmp_path / "curves.csv", index=False)
+    workflow_table = write_tables(tmp_path / "curves.csv", markdown_path=tmp_path / "t.md", csv_path=tmp_path / "t.csv")
+    assert (tmp_path / "t.md").read_text() in cli_table
+    errors = read_job(files[0]).errors[:, -1]
+    assert workflow_table["std"].iloc[0] == pytest.approx(np.std(errors, ddof=1))
+
+
+def test_cli_runs_mnist_and_refuses_what_it_cannot_do(tmp_path, capsys):
+    out = tmp_path / "E4.h5"
+    assert main(["--quiet", "run", "--experiment", "E4", "--setting", "3", "--method", "gss_ep", "--replicates", "0",
+                 "--out", str(out)]) == 0
+    job = read_job(out)
+    assert job.experiment == "E4" and job.setting == {"digit": 3} and job.psnr is not None
+    assert main(["settings", "E6"]) == 0
+    assert '--setting 2: {"digit": 0, "prior_knowledge": "prior_random"}' in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # no candidate pool can be given here, so pool is not offered
+        main(["run", "--experiment", "E3", "--method", "gss_ep", "--strategy", "pool", "--out", str(out)])
+    assert main(["run", "--experiment", "E3", "--method", "gss_ep", "--strategy", "topdown", "--out", str(out)]) == 2
+    assert "E3 takes --strategy design or random" in capsys.readouterr().err
+    assert main(["table", str(tmp_path / "missing.h5")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "missing.h5" in err and "Traceback" not in err
+
+
+def test_progress_reaches_the_log(caplog, monkeypatch):
+    """A job with progress logs a line per replicate and, during long design loops, where the loop is."""
+    import logging
+
+    from adaptcs.experiments import runner
+
+    monkeypatch.setattr(runner, "PROGRESS_SECONDS", 0.0)
+    with caplog.at_level(logging.INFO, logger="adaptcs"):
+        runner.run_job("E3", 0, "gss_ep", "design", [0], n_steps=3, progress=True)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("replicate 0: step 3 of 3, 35 rows, error" in m for m in messages)
+    assert any("replicate 0 (1/1): error" in m for m in messages)

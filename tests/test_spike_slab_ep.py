@@ -407,3 +407,26 @@ def test_adaptive_warm_schedule_is_faster_and_its_converged_flags_are_true(oscil
         if ok_d and ok_a:
             np.testing.assert_allclose(prob_a, prob_d, atol=5e-3)
             np.testing.assert_allclose(coef_a, coef_d, atol=5e-3 * np.abs(coef_d).max())
+
+
+def test_verbose_logs_each_fit_and_long_runs(caplog):
+    """verbose=1: one line per fit with the iterations, convergence and learned values; verbose=2: also every 25
+    EP iterations; verbose=0 (the default): nothing."""
+    import logging
+
+    from adaptcs.data.synthetic import experiment_rng, make_e1_problem
+
+    p = make_e1_problem(experiment_rng("E1", 0, 0))
+    with caplog.at_level(logging.INFO, logger="adaptcs"):
+        GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
+        assert not caplog.records
+        est = GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0, verbose=1).fit(p.X, p.y)
+        (record,) = caplog.records
+        assert f"converged after {est.n_iter_} iterations" in record.getMessage()
+        caplog.clear()
+        GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0, verbose=2, damping_decay=1.0, tol=1e-7,
+                         max_iter=60).fit(p.X, p.y)
+        assert any("EP iteration 25, change" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        GroupSpikeSlabEP(p.groups, learn=("p0", "v0", "noise_var"), verbose=1).fit(p.X, p.y)
+        assert "learned p0" in caplog.records[-1].getMessage()

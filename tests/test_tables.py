@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from adaptcs.tables import paired_p_value, summary_table, to_markdown
 
@@ -38,9 +39,23 @@ def test_markdown_has_a_column_per_setting(rng):
                       finals({"gss_ep": [0.9, 0.8], "ss_ep": [0.5, 0.6]}, '{"label_noise": 1.0}', 4)])
     text = to_markdown(summary_table(both))
     assert "| method | strategy | label noise 0.1 | label noise 1.0 |" in text
-    assert "**0.15 +- 0.05**" in text  # gss_ep is best at 0.1
-    assert "**0.55 +- 0.05**" in text  # ss_ep is best at 1.0
-    assert "\u2020" in text  # two replicates cannot make a difference significant
+    assert "**0.15 +- 0.07**" in text  # gss_ep is best at 0.1 (sample std of 0.1 and 0.2: 0.0707)
+    assert "**0.55 +- 0.07**" in text  # ss_ep is best at 1.0
+    # two replicates cannot make any difference significant: no cell is marked, the caption says why
+    assert "\u2020" not in text and "too few for the paired test" in text
+
+
+def test_significance_marks_appear_from_six_replicates():
+    """With 6 paired replicates the Wilcoxon test can reach p < 0.05 (p = 2 / 2^6 = 0.031 when every difference
+    has the same sign): a clearly worse row is not marked, a row that is sometimes better is."""
+    table = summary_table(finals({"gss_ep": [0.1, 0.2, 0.1, 0.2, 0.1, 0.2], "ss_ep": [0.5, 0.6, 0.5, 0.6, 0.5, 0.6],
+                                  "g_ard": [0.05, 0.3, 0.05, 0.3, 0.12, 0.25]}))
+    text = to_markdown(table)
+    ss_ep = next(line for line in text.splitlines() if line.startswith("| ss_ep"))
+    g_ard = next(line for line in text.splitlines() if line.startswith("| g_ard"))
+    assert "\u2020" not in ss_ep and "\u2020" in g_ard
+    assert "paired Wilcoxon signed-rank test" in text
+    assert table.set_index("method").loc["ss_ep", "std"] == pytest.approx(np.std([0.5, 0.6] * 3, ddof=1))
 
 
 def test_failed_replicates_are_counted_never_averaged_in(rng):
@@ -56,7 +71,7 @@ def test_failed_replicates_are_counted_never_averaged_in(rng):
     assert by_method.loc["ss_ep", "p_value"] == paired_p_value(pd.Series([0.5, 0.7, 0.8], index=[0, 2, 3]),
                                                                pd.Series([0.1, 0.3, 0.2], index=[0, 2, 3]))
     text = to_markdown(table)
-    assert "**0.20 +- 0.08** (1 of 4 failed)" in text
+    assert "**0.20 +- 0.10** (1 of 4 failed)" in text  # sample std of 0.1, 0.3, 0.2
     assert "(2 of 4 fits not converged)" in text
     assert "Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the " \
            "mean): 1. Fits that stopped before meeting their convergence test: 2 of 8" in text

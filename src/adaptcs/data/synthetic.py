@@ -55,8 +55,8 @@ EXPERIMENT_INDEX = {"E1": 1, "E2": 2, "E3": 3, "E4": 4, "E5": 5, "E6": 6}
 def experiment_rng(experiment: str, setting: int, replicate: int) -> np.random.Generator:
     """The generator of one problem: a function of (experiment, setting, replicate) only, never of the method.
 
-    ``experiment`` is an experiment of docs/experiments.md ("E1" ... "E6"); ``setting`` indexes the experiment's settings
-    (e.g. the noise fraction of E2); ``replicate`` the signal.
+    ``experiment`` is an experiment of docs/experiments.md ("E1" ... "E6"); ``setting`` indexes the experiment's
+    settings (e.g. the noise fraction of E2); ``replicate`` the signal.
     """
     if experiment not in EXPERIMENT_INDEX:
         raise ValueError(f"experiment must be one of {sorted(EXPERIMENT_INDEX)}; got {experiment!r}")

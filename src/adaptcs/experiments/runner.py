@@ -90,7 +90,8 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
     method_params : dict, optional
         Estimator parameters that replace the paper's (e.g. ``{"tol": 1e-5}``).
     progress : bool
-        Log a line per replicate (level INFO) with its final error and time.
+        Log a line per replicate (level INFO) with its final error and time, and where its design loop is every
+        :data:`PROGRESS_SECONDS`.
     n_steps : int, optional
         Design steps (default: the experiment's).
     data_options : dict, optional
@@ -175,10 +176,12 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
                 loop_strategy = "sequence"
                 pool = sequence_rows(strategy, setting, basis, steps * batch_size, data_options)
         start = time.perf_counter()
+        callback = _step_logger(f"{experiment} setting {setting_index} {label}/{strategy} replicate {replicate}",
+                                steps) if progress else None
         result = run_sequential_design(estimator, p.w_true, p.X, p.y, steps, strategy=loop_strategy,
                                        noise_var=p.noise_var, row_norm=float(np.sqrt(p.w_true.shape[0])),
                                        rng=problem_rng(*case.design_seed), checkpoints=checkpoints, pool=pool,
-                                       batch_size=batch_size, basis=basis)
+                                       batch_size=batch_size, basis=basis, callback=callback)
         if is_image:
             failed = (np.nan, np.nan)
             quality.append(failed if result.failed else image_quality(result.coef, p.w_true, (side, side)))
@@ -224,6 +227,22 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
         config={"experiment": experiment, "setting_index": setting_index, "method": method,
                 "hyperparameters": hyperparameters, "strategy": strategy, "replicates": replicates,
                 "method_params": method_params, "n_steps": steps, "data_options": data_options, **calibration})
+
+
+PROGRESS_SECONDS = 30.0  # a replicate's design loop logs where it is at most this often
+
+
+def _step_logger(name: str, n_steps: int):
+    """A design-loop callback that logs the step, rows and error at most every :data:`PROGRESS_SECONDS`."""
+    last = [time.perf_counter()]
+
+    def callback(step: int, n_measurements: int, error: float) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= PROGRESS_SECONDS:
+            last[0] = now
+            log.info("%s: step %d of %d, %d rows, error %.3f", name, step, n_steps, n_measurements, error)
+
+    return callback
 
 
 def _checkpoints(result, wanted_n, d: int) -> np.ndarray:

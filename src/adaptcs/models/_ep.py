@@ -168,7 +168,7 @@ class _EPRun:
 
 def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray, coef_group: np.ndarray,
             v0: float, v_inf: float, *, damping: float, damping_decay: float, tol: float, max_iter: int,
-            adapt=None, schedule: str = "decay") -> _EPRun:
+            adapt=None, schedule: str = "decay", progress=None) -> _EPRun:
     """Iterate EP from ``sites`` until the damped change is below ``tol`` or ``max_iter`` (no warnings).
 
     Parameters
@@ -193,6 +193,8 @@ def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray,
         every iteration; the run stops when the damped change is below ``tol``. "adaptive" (for warm starts):
         the same, until the undamped change stalls (see ``STALL_WINDOW``); from then on the damping decays by
         ``COOL_DECAY`` per iteration. The stopping rule and the convergence test are the same for both.
+    progress : callable, optional
+        Called after every iteration as ``progress(n_iter, change, residual, damping)`` (for ``verbose``).
 
     Raises
     ------
@@ -245,6 +247,8 @@ def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray,
         sites, post, group_logit, group_prob = new_sites, new_post, new_group_logit, new_group_prob
         # The change an undamped update would make: small at a fixed point, whatever the damping.
         residual = change / step_weight
+        if progress is not None:
+            progress(n_iter, change, residual, step_weight)
         if change < tol:
             stopped = True
             break

@@ -90,11 +90,15 @@ class EPProblem:
         Fixed per-group prior log-odds offsets (zeros without group-specific prior knowledge).
     v_inf_ratio, damping, damping_decay : float
         As in :class:`adaptcs.models.GroupSpikeSlabEP`.
+    progress : callable, optional
+        Passed to every EP run (see :func:`adaptcs.models._ep._run_ep`).
     """
 
-    def __init__(self, X, y, coef_group, offsets, *, v_inf_ratio: float, damping: float, damping_decay: float):
+    def __init__(self, X, y, coef_group, offsets, *, v_inf_ratio: float, damping: float, damping_decay: float,
+                 progress=None):
         self.X, self.y, self.coef_group, self.offsets = X, y, coef_group, offsets
         self.v_inf_ratio, self.damping, self.damping_decay = v_inf_ratio, damping, damping_decay
+        self.progress = progress
         self.n = X.shape[0]
         self.mean_y2 = float(np.mean(y * y))
         self._column_power = np.mean(X * X, axis=0)  # (d,): mean_i x_ij^2
@@ -103,7 +107,7 @@ class EPProblem:
     def rows(self, index: np.ndarray) -> EPProblem:
         """The same problem on a subset of the rows."""
         return EPProblem(self.X[index], self.y[index], self.coef_group, self.offsets, v_inf_ratio=self.v_inf_ratio,
-                         damping=self.damping, damping_decay=self.damping_decay)
+                         damping=self.damping, damping_decay=self.damping_decay, progress=self.progress)
 
     def prior_logit(self, hyper: Hyper) -> np.ndarray:
         return hyper.level + self.offsets
@@ -139,7 +143,7 @@ class EPProblem:
         try:
             return _run_ep(self.model(hyper.noise_var), sites, prior_logit, self.coef_group, hyper.v0,
                            self.v_inf_ratio * hyper.v0, damping=self.damping, damping_decay=self.damping_decay,
-                           tol=tol, max_iter=max_iter)
+                           tol=tol, max_iter=max_iter, progress=self.progress)
         except ValueError:
             return None
 
@@ -258,7 +262,7 @@ def joint_run(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, *,
     try:
         run = _run_ep(problem.model(hyper.noise_var), sites, prior_logit, problem.coef_group, hyper.v0,
                       problem.v_inf_ratio * hyper.v0, damping=problem.damping, damping_decay=problem.damping_decay,
-                      tol=tol, max_iter=max_iter, adapt=adapt)
+                      tol=tol, max_iter=max_iter, adapt=adapt, progress=problem.progress)
     except ValueError:
         return hyper, None
     return state["hyper"], run
@@ -341,8 +345,8 @@ def learn_warm(problem: EPProblem, start: Hyper, sites: EPSites, learn) -> Learn
 
 
 def learn_cv(problem: EPProblem, start: Hyper, learn, n_folds: int, seed: int = 0) -> Learned:
-    """The grid point with the smallest K-fold held-out squared error (docs/learning.md, "Cross-validation"); EP refitted on
-    all rows."""
+    """The grid point with the smallest K-fold held-out squared error (docs/learning.md, "Cross-validation");
+    EP refitted on all rows."""
     if problem.n < n_folds:
         raise ValueError(f"cross-validation with cv={n_folds} folds needs at least {n_folds} rows; got {problem.n}")
     chains = grid(problem, start, learn)

@@ -14,6 +14,8 @@ serves means, variances and ``V v`` products; see :mod:`adaptcs.models._gaussian
 
 from __future__ import annotations
 
+import logging
+import time
 import warnings
 
 import numpy as np
@@ -34,6 +36,8 @@ from adaptcs.models._ep import (
 )
 from adaptcs.models._gaussian import GaussianPosteriorMixin, LinearGaussianModel
 from adaptcs.models._scaling import DataScale
+
+log = logging.getLogger(__name__)
 
 
 class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
@@ -92,6 +96,10 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         With ``warm_start`` and evidence learning, every this many warm refits also learns from scratch (grid
         and refinement) and keeps whichever has the larger evidence: the evidence can have several modes at
         few rows, and the warm path can stay in the wrong one.
+    verbose : int
+        0: silent; 1: one log line per fit (iterations, converged, time, learned values); 2: also one every 25
+        EP iterations. Lines go to the ``adaptcs`` logger at level INFO (``logging.basicConfig(level="INFO")``
+        shows them; the workflow's job logs and the command line show INFO).
 
     Attributes
     ----------
@@ -153,7 +161,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
 
     def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
                  max_iter=1000, v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(),
-                 learn_method="evidence", cv=5, restart_every=4):
+                 learn_method="evidence", cv=5, restart_every=4, verbose=0):
         self.groups = groups
         self.p0 = p0
         self.v0 = v0
@@ -169,6 +177,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         self.learn_method = learn_method
         self.cv = cv
         self.restart_every = restart_every
+        self.verbose = verbose
 
     def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """Sorted distinct labels (G,) and the group index of each coefficient (d,)."""
@@ -214,8 +223,10 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         self
         """
         X, y = val.check_design(X, y)
+        started = time.perf_counter()
         d = X.shape[1]
         labels, coef_group, p0, v0, noise_var = self._check_params(d)
+        progress = self._progress()
         prior_logit = logit(p0)  # p3_g, shape (G,)
         # Work on data of unit size (exact power-of-two rescaling); see the class Notes.
         scale = DataScale.of(X, y)
@@ -243,14 +254,15 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         learn = self._check_learn()
         if learn:
             run, (level, offsets, v0_s, noise_s), n_fits, learn_ok = self._learn(model, sites, p0, coef_group, v0_s,
-                                                                                  scale, learn)
+                                                                                  scale, learn, progress)
             p0_fit = expit(level + offsets) if "p0" in learn else p0
             v0, noise_var = v0_s * unit2, noise_s * scale.y**2
         else:
             try:
                 run = _run_ep(model, sites, prior_logit, coef_group, v0_s, v_inf, damping=float(self.damping),
                               damping_decay=float(self.damping_decay), tol=float(self.tol),
-                              max_iter=int(self.max_iter), schedule=self.warm_schedule if warm else "decay")
+                              max_iter=int(self.max_iter), schedule=self.warm_schedule if warm else "decay",
+                              progress=progress)
             except ValueError as exc:
                 raise ValueError(f"{type(self).__name__}: {exc}") from None
             p0_fit, n_fits, learn_ok = p0, 1, True
@@ -275,9 +287,28 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         self._posterior = run.post
         self._cov_unit = unit2
         self._noise_var = noise_var
+        if self.verbose:
+            log.info("%s: n=%d rows, d=%d; %s after %d iterations%s in %.2f s; log evidence %.4g%s",
+                     type(self).__name__, model.n, d, "converged" if self.converged_ else "NOT converged",
+                     run.n_iter, f" (last of {n_fits} EP runs)" if n_fits > 1 else "", time.perf_counter() - started,
+                     log_ev, f"; learned p0 {np.mean(self.p0_):.3g}, v0 {self.v0_:.3g}, noise variance "
+                     f"{self.noise_var_:.3g}" if learn else "")
         return self
 
-    def _learn(self, model, sites, p0, coef_group, v0_s, scale, learn):
+    def _progress(self):
+        """The EP progress callback of ``verbose`` >= 2: a log line every 25 iterations (None otherwise)."""
+        if int(self.verbose) < 2:
+            return None
+        name = type(self).__name__
+
+        def progress(n_iter, change, residual, damping):
+            if n_iter % 25 == 0:
+                log.info("%s: EP iteration %d, change %.2e (tol %.0e), undamped %.2e, damping %.3f", name, n_iter,
+                         change, float(self.tol), residual, damping)
+
+        return progress
+
+    def _learn(self, model, sites, p0, coef_group, v0_s, scale, learn, progress=None):
         """Learn the hyper-parameters in ``learn`` (on unit-size data) and run EP at them.
 
         Returns the final EP run, (level, offsets, v0, noise variance) on unit-size data, the number of EP runs
@@ -288,7 +319,8 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         level = float(logit(np.mean(p0)))
         offsets = logit(p0) - level if np.ndim(self.p0) else np.zeros_like(p0)
         problem = lrn.EPProblem(model.X, model.y, coef_group, offsets, v_inf_ratio=float(self.v_inf_ratio),
-                                damping=float(self.damping), damping_decay=float(self.damping_decay))
+                                damping=float(self.damping), damping_decay=float(self.damping_decay),
+                                progress=progress)
         start = lrn.Hyper(level, v0_s, model.noise_var)
         warm = (self.warm_start and self.learn_method == "evidence" and hasattr(self, "_learned")
                 and self._learned["d"] == model.d and self._learned["learn"] == learn)
@@ -367,11 +399,11 @@ class SpikeSlabEP(GroupSpikeSlabEP):
 
     def __init__(self, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
                  max_iter=1000, v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(),
-                 learn_method="evidence", cv=5, restart_every=4):
+                 learn_method="evidence", cv=5, restart_every=4, verbose=0):
         super().__init__(None, p0, v0, noise_var, damping=damping, damping_decay=damping_decay, tol=tol,
                          max_iter=max_iter, v_inf_ratio=v_inf_ratio, warm_start=warm_start,
                          warm_schedule=warm_schedule, learn=learn, learn_method=learn_method, cv=cv,
-                         restart_every=restart_every)
+                         restart_every=restart_every, verbose=verbose)
 
     def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         index = np.arange(d, dtype=np.intp)
