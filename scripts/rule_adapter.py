@@ -46,7 +46,8 @@ def plot_figure():
 def make_table():
     from adaptcs.tables import write_tables
 
-    write_tables(sm.input[0], markdown_path=sm.output.markdown, csv_path=sm.output.csv)
+    write_tables(sm.input[0], markdown_path=sm.output.markdown, csv_path=sm.output.csv, html_path=sm.output.html,
+                 caption=sm.params.caption)
 
 
 def record_config():

@@ -7,7 +7,14 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from adaptcs.plotting import FIGURES, plot_curves, plot_errors, plot_images  # noqa: E402
+from adaptcs.plotting import (  # noqa: E402
+    FIGURES,
+    plot_curves,
+    plot_errors,
+    plot_fit_times,
+    plot_images,
+    plot_importance,
+)
 from adaptcs.results import JobResult  # noqa: E402
 
 
@@ -52,7 +59,7 @@ def test_every_figure_draws_a_summary_with_failures(summary, kind):
 
 
 def _texts(fig) -> str:
-    labels = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels() + ax.texts]
+    labels = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels() + ax.texts]
     labels += [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
     return "\n".join(labels)
 
@@ -60,7 +67,7 @@ def _texts(fig) -> str:
 def test_failed_replicates_are_counted_in_labels_and_left_out(summary):
     fig = plot_errors(summary, "E5")
     assert _texts(fig).count("1 of 3 failed") == 2
-    points = [line.get_ydata() for line in fig.axes[0].lines if line.get_marker() == "."]
+    points = [line.get_xdata() for line in fig.axes[0].lines if line.get_marker() == "."]  # horizontal boxes
     job = summary[0, "gss_ep", "design"]
     np.testing.assert_allclose(points[0], job.errors[[0, 2], -1])  # the replicates drawn: those that did not fail
     fig = plot_curves(summary, "E5")
@@ -99,3 +106,39 @@ def test_images_show_every_setting_at_its_last_checkpoints(rng):
         np.testing.assert_array_equal(shown, job.checkpoint_coef[0, 1].reshape(shown.shape))
         assert shown.shape == (settings[s]["side"],) * 2
     assert "gss_ep (random)" in _texts(fig)
+
+
+def _overlap(boxes) -> bool:
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+@pytest.mark.parametrize("plot", [plot_errors, plot_fit_times])
+def test_box_figures_have_labels_that_never_overlap_and_carry_n(rng, plot):
+    """Eleven methods with oracle and learned variants (E1's default run): one label per box, on the y axis, no
+    two overlapping once drawn; the title says over how many replicates."""
+    methods = ["gss_ep", "ss_ep", "g_ard", "g_lasso", "gss_mcmc", "g_hs", "bg_lasso", "vg", "vg_ungrouped", "flas",
+               "flas_ungrouped"]
+    summary = {(0, label, "random"): job_with_a_failure(rng, label, strategy="random")
+               for m in methods for label in (m, f"{m}+learned")}
+    fig = plot(summary, "E1")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [t for t in ax.get_yticklabels() if t.get_text()]
+    assert len(labels) == 22 and labels[0].get_text().startswith("gss_ep")
+    renderer = fig.canvas.get_renderer()
+    assert not _overlap([t.get_window_extent(renderer) for t in labels])
+    assert "n = 3" in ax.get_title()
+    if plot is plot_fit_times:
+        assert ax.get_xlabel() == "CPU ms per fit" and ax.get_xscale() == "log"
+
+
+def test_importance_has_a_colour_bar_and_says_which_images(summary):
+    fig = plot_importance(summary, "E4")
+    colorbars = [ax for ax in fig.axes if ax.get_ylabel() == "P(group active)"]
+    assert len(colorbars) == 1
+    assert "(first 3 of 3 images)" in fig.get_suptitle()  # the failed replicate 1 is shown last
+
+
+def test_curves_titles_carry_n(summary):
+    fig = plot_curves(summary, "E5")
+    assert "n = 3" in fig.axes[0].get_title(loc="left")

@@ -28,6 +28,7 @@ from adaptcs.tables import STD_DDOF  # noqa: E402
 METHOD_COLORS = {"gss_ep": "C0", "ss_ep": "C1", "gss_mcmc": "C2", "g_ard": "C3", "g_lasso": "C4",
                  "g_hs": "C5", "bg_lasso": "C6", "vg": "C7", "vg_ungrouped": "C8", "flas": "C9",
                  "flas_ungrouped": "#e7ba52"}
+_MPL = tuple(int(part) for part in matplotlib.__version__.split(".")[:2])
 STRATEGY_STYLES = {"design": "-", "random": "--", "pool": ":", "topdown": "-.", "pca": (0, (1, 1))}
 
 
@@ -81,9 +82,24 @@ def _final_errors(job) -> np.ndarray:
     return job.errors[~job.failed, -1]
 
 
-def _box_width(n_boxes: int) -> float:
-    """Figure width (inches) that leaves room for two-line labels under every box."""
-    return max(6.4, 1.15 * n_boxes)
+def _box_height(n_boxes: int) -> float:
+    """Figure height (inches) that leaves room for a two-line label beside every (horizontal) box."""
+    return max(3.0, 0.5 * n_boxes + 1.3)
+
+
+def _horizontal_boxes(ax, data, items, summary) -> None:
+    """One horizontal box per item, the first at the top, labelled on the y axis (labels never overlap)."""
+    orientation = {"orientation": "horizontal"} if _MPL >= (3, 10) else {"vert": False}
+    box = ax.boxplot(data, patch_artist=True, widths=0.6, **orientation)
+    _style_boxes(box, [method for (_, method, _), _ in items])
+    ax.set_yticks(range(1, len(items) + 1), [_label(m, s, summary) for (_, m, s), _ in items])
+    ax.set_ylim(len(items) + 0.6, 0.4)  # first item on top
+
+
+def _n_phrase(items) -> str:
+    """How many replicates the drawn jobs have: ``n = 20`` or ``n = 5-20``."""
+    counts = sorted({len(job.replicate) for _, job in items})
+    return f"n = {counts[0]}" if len(counts) == 1 else f"n = {counts[0]}-{counts[-1]}"
 
 
 def _shown_replicates(jobs) -> list:
@@ -121,17 +137,17 @@ def plot_errors(summary, experiment: str):
     """Final errors per method: a box plot for one setting, mean +- std against the setting for several."""
     settings = sorted({k[0] for k in summary})
     with style():
-        fig, ax = plt.subplots(figsize=(_box_width(len(summary)), 3.6))
+        items = _ordered(summary)
         if len(settings) == 1:
-            items = _ordered(summary)
+            fig, ax = plt.subplots(figsize=(6.4, _box_height(len(items))))
             data = [_final_errors(job) for _, job in items]
-            box = ax.boxplot(data, patch_artist=True, widths=0.6)
-            _style_boxes(box, [method for (_, method, _), _ in items])
+            _horizontal_boxes(ax, data, items, summary)
             rng = np.random.default_rng(0)
             for i, values in enumerate(data, start=1):
-                ax.plot(i + rng.uniform(-0.12, 0.12, len(values)), values, ".", color="0.25", ms=3)
-            ax.set_xticks(range(1, len(items) + 1), [_label(m, s, summary) for (_, m, s), _ in items])
+                ax.plot(values, i + rng.uniform(-0.12, 0.12, len(values)), ".", color="0.25", ms=3)
+            ax.set_xlabel("relative error")
         else:
+            fig, ax = plt.subplots(figsize=(6.4, 4.0))
             by_method = {}
             for (setting, method, strategy), job in summary.items():
                 by_method.setdefault((method, strategy), {})[setting] = job
@@ -145,9 +161,9 @@ def plot_errors(summary, experiment: str):
                             marker="s" if _is_learned(method) else "o",
                             color=_color(method), label=_label(method, strategy, summary))
             ax.set_xlabel(_setting_name(next(iter(summary.values())).setting))
-            ax.legend()
-        ax.set_ylabel("relative error")
-        ax.set_title(f"{experiment}: final relative error")
+            ax.set_ylabel("relative error (mean +- sample std)")
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.set_title(f"{experiment}: final relative error ({_n_phrase(items)} replicates)")
         fig.tight_layout()
     return fig
 
@@ -260,17 +276,20 @@ def plot_importance(summary, experiment: str, n_images: int = 6):
     (_, method, strategy), job = items[0]
     chosen = _shown_replicates([job])[:n_images]
     with style():
-        fig, axes = plt.subplots(2, len(chosen), figsize=(1.5 + 1.3 * len(chosen), 3.0), squeeze=False)
+        fig, axes = plt.subplots(2, len(chosen), figsize=(2.6 + 1.3 * len(chosen), 3.2), squeeze=False,
+                                 layout="constrained")
         for c, replicate in enumerate(chosen):
             i = list(job.replicate).index(replicate)
             prob = job.group_prob[i]
             pixel_prob = prob if prob.shape[0] == job.w_true.shape[1] else prob[job.fit_groups[i]]
             _show(axes[0, c], job.w_true[i], None)
-            _show(axes[1, c], pixel_prob, None, cmap="viridis")
-        axes[0, 0].text(-0.1, 0.5, "truth", transform=axes[0, 0].transAxes, ha="right", va="center")
-        axes[1, 0].text(-0.1, 0.5, f"P(active)\n{method}", transform=axes[1, 0].transAxes, ha="right", va="center")
-        fig.suptitle(f"{experiment}: pixel importance from group probabilities")
-        fig.tight_layout()
+            image = _show(axes[1, c], pixel_prob, None, cmap="viridis")
+        fig.colorbar(image, ax=axes[:, -1].tolist(), label="P(group active)", shrink=0.9)
+        axes[0, 0].set_ylabel("truth", rotation=0, ha="right", va="center")
+        axes[1, 0].set_ylabel(f"P(active)\n{_label(method, strategy, summary)}", rotation=0, ha="right",
+                              va="center")
+        fig.suptitle(f"{experiment}: pixel importance from group probabilities (first {len(chosen)} of "
+                     f"{len(job.replicate)} images)")
     return fig
 
 
@@ -328,17 +347,15 @@ def plot_group_probs(summary, experiment: str, replicate: int | None = None):
 
 
 def plot_fit_times(summary, experiment: str):
-    """Distribution of the wall time of single fits, per method (log scale)."""
+    """Distribution of the CPU time of single fits, per method (log scale)."""
     items = _ordered(summary)
     with style():
-        fig, ax = plt.subplots(figsize=(_box_width(len(items)), 3.4))
+        fig, ax = plt.subplots(figsize=(6.4, _box_height(len(items))))
         times = [job.fit_seconds[np.isfinite(job.fit_seconds)] for _, job in items]  # steps never reached: NaN
-        box = ax.boxplot([1e3 * t for t in times], patch_artist=True, widths=0.6)
-        _style_boxes(box, [method for (_, method, _), _ in items])
-        ax.set_xticks(range(1, len(items) + 1), [_label(m, s, summary) for (_, m, s), _ in items])
-        ax.set_yscale("log")
-        ax.set_ylabel("ms per fit")
-        ax.set_title(f"{experiment}: fit times")
+        _horizontal_boxes(ax, [1e3 * t for t in times], items, summary)
+        ax.set_xscale("log")
+        ax.set_xlabel("CPU ms per fit")
+        ax.set_title(f"{experiment}: fit times ({_n_phrase(items)} replicates, every fit)")
         fig.tight_layout()
     return fig
 
@@ -362,12 +379,13 @@ def _show(ax, pixels, title, cmap="gray"):
     side = math.isqrt(pixels.size)
     if side * side != pixels.size:
         raise ValueError(f"an image needs a square number of pixels; got {pixels.size}")
-    ax.imshow(pixels.reshape(side, side), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
+    image = ax.imshow(pixels.reshape(side, side), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
     ax.set_xticks([])
     ax.set_yticks([])
     ax.grid(False)
     if title:
         ax.set_title(title)
+    return image
 
 
 def _stem(ax, values, color):

@@ -1,10 +1,10 @@
 """The HDF5 result file of one job, and tidy tables read back from many.
 
 A job is many replicates of one (experiment, setting, method, hyper-parameters, strategy). Its file holds
-(format version 3):
+(format version 4; version 3 recorded wall times):
 
 File attributes
-    ``format`` = "adaptcs.results", ``format_version`` = 3, ``experiment``, ``setting_index``,
+    ``format`` = "adaptcs.results", ``format_version`` = 4, ``experiment``, ``setting_index``,
     ``setting`` (JSON), ``method``, ``hyperparameters`` ("oracle": the paper's values from the true signal, or
     "learned" from the measurements), ``strategy``, ``config`` (JSON of everything the job was run with),
     ``versions`` (JSON: python, adaptcs, numpy, scipy, scikit-learn, h5py), ``blas`` (JSON: BLAS library,
@@ -15,8 +15,8 @@ Datasets (R replicates, T = 1 + number of design steps, d coefficients, G groups
     ``replicate`` (R,) int: replicate indices.
     ``n_measurements`` (T,) int: rows after the initial fit and after every step.
     ``errors`` (R, T): relative error ||w_hat - w_true|| / ||w_true|| (dimensionless).
-    ``fit_seconds`` (R, T): wall time of each fit (s).
-    ``select_seconds`` (R, T - 1): wall time of choosing each step's rows (s).
+    ``fit_seconds`` (R, T): CPU time of each fit (s; the process's, all its threads).
+    ``select_seconds`` (R, T - 1): CPU time of choosing each step's rows (s).
     ``coef`` (R, d): final estimate.
     ``w_true`` (R, d): the true signal.
     ``true_groups`` (R, d) int: the group of each coefficient the signal was generated with.
@@ -65,15 +65,15 @@ import pandas as pd
 from adaptcs._io import atomic_write
 
 FORMAT = "adaptcs.results"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 _DATASETS = {
     # name: (units, description)
     "replicate": ("1", "replicate index"),
     "n_measurements": ("rows", "number of measurement rows after the initial fit and after every step"),
     "errors": ("1", "relative error ||w_hat - w_true|| / ||w_true||, per replicate and step"),
-    "fit_seconds": ("s", "wall time of each fit"),
-    "select_seconds": ("s", "wall time of choosing each step's rows"),
+    "fit_seconds": ("s", "CPU time of each fit (the process's, all threads)"),
+    "select_seconds": ("s", "CPU time of choosing each step's rows"),
     "coef": ("signal units", "final estimate of w"),
     "w_true": ("signal units", "true signal"),
     "true_groups": ("1", "group of each coefficient in the generating model"),

@@ -14,6 +14,7 @@ error or returned a non-finite estimate) is left out of the mean and counted in 
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -95,6 +96,53 @@ def paired_p_value(a: pd.Series, b: pd.Series) -> float:
     return float(wilcoxon(a.loc[common], b.loc[common]).pvalue)
 
 
+def _grid(table: pd.DataFrame) -> tuple[list[str], list[tuple[str, str, list[tuple[str, str, bool]]]], bool]:
+    """The table's header (one label per setting) and rows ``(method, strategy, [(value, note, is best), ...])``
+    (the note counts failures); and whether significance marks are shown (enough replicates for the test)."""
+    testable = int(table["n"].min() - table["failed"].max()) >= MIN_TEST_REPLICATES
+    settings = table[["setting_index", "setting"]].drop_duplicates().sort_values("setting_index")
+    header = [setting_label(s) for s in settings["setting"]]
+    rows = []
+    for (method, strategy), block in table.groupby(["method", "strategy"], sort=True):
+        cells = []
+        for setting_index in settings["setting_index"]:
+            row = block[block["setting_index"] == setting_index]
+            if row.empty:
+                cells.append(("", "", False))
+                continue
+            row = row.iloc[0]
+            best = False
+            if row["failed"] == row["n"]:
+                cell = "all failed"
+            else:
+                cell = f"{row['mean']:.2f}" + (f" +- {row['std']:.2f}" if np.isfinite(row["std"]) else "")
+                if "psnr" in row and np.isfinite(row["psnr"]):
+                    cell += f" ({row['psnr']:.1f} dB, SSIM {row['ssim']:.2f})"
+                best = bool(row["best"])
+                if not best and testable and not row["significant"]:
+                    cell += " \u2020"
+            cells.append((cell, failure_note(row), best))
+        rows.append((method, strategy, cells))
+    return header, rows, testable
+
+
+def _notes(table: pd.DataFrame, testable: bool) -> list[str]:
+    """What the cells are, the significance marks, learned against oracle, and the failure counts."""
+    n = sorted(set(table["n"]))
+    quality = " In brackets: mean PSNR and SSIM of the reconstructions." if "psnr" in table else ""
+    test = (f"\u2020: not significantly different from the best (paired Wilcoxon signed-rank test, p >= {ALPHA})"
+            if testable else f"no significance marks: fewer than {MIN_TEST_REPLICATES} replicates, too few for the "
+                             f"paired test to reach p < {ALPHA}")
+    lines = ["", f"Final relative error, mean +- std (sample standard deviation) over {', '.join(map(str, n))} "
+                 f"replicates (those that did not fail). Bold: best in its column; {test}.{quality}"]
+    lines += _learned_vs_oracle(table)
+    failed, not_converged = int(table["failed"].sum()), int(table["not_converged"].sum())
+    lines += ["", f"Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the "
+                  f"mean): {failed}. Fits that stopped before meeting their convergence test: {not_converged} of "
+                  f"{int(table['fits'].sum())}; the cells with any say how many."]
+    return lines
+
+
 def to_markdown(table: pd.DataFrame) -> str:
     """Markdown: one row per (method, strategy), one column per setting; cells ``mean +- std``.
 
@@ -102,47 +150,46 @@ def to_markdown(table: pd.DataFrame) -> str:
     best (paired Wilcoxon test, p >= 0.05), only where there are enough replicates for the test to reach
     p < 0.05 (:data:`MIN_TEST_REPLICATES`).
     """
-    testable = int(table["n"].min() - table["failed"].max()) >= MIN_TEST_REPLICATES
-    settings = table[["setting_index", "setting"]].drop_duplicates().sort_values("setting_index")
-    header = [setting_label(s) for s in settings["setting"]]
-    lines = ["| method | strategy | " + " | ".join(header) + " |",
-             "|---|---|" + "---|" * len(header)]
-    for (method, strategy), block in table.groupby(["method", "strategy"], sort=True):
-        cells = []
-        for setting_index in settings["setting_index"]:
-            row = block[block["setting_index"] == setting_index]
-            if row.empty:
-                cells.append("")
-                continue
-            row = row.iloc[0]
-            if row["failed"] == row["n"]:
-                cell = "all failed"
-            else:
-                cell = f"{row['mean']:.2f}" + (f" +- {row['std']:.2f}" if np.isfinite(row["std"]) else "")
-                if "psnr" in row and np.isfinite(row["psnr"]):
-                    cell += f" ({row['psnr']:.1f} dB, SSIM {row['ssim']:.2f})"
-                if row["best"]:
-                    cell = f"**{cell}**"
-                elif testable and not row["significant"]:
-                    cell += " \u2020"
-            cell += failure_note(row)
-            cells.append(cell)
-        lines.append(f"| {method} | {strategy} | " + " | ".join(cells) + " |")
-    n = sorted(set(table["n"]))
-    lines.append("")
-    quality = " In brackets: mean PSNR and SSIM of the reconstructions." if "psnr" in table else ""
-    test = (f"\u2020: not significantly different from the best (paired Wilcoxon signed-rank test, p >= {ALPHA})"
-            if testable else f"no significance marks: fewer than {MIN_TEST_REPLICATES} replicates, too few for the "
-                             f"paired test to reach p < {ALPHA}")
-    lines.append(f"Final relative error, mean +- std (sample standard deviation) over {', '.join(map(str, n))} "
-                 f"replicates (those that did not fail). Bold: best in its column; {test}.{quality}")
-    lines += _learned_vs_oracle(table)
-    failed, not_converged = int(table["failed"].sum()), int(table["not_converged"].sum())
-    lines.append("")
-    lines.append(f"Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the "
-                 f"mean): {failed}. Fits that stopped before meeting their convergence test: {not_converged} of "
-                 f"{int(table['fits'].sum())}; the cells with any say how many.")
-    return "\n".join(lines) + "\n"
+    header, rows, testable = _grid(table)
+    lines = ["| method | strategy | " + " | ".join(header) + " |", "|---|---|" + "---|" * len(header)]
+    for method, strategy, cells in rows:
+        lines.append(f"| {method} | {strategy} | "
+                     + " | ".join((f"**{value}**" if best else value) + note for value, note, best in cells) + " |")
+    return "\n".join(lines + _notes(table, testable)) + "\n"
+
+
+def to_html(table: pd.DataFrame, caption: str = "") -> str:
+    """The table of :func:`to_markdown` as a standalone HTML page (for the workflow's report), with a caption."""
+    header, rows, testable = _grid(table)
+    out = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8"><style>',
+           "body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse}"
+           "th,td{border:1px solid #bbb;padding:4px 8px;text-align:right}th{background:#eee}"
+           "td:first-child,td:nth-child(2){text-align:left}caption{caption-side:top;text-align:left;"
+           "margin-bottom:.6em;max-width:60em}p,li{max-width:60em}",
+           "</style></head><body><table>"]
+    if caption:
+        out.append(f"<caption>{html.escape(caption)}</caption>")
+    out.append("<tr><th>method</th><th>strategy</th>" + "".join(f"<th>{html.escape(h)}</th>" for h in header)
+               + "</tr>")
+    for method, strategy, cells in rows:
+        tds = "".join(f"<td>{f'<b>{html.escape(value)}</b>' if best else html.escape(value)}{html.escape(note)}</td>"
+                      for value, note, best in cells)
+        out.append(f"<tr><td>{html.escape(method)}</td><td>{html.escape(strategy)}</td>{tds}</tr>")
+    out.append("</table>")
+    items = []
+    for line in _notes(table, testable):
+        if line.startswith("- "):
+            items.append(f"<li>{html.escape(line[2:])}</li>")
+            continue
+        if items:
+            out.append("<ul>" + "".join(items) + "</ul>")
+            items = []
+        if line:
+            out.append(f"<p>{html.escape(line)}</p>")
+    if items:
+        out.append("<ul>" + "".join(items) + "</ul>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
 
 
 def _learned_vs_oracle(table: pd.DataFrame) -> list[str]:
@@ -179,8 +226,9 @@ def failure_note(row) -> str:
     return f" ({'; '.join(notes)})" if notes else ""
 
 
-def write_tables(curves_csv, *, markdown_path, csv_path) -> pd.DataFrame:
-    """Read a tidy curves CSV, write the experiment's table as Markdown and CSV; returns the table."""
+def write_tables(curves_csv, *, markdown_path, csv_path, html_path=None, caption: str = "") -> pd.DataFrame:
+    """Read a tidy curves CSV, write the experiment's table as Markdown, CSV and (for the report) HTML with
+    ``caption``; returns the table."""
     from adaptcs.results import final_rows, write_csv
 
     curves = pd.read_csv(curves_csv, dtype={"setting": str})
@@ -188,6 +236,8 @@ def write_tables(curves_csv, *, markdown_path, csv_path) -> pd.DataFrame:
     write_csv(table, csv_path)
     Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
     Path(markdown_path).write_text(to_markdown(table))
+    if html_path is not None:
+        Path(html_path).write_text(to_html(table, caption))
     return table
 
 

@@ -300,12 +300,12 @@ def figure_kinds(experiment: str, config: dict | None = None) -> list[str]:
 
 
 def figure_and_table_paths(results: str, experiments, config: dict | None = None) -> list[str]:
-    """Every figure (PDF and PNG) and table (Markdown and CSV) of the given experiments."""
+    """Every figure (PDF and PNG) and table (Markdown, CSV and HTML) of the given experiments."""
     paths = []
     for experiment in experiments:
         paths += [f"{results}/figures/{experiment}_{kind}.{ext}" for kind in figure_kinds(experiment, config)
                   for ext in ("pdf", "png")]
-        paths += [f"{results}/tables/{experiment}.{ext}" for ext in ("md", "csv")]
+        paths += [f"{results}/tables/{experiment}.{ext}" for ext in ("md", "csv", "html")]
     return paths
 
 

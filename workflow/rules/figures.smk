@@ -1,4 +1,6 @@
-# Figures and tables, made from the summaries only (never from inference).
+# Figures and tables, made from the summaries only (never from inference). Captions come from the config
+# (adaptcs.captions): what is plotted, over how many replicates, with which settings.
+from adaptcs.captions import figure_caption, table_caption
 
 
 rule plot_figure:
@@ -12,6 +14,8 @@ rule plot_figure:
             category="{experiment}",
             labels={"experiment": "{experiment}", "figure": "{kind}"},
         ),
+    params:
+        caption=lambda wc: figure_caption(config, wc.experiment, wc.kind),
     log:
         f"{RESULTS}/logs/figures/{{experiment}}_{{kind}}.log",
     threads: 1
@@ -28,13 +32,16 @@ rule make_table:
     input:
         f"{RESULTS}/summary/{{experiment}}_curves.csv",
     output:
-        markdown=report(
-            f"{RESULTS}/tables/{{experiment}}.md",
+        markdown=f"{RESULTS}/tables/{{experiment}}.md",
+        csv=f"{RESULTS}/tables/{{experiment}}.csv",
+        html=report(
+            f"{RESULTS}/tables/{{experiment}}.html",
             caption="../report/table.rst",
             category="{experiment}",
             labels={"experiment": "{experiment}", "figure": "table"},
         ),
-        csv=f"{RESULTS}/tables/{{experiment}}.csv",
+    params:
+        caption=lambda wc: table_caption(config, wc.experiment),
     log:
         f"{RESULTS}/logs/tables/{{experiment}}.log",
     threads: 1

@@ -50,7 +50,7 @@ class Asked:
     bound : float
         ``lambda_max ||x||^2``, the largest ``x^T V x`` any row of that norm can have; NaN for random rows.
     seconds : float
-        Wall time spent choosing the rows.
+        CPU time spent choosing the rows (the process's, all threads).
     """
 
     n_told: int
@@ -72,6 +72,7 @@ class Told:
     asked : ndarray of bool, shape (k,)
         Per new row: whether it is a row that was asked for (and not told before).
     fit_seconds : float
+        CPU time of the refit (the process's, all threads; not inflated by other jobs on the machine).
     converged : int
         1 converged, 0 not converged, -1 the method has no convergence test (or the fit failed).
     n_iter : int
@@ -256,7 +257,7 @@ class SequentialDesigner:
             raise ValueError(f"batch_size ({k}) cannot exceed the number of coefficients d ({d})")
         if self.pool is not None and int(np.sum(~self._pool_used)) < k:
             raise ValueError(f"the pool has {int(np.sum(~self._pool_used))} unmeasured rows left; {k} are asked for")
-        start = time.perf_counter()
+        start = time.process_time()
         scores, bound = np.full(k, np.nan), np.nan
         norm = self._row_norm(d)
         started = self.estimator_ is not None or self.strategy == "sequence"
@@ -277,7 +278,7 @@ class SequentialDesigner:
         else:
             rows, scores = self._pool_rows(k)
         self.history_.append(Asked(n_told=self.n_told_, rows=rows.copy(), chosen_by=chosen_by, scores=scores,
-                                   bound=bound, seconds=time.perf_counter() - start))
+                                   bound=bound, seconds=time.process_time() - start))
         self._pending = rows.copy()
         return rows
 
@@ -336,12 +337,12 @@ class SequentialDesigner:
         numerical = (np.linalg.LinAlgError, FloatingPointError) if first else \
             (np.linalg.LinAlgError, FloatingPointError, ValueError)
         failure = ""
-        start = time.perf_counter()
+        start = time.process_time()
         try:
             est.fit(A_all, y_all)
         except numerical as exc:
             failure = f"{type(exc).__name__}: {exc}"
-        fit_seconds = time.perf_counter() - start
+        fit_seconds = time.process_time() - start
         if not failure and not np.all(np.isfinite(est.coef_)):
             failure = "non-finite estimate"
         self.estimator_, self.X_, self._A, self.y_ = est, X_all, A_all, y_all

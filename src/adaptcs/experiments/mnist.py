@@ -55,6 +55,14 @@ class MnistExperiment:
             return tuple({"digit": digit} for digit in DIGITS)
         return tuple({"digit": digit, "prior_knowledge": kind} for digit in DIGITS for kind in self.prior_kinds)
 
+    def kept_rows(self, n_steps: int) -> tuple:
+        """Numbers of rows whose reconstructions are kept (the images figure): the experiment's checkpoints that a
+        loop of ``n_steps`` reaches, and always its last number of rows (where design has paid off most)."""
+        if not self.checkpoints:
+            return ()
+        final = self.n_initial + n_steps
+        return tuple(sorted({c for c in self.checkpoints if c <= final} | {final}))
+
     def setting_indices(self, digits) -> list[int]:
         """The settings of the given digits (all prior kinds)."""
         return [i for i, s in enumerate(self.settings) if s["digit"] in set(digits)]

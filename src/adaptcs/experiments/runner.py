@@ -113,7 +113,10 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
     wavelet = experiment == "E7"
     is_image = experiment in MNIST or wavelet or (user and spec.is_image)
     side = spec.side if user else SIDE
-    checkpoints = spec.default_checkpoints(steps) if user else getattr(spec, "checkpoints", ())
+    if user:
+        checkpoints = spec.default_checkpoints(steps)
+    else:
+        checkpoints = spec.kept_rows(steps) if experiment in MNIST else ()
     batch_size = 1
     if wavelet:
         setting = spec.settings[setting_index] if 0 <= setting_index < len(spec.settings) else None
