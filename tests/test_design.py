@@ -108,7 +108,7 @@ def e3_problem():
 
 def test_designed_row_beats_random_rows(e3_problem):
     p = e3_problem
-    est = GroupSpikeSlabEP(p.groups, 4 / 128, 1 / 3, 1.0).fit(p.X, p.y)
+    est = GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
     rng = np.random.default_rng(1)
     x, value = leading_eigenvector(est.cov_matvec, 512, rng=rng)
     best = x @ est.cov_matvec(x)
@@ -120,7 +120,7 @@ def test_designed_row_beats_random_rows(e3_problem):
 
 
 def _run(p, strategy, seed=5, **kw):
-    est = GroupSpikeSlabEP(p.groups, 4 / 128, 1 / 3, 1.0)
+    est = GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0)
     return run_sequential_design(est, p.w_true, p.X, p.y, kw.pop("n_steps", 4), strategy=strategy,
                                  noise_var=1.0, row_norm=np.sqrt(512), rng=np.random.default_rng(seed), **kw)
 
@@ -155,7 +155,7 @@ def test_design_reduces_error_more_than_random(e3_problem):
 def test_pool_strategy_picks_the_most_uncertain_rows(e3_problem):
     p = e3_problem
     pool = np.random.default_rng(2).normal(size=(20, 512))
-    est = GroupSpikeSlabEP(p.groups, 4 / 128, 1 / 3, 1.0).fit(p.X, p.y)
+    est = GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
     first_choice = np.argmax(np.einsum("ij,ji->i", pool, est.cov_matvec(pool.T)))
     res = _run(p, "pool", n_steps=3, pool=pool)
     np.testing.assert_array_equal(res.X[32], pool[first_choice])
@@ -175,7 +175,7 @@ def test_methods_without_covariance_only_run_random(e3_problem):
 
 def test_caller_estimator_is_not_modified(e3_problem):
     p = e3_problem
-    est = SpikeSlabEP(16 / 512, 1 / 3, 1.0)
+    est = SpikeSlabEP(p0=16 / 512, v0=1 / 3, noise_var=1.0)
     run_sequential_design(est, p.w_true, p.X, p.y, 1, strategy="design", noise_var=1.0, row_norm=1.0,
                           rng=np.random.default_rng(0))
     assert not hasattr(est, "coef_") and est.warm_start is False
@@ -197,14 +197,15 @@ def test_bad_loop_arguments(e3_problem, kwargs, match):
     args = {"noise_var": 1.0, "row_norm": 1.0, "rng": np.random.default_rng(0)} | kwargs
     w_true = args.pop("w_true", p.w_true)
     with pytest.raises(ValueError, match=match):
-        run_sequential_design(SpikeSlabEP(0.1), w_true, p.X, p.y, 3, **args)
+        run_sequential_design(SpikeSlabEP(p0=0.1), w_true, p.X, p.y, 3, **args)
 
 
 def test_rng_may_be_a_seed_or_none(e3_problem):
     p = e3_problem
 
     def run(rng):
-        return run_sequential_design(GroupSpikeSlabEP(p.groups, 4 / 128, 1 / 3, 1.0), p.w_true, p.X, p.y, 2,
+        return run_sequential_design(GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0), p.w_true, p.X,
+                                     p.y, 2,
                                      strategy="random", noise_var=1.0, row_norm=np.sqrt(512), rng=rng)
 
     np.testing.assert_array_equal(run(7).X, run(np.random.default_rng(7)).X)  # default_rng semantics
@@ -261,7 +262,7 @@ def test_designed_rows_along_a_loop_are_the_dense_leading_eigenvectors(e3_proble
     from adaptcs.design import SequentialDesigner
 
     p = e3_problem
-    designer = SequentialDesigner(GroupSpikeSlabEP(p.groups, 4 / 128, 1 / 3, 1.0), row_norm=1.0, rng=3)
+    designer = SequentialDesigner(GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0), row_norm=1.0, rng=3)
     designer.tell(p.X, p.y)
     noise = np.random.default_rng(4)
     warm_iterations, cold_iterations = [], []

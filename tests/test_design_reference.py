@@ -40,7 +40,7 @@ def runs():
     pool = np.random.default_rng(11).normal(size=(40, 512))
 
     def gss(**kw):
-        return GroupSpikeSlabEP(p.groups, 4 / 128, 1 / 3, 1.0, warm_schedule="decay", **kw)
+        return GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0, warm_schedule="decay", **kw)
 
     common = {"noise_var": 1.0, "row_norm": np.sqrt(512)}
     yield "design", run_sequential_design(gss(), p.w_true, p.X, p.y, 6, strategy="design", rng=1, **common)

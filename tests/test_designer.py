@@ -26,24 +26,26 @@ def dense_covariance(est, X):
 
 def test_first_rows_are_random_before_any_measurement(problem):
     _, _, groups, _ = problem
-    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), batch_size=3, rng=0)
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, p0=0.25, v0=1.0, noise_var=0.1), batch_size=3, rng=0)
     rows = designer.ask()
     assert rows.shape == (3, 32)
     np.testing.assert_allclose(np.linalg.norm(rows, axis=1), np.sqrt(32))
     assert designer.history_[-1].chosen_by == NO_MEASUREMENTS
-    binary = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), row_constraint="binary", row_norm=8.0,
+    binary = SequentialDesigner(GroupSpikeSlabEP(groups, p0=0.25, v0=1.0, noise_var=0.1), row_constraint="binary",
+                                row_norm=8.0,
                                 rng=0).ask()
     np.testing.assert_array_equal(np.abs(binary), np.full((1, 32), 8.0 / np.sqrt(32)))
 
 
 def test_asking_before_the_size_is_known_is_a_clear_error():
     with pytest.raises(ValueError, match="number of coefficients is not known yet"):
-        SequentialDesigner(SpikeSlabEP(0.1, 1.0, 0.1)).ask()
+        SequentialDesigner(SpikeSlabEP(p0=0.1, v0=1.0, noise_var=0.1)).ask()
 
 
 def test_designed_rows_are_the_top_eigenvectors_of_the_dense_posterior_covariance(problem):
     X, y, groups, _ = problem
-    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), batch_size=2, row_norm=3.0, rng=1)
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, p0=0.25, v0=1.0, noise_var=0.1), batch_size=2,
+                                  row_norm=3.0, rng=1)
     rows = designer.tell(X, y).ask()
     V = dense_covariance(designer.estimator_, X)
     values, vectors = np.linalg.eigh(V)
@@ -57,7 +59,7 @@ def test_designed_rows_are_the_top_eigenvectors_of_the_dense_posterior_covarianc
 
 def test_tell_keeps_every_measurement_and_knows_which_rows_were_asked(problem):
     X, y, groups, w = problem
-    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), batch_size=2, rng=2)
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, p0=0.25, v0=1.0, noise_var=0.1), batch_size=2, rng=2)
     designer.tell(X[:6], y[:6])
     rows = designer.ask()
     extra = X[6:8]  # measured although nobody asked for them
@@ -70,7 +72,7 @@ def test_tell_keeps_every_measurement_and_knows_which_rows_were_asked(problem):
     designer.tell(rows[0], rows[0] @ w)  # a single row as a vector; asked rows match only once
     assert designer.history_[-1].asked.tolist() == [False]
     # the refit is the fit on everything told (warm started; the same fixed point to EP's tolerance)
-    cold = GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1).fit(designer.X_, designer.y_)
+    cold = GroupSpikeSlabEP(groups, p0=0.25, v0=1.0, noise_var=0.1).fit(designer.X_, designer.y_)
     np.testing.assert_allclose(designer.estimator_.coef_, cold.coef_, atol=1e-3)
 
 
@@ -82,7 +84,7 @@ def test_tell_keeps_every_measurement_and_knows_which_rows_were_asked(problem):
 ])
 def test_bad_measurements_change_nothing(problem, X_new, y_new, match):
     X, y, groups, _ = problem
-    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), rng=3).tell(X, y)
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, p0=0.25, v0=1.0, noise_var=0.1), rng=3).tell(X, y)
     before = (designer.X_.copy(), designer.y_.copy(), len(designer.history_), designer.estimator_.coef_.copy())
     with pytest.raises(ValueError, match=match):
         designer.tell(X_new, y_new)
@@ -112,7 +114,7 @@ def test_a_failed_refit_keeps_the_data_and_stops_asking(problem):
 def test_pool_rows_are_spent_when_measured_not_when_asked(problem):
     X, y, groups, w = problem
     pool = np.random.default_rng(5).normal(size=(6, 32))
-    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), strategy="pool", pool=pool,
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, p0=0.25, v0=1.0, noise_var=0.1), strategy="pool", pool=pool,
                                   batch_size=2, rng=5).tell(X, y)
     first = designer.ask()
     np.testing.assert_array_equal(designer.ask(), first)  # nothing measured: the same advice
@@ -138,7 +140,7 @@ def test_bad_designer_arguments(problem, kwargs, match):
 
 def test_designer_leaves_the_callers_estimator_alone(problem):
     X, y, groups, _ = problem
-    est = GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1)
+    est = GroupSpikeSlabEP(groups, p0=0.25, v0=1.0, noise_var=0.1)
     designer = SequentialDesigner(est, rng=6).tell(X, y)
     assert not hasattr(est, "coef_") and est.warm_start is False and designer.estimator_.warm_start is True
 
@@ -149,7 +151,7 @@ def test_designer_leaves_the_callers_estimator_alone(problem):
 def small_covariance(rng):
     """A GSS-EP posterior covariance on 12 coefficients (exhaustive search over 2^12 sign rows is cheap)."""
     X, y, groups, _ = random_group_problem(rng, n=4, n_groups=3, group_size=4, noise_var=0.05, p0=0.4)
-    est = GroupSpikeSlabEP(groups, 0.4, 1.0, 0.05).fit(X, y)
+    est = GroupSpikeSlabEP(groups, p0=0.4, v0=1.0, noise_var=0.05).fit(X, y)
     return dense_covariance(est, X), est.noise_var_
 
 
@@ -189,7 +191,7 @@ def test_a_binary_batch_conditions_each_row_on_the_earlier_ones(small_covariance
 
 def test_binary_designed_rows_beat_random_sign_rows(problem):
     X, y, groups, _ = problem
-    designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.1), row_constraint="binary",
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, p0=0.25, v0=1.0, noise_var=0.1), row_constraint="binary",
                                   row_norm=np.sqrt(32), rng=7).tell(X, y)
     x = designer.ask()[0]
     np.testing.assert_array_equal(np.abs(x), 1.0)

@@ -21,15 +21,15 @@ REFERENCE = np.load(Path(__file__).parent / "data" / "ep_reference.npz")
 def _fits():
     for r in (0, 1):
         p = synthetic_case("E1", 0, r).problem
-        yield f"e1_{r}_gss", GroupSpikeSlabEP(p.groups, 4 / 128, 1 / 3, 1.0).fit(p.X, p.y)
-        yield f"e1_{r}_ss", SpikeSlabEP(16 / 512, 1 / 3, 1.0).fit(p.X, p.y)
+        yield f"e1_{r}_gss", GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
+        yield f"e1_{r}_ss", SpikeSlabEP(p0=16 / 512, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
     rng = np.random.default_rng(5)
     X = rng.normal(size=(40, 24))
     w = np.where(np.arange(24) // 4 < 2, rng.normal(size=24), 0.0)
     y = X @ w + rng.normal(0, 0.3, 40)
-    yield "direct_gss", GroupSpikeSlabEP(np.arange(24) // 4, 0.3, 1.0, 0.09).fit(X, y)
+    yield "direct_gss", GroupSpikeSlabEP(np.arange(24) // 4, p0=0.3, v0=1.0, noise_var=0.09).fit(X, y)
     p = synthetic_case("E1", 0, 2).problem
-    est = GroupSpikeSlabEP(p.groups, np.linspace(0.01, 0.1, 128), 1 / 3, 1.0, warm_start=True)
+    est = GroupSpikeSlabEP(p.groups, p0=np.linspace(0.01, 0.1, 128), v0=1 / 3, noise_var=1.0, warm_start=True)
     est.fit(p.X[:40], p.y[:40])
     yield "warm_gss", est.fit(p.X, p.y)
 

@@ -18,8 +18,9 @@ def e1():
     return synthetic_case("E1", 0, 0).problem
 
 
-@pytest.mark.parametrize("make", [lambda g: FLAS(g, 4 / 128, 1 / 3, 1.0), lambda g: UngroupedFLAS(16 / 512, 1 / 3, 1.0),
-                                  lambda g: FLAS(g, 4 / 128, 1 / 3, 1.0, method="gist")])
+@pytest.mark.parametrize("make", [lambda g: FLAS(g, p0=4 / 128, v0=1 / 3, noise_var=1.0),
+                         lambda g: UngroupedFLAS(p0=16 / 512, v0=1 / 3, noise_var=1.0),
+                                  lambda g: FLAS(g, p0=4 / 128, v0=1 / 3, noise_var=1.0, method="gist")])
 def test_laplace_covariance_equals_the_dense_inverse_hessian(e1, make):
     est = make(e1.groups).fit(e1.X, e1.y)
     w = est.coef_
@@ -67,7 +68,7 @@ def test_gist_fixed_point_on_an_orthogonal_design_is_the_closed_form(rng):
     X, y, groups = orthogonal_problem(rng)
     p0, v0, s2 = 0.3, 4.0, 0.01
     r0 = 1e-3 * v0
-    est = FLAS(groups, p0, v0, s2, method="gist").fit(X, y)
+    est = FLAS(groups, p0=p0, v0=v0, noise_var=s2, method="gist").fit(X, y)
     b = X.T @ y
     norm2 = np.bincount(groups, weights=b * b)
     const = [np.log1p(-p0) - 1.5 * np.log(2 * np.pi * r0), np.log(p0) - 1.5 * np.log(2 * np.pi * v0)]
@@ -83,7 +84,7 @@ def test_lbfgs_fixed_point_on_an_orthogonal_design(rng):
     independently on a fine grid (global minimum of the group's objective along the ray)."""
     X, y, groups = orthogonal_problem(rng)
     p0, v0, s2 = 0.3, 4.0, 0.01
-    est = FLAS(groups, p0, v0, s2).fit(X, y)
+    est = FLAS(groups, p0=p0, v0=v0, noise_var=s2).fit(X, y)
     b = X.T @ y
     for g in range(6):
         bg = b[groups == g]
@@ -98,7 +99,7 @@ def test_lbfgs_fixed_point_on_an_orthogonal_design(rng):
 
 def test_group_probabilities_are_the_laplace_expectation(e1):
     """The quadrature against plain Monte Carlo from each group's Laplace marginal N(w_g, Sigma_g)."""
-    est = FLAS(e1.groups, 4 / 128, 1 / 3, 1.0).fit(e1.X, e1.y)
+    est = FLAS(e1.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0).fit(e1.X, e1.y)
     rng = np.random.default_rng(2)
     picked = np.argsort(np.abs(est.group_prob_ - 0.5))[:5]  # the least certain groups
     for g in picked:
@@ -122,7 +123,7 @@ def test_group_probabilities_near_exact_enumeration_with_a_narrow_spike(rng):
     w = np.where(groups < 2, rng.choice([-1.5, 1.5], 16), 0.0)
     y = X @ w + rng.normal(0, 0.1, 30)
     exact = exact_group_spike_slab(X, y, groups, 0.25, 2.0, 0.01).group_prob
-    est = FLAS(groups, 0.25, 2.0, 0.01, r0=1e-7).fit(X, y)
+    est = FLAS(groups, p0=0.25, v0=2.0, noise_var=0.01, r0=1e-7).fit(X, y)
     decided = (exact < 0.02) | (exact > 0.98)
     assert decided.sum() >= 6
     np.testing.assert_allclose(est.group_prob_[decided], exact[decided], atol=0.02)
@@ -131,7 +132,8 @@ def test_group_probabilities_near_exact_enumeration_with_a_narrow_spike(rng):
 def test_flas_runs_the_design_loop(e1):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = run_sequential_design(FLAS(e1.groups, 4 / 128, 1 / 3, 1.0), e1.w_true, e1.X[:32], e1.y[:32], 4,
+        res = run_sequential_design(FLAS(e1.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0), e1.w_true, e1.X[:32],
+                                    e1.y[:32], 4,
                                     strategy="design", noise_var=1.0, row_norm=np.sqrt(512), rng=0)
     assert res.errors.shape == (5,) and np.all(np.isfinite(res.errors)) and res.converged.min() >= 0
 

@@ -20,7 +20,8 @@ def test_gss_mcmc_agrees_with_enumeration(seed):
     rng = np.random.default_rng(seed)
     X, y, groups, _w = random_group_problem(rng, 12, 5, 2, 0.5, p0=0.4)
     exact = exact_group_spike_slab(X, y, groups, 0.4, 1.0, 0.5)
-    est = GroupSpikeSlabGibbs(groups, 0.4, 1.0, 0.5, n_samples=20000, burn_in=500, random_state=seed).fit(X, y)
+    est = GroupSpikeSlabGibbs(groups, p0=0.4, v0=1.0, noise_var=0.5, n_samples=20000, burn_in=500,
+                              random_state=seed).fit(X, y)
     # Monte Carlo error of a probability from 20,000 correlated draws is below 0.01 here
     np.testing.assert_allclose(est.group_prob_, exact.group_prob, atol=0.03)
     np.testing.assert_allclose(est.coef_, exact.mean, atol=0.05 * max(1.0, np.abs(exact.mean).max()))
@@ -138,14 +139,16 @@ def test_estimator_contract(rng, cls, kwargs):
 
 def test_group_probabilities_on_a_clear_problem(rng):
     X, y, groups, w = random_group_problem(rng, 30, 5, 3, 0.1, p0=0.4)
-    est = GroupSpikeSlabGibbs(groups, 0.4, 1.0, 0.1, n_samples=2000, burn_in=200, random_state=0).fit(X, y)
+    est = GroupSpikeSlabGibbs(groups, p0=0.4, v0=1.0, noise_var=0.1, n_samples=2000, burn_in=200,
+                              random_state=0).fit(X, y)
     active = np.bincount(groups, weights=w != 0) > 0
     assert np.all(est.group_prob_[active] > 0.9) and np.all(est.group_prob_[~active] < 0.1)
 
 
 def test_warm_start_continues_from_the_last_state(rng, monkeypatch):
     X, y, groups, _w = random_group_problem(rng, 15, 4, 3, 0.5)
-    est = GroupHorseshoe(groups, 0.5, 0.5, n_samples=50, burn_in=0, random_state=0, warm_start=True).fit(X, y)
+    est = GroupHorseshoe(groups, tau=0.5, noise_var=0.5, n_samples=50, burn_in=0, random_state=0,
+                         warm_start=True).fit(X, y)
     monkeypatch.setattr(GroupHorseshoe, "_initial", lambda *a: pytest.fail("warm start must not reinitialise"))
     est.fit(X, y)
 
@@ -180,7 +183,8 @@ def test_a_chain_that_has_not_mixed_is_not_converged(rng, monkeypatch):
     from adaptcs.models import gibbs
 
     X, y, groups, _w = random_group_problem(rng, 20, 5, 3, 0.5)
-    est = GroupSpikeSlabGibbs(groups, 0.3, 1.0, 0.5, n_samples=400, burn_in=50, random_state=0).fit(X, y)
+    est = GroupSpikeSlabGibbs(groups, p0=0.3, v0=1.0, noise_var=0.5, n_samples=400, burn_in=50,
+                              random_state=0).fit(X, y)
     assert est.converged_ == (est.rhat_ < gibbs.RHAT_LIMIT) and est.rhat_ < 1.1
     monkeypatch.setattr(gibbs, "RHAT_LIMIT", 1.0)  # no chain is that good: every fit must say so
     with pytest.warns(ConvergenceWarning, match="has not mixed"):

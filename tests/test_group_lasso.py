@@ -65,9 +65,9 @@ def test_constrained_form_meets_the_constraint(rng, k):
 
 def test_loose_constraint_and_bad_input(rng):
     X, y, groups, _w = random_group_problem(rng, 30, 4, 2, 0.3)
-    with pytest.raises(ValueError, match="exactly one of alpha"):
-        GroupLasso(groups).fit(X, y)
-    with pytest.raises(ValueError, match="exactly one of alpha"):
+    # neither alpha nor k: the penalty is cross-validated, exactly as with k="cv"
+    np.testing.assert_array_equal(GroupLasso(groups).fit(X, y).coef_, GroupLasso(groups, k="cv").fit(X, y).coef_)
+    with pytest.raises(ValueError, match="at most one of alpha"):
         GroupLasso(groups, alpha=1.0, k=1.0).fit(X, y)
     with pytest.raises(ValueError, match="k must be finite"):
         GroupLasso(groups, k=-1.0).fit(X, y)

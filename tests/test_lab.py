@@ -88,7 +88,7 @@ def test_given_hyperparameters_binary_rows_and_rows_nobody_asked_for(bench):
     # the first designed +-1 row beats an average +-1 row (tr V) under the posterior from the rows measured before
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # 10 rows, 64 coefficients: EP ends by its damping
-        fitted = GroupSpikeSlabEP(groups, 0.125, 1.0, 0.01).fit(X0, s.y[:10])
+        fitted = GroupSpikeSlabEP(groups, p0=0.125, v0=1.0, noise_var=0.01).fit(X0, s.y[:10])
     assert rows[0] @ fitted.cov_matvec(rows[0]) > 1.2 * fitted.coef_var_.sum()  # beats an average +-1 row
 
 

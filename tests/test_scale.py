@@ -23,11 +23,11 @@ def e1_problem(noise_var, replicate=0, n=64):
 
 
 def gss(problem, v0, **kw):
-    return GroupSpikeSlabEP(problem.groups, P0_GROUP, v0, problem.noise_var, **kw)
+    return GroupSpikeSlabEP(problem.groups, p0=P0_GROUP, v0=v0, noise_var=problem.noise_var, **kw)
 
 
 def ss(problem, v0, **kw):
-    return SpikeSlabEP(P0_COEF, v0, problem.noise_var, **kw)
+    return SpikeSlabEP(p0=P0_COEF, v0=v0, noise_var=problem.noise_var, **kw)
 
 
 def quiet_fit(est, X, y):
@@ -75,7 +75,7 @@ def test_ss_ep_is_equivariant_to_the_units_of_X(c, noise_var, n):
 def test_gss_ep_is_equivariant_to_the_units_of_y(b):
     p = e1_problem(1.0)
     ref = gss(p, V0).fit(p.X, p.y)
-    fit = GroupSpikeSlabEP(p.groups, P0_GROUP, V0 * b * b, b * b).fit(p.X, b * p.y)
+    fit = GroupSpikeSlabEP(p.groups, p0=P0_GROUP, v0=V0 * b * b, noise_var=b * b).fit(p.X, b * p.y)
     np.testing.assert_allclose(fit.coef_ / b, ref.coef_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(fit.group_prob_, ref.group_prob_, atol=1e-9)
     assert fit.log_evidence_ + p.y.shape[0] * np.log(b) == pytest.approx(ref.log_evidence_, abs=1e-6)
@@ -224,10 +224,11 @@ def test_samplers_are_equivariant_to_the_units_of_X(c, rtol):
 
     p = e1_problem(1.0)
     short = {"n_samples": 100, "burn_in": 20, "random_state": 3}
-    pairs = [(GroupSpikeSlabGibbs(p.groups, P0_GROUP, V0 / c**2, **short),
-              GroupSpikeSlabGibbs(p.groups, P0_GROUP, V0, **short)),
-             (GroupHorseshoe(p.groups, 0.0106 / c, **short), GroupHorseshoe(p.groups, 0.0106, **short)),
-             (BayesianGroupLasso(p.groups, 120**0.5 * c, **short), BayesianGroupLasso(p.groups, 120**0.5, **short))]
+    pairs = [(GroupSpikeSlabGibbs(p.groups, p0=P0_GROUP, v0=V0 / c**2, **short),
+              GroupSpikeSlabGibbs(p.groups, p0=P0_GROUP, v0=V0, **short)),
+             (GroupHorseshoe(p.groups, tau=0.0106 / c, **short), GroupHorseshoe(p.groups, tau=0.0106, **short)),
+             (BayesianGroupLasso(p.groups, gamma=120**0.5 * c, **short), BayesianGroupLasso(p.groups, gamma=120**0.5,
+                                                                                            **short))]
     for scaled, ref in pairs:
         scaled.fit(c * p.X, p.y)
         ref.fit(p.X, p.y)
@@ -242,8 +243,9 @@ def test_samplers_refuse_a_prior_in_the_wrong_units(c):
 
     p = e1_problem(1.0)
     short = {"n_samples": 20, "burn_in": 5, "random_state": 0}
-    for est in (GroupSpikeSlabGibbs(p.groups, P0_GROUP, V0, **short), GroupHorseshoe(p.groups, 0.0106, **short),
-                BayesianGroupLasso(p.groups, 120**0.5, **short)):
+    for est in (GroupSpikeSlabGibbs(p.groups, p0=P0_GROUP, v0=V0, **short), GroupHorseshoe(p.groups, tau=0.0106,
+                                                                                           **short),
+                BayesianGroupLasso(p.groups, gamma=120**0.5, **short)):
         with pytest.raises(ValueError, match="wrong units"):
             est.fit(c * p.X, p.y)
 

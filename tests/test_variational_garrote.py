@@ -35,8 +35,8 @@ def test_dual_and_primal_solves_agree_with_the_direct_variational_ridge(e1):
     np.testing.assert_allclose(v_primal, v_direct, atol=1e-6 * np.abs(v_direct).max())
     assert a.free_energy == pytest.approx(b.free_energy, rel=1e-9)
     np.testing.assert_allclose(a.proj2, b.proj2, rtol=1e-6, atol=1e-12)
-    fit_dual = VariationalGarrote(groups, 4 / 128, 1 / 3, 1.0, form="dual").fit(X, y)
-    fit_primal = VariationalGarrote(groups, 4 / 128, 1 / 3, 1.0, form="primal").fit(X, y)
+    fit_dual = VariationalGarrote(groups, p0=4 / 128, v0=1 / 3, noise_var=1.0, form="dual").fit(X, y)
+    fit_primal = VariationalGarrote(groups, p0=4 / 128, v0=1 / 3, noise_var=1.0, form="primal").fit(X, y)
     np.testing.assert_allclose(fit_dual.coef_, fit_primal.coef_, atol=1e-5)
 
 
@@ -53,10 +53,10 @@ def test_fixed_point_on_an_orthogonal_design_is_the_closed_form(rng, ungrouped):
     X, y, groups = orthogonal_problem(rng)
     p0, v0, s2 = 0.3, 4.0, 0.01
     if ungrouped:
-        est = UngroupedVariationalGarrote(p0, v0, s2).fit(X, y)
+        est = UngroupedVariationalGarrote(p0=p0, v0=v0, noise_var=s2).fit(X, y)
         groups = np.arange(X.shape[1])
     else:
-        est = VariationalGarrote(groups, p0, v0, s2).fit(X, y)
+        est = VariationalGarrote(groups, p0=p0, v0=v0, noise_var=s2).fit(X, y)
     sizes = np.bincount(groups)
     proj2 = np.bincount(groups, weights=(X.T @ y) ** 2)
     offsets = -0.5 * sizes * np.log1p(v0 / s2)  # log det(I + (v0/s2) I_dg)
@@ -77,7 +77,7 @@ def test_selection_matches_exact_enumeration_where_both_are_certain(rng):
     X = X * 3.0  # not orthonormal any more: the general dual solve
     y = X @ np.linalg.lstsq(X, y, rcond=None)[0] + rng.normal(0, 0.1, 24)
     exact = exact_group_spike_slab(X, y, groups, 0.25, 4.0, 0.01).group_prob
-    vg = VariationalGarrote(groups, 0.25, 4.0, 0.01).fit(X, y).group_prob_
+    vg = VariationalGarrote(groups, p0=0.25, v0=4.0, noise_var=0.01).fit(X, y).group_prob_
     assert np.all((exact < 0.01) | (exact > 0.99))
     np.testing.assert_array_equal(vg > 0.5, exact > 0.5)
     assert np.all(np.abs(vg - exact) < 0.01)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from sklearn.utils.validation import validate_data
 
 
 def check_design(X, y) -> tuple[np.ndarray, np.ndarray]:
@@ -40,6 +41,28 @@ def check_design(X, y) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(X), y
 
 
+def check_fit_data(estimator, X, y) -> tuple[np.ndarray, np.ndarray]:
+    """Validate the data of ``estimator.fit`` with scikit-learn's ``validate_data`` (its messages; sets
+    ``n_features_in_``): dense, finite, float64, y 1-D (a single column is raveled with a DataConversionWarning).
+
+    Returns
+    -------
+    X : ndarray of float64, shape (n, d), C-contiguous
+    y : ndarray of float64, shape (n,)
+    """
+    for value, name in ((X, "X"), (y, "y")):  # text: say so (scikit-learn would try to parse it as numbers)
+        dtype = getattr(value, "dtype", None)
+        if isinstance(dtype, np.dtype) and dtype.kind in "US":
+            raise ValueError(f"{name} must be numeric; got dtype {dtype}")
+    X, y = validate_data(estimator, X, y, accept_sparse=False, dtype=np.float64, order="C", y_numeric=True)
+    return X, np.asarray(y, dtype=np.float64)
+
+
+def check_predict_rows(estimator, X) -> np.ndarray:
+    """Validate rows to predict at against the fitted ``estimator`` (2-D, as many columns as in fit)."""
+    return validate_data(estimator, X, reset=False, accept_sparse=False, dtype=np.float64)
+
+
 def check_rows(X, d: int, name: str = "X") -> np.ndarray:
     """Validate rows to predict at: shape (k, d), finite. A single row of shape (d,) is accepted."""
     X = _as_float_array(X, name)
@@ -59,12 +82,14 @@ def check_vector_or_block(v, d: int, name: str = "v") -> np.ndarray:
 
 
 def check_groups(groups, d: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Map arbitrary group labels to 0..G-1 in sorted label order.
+    """Map group labels to 0..G-1 in sorted label order.
 
     Parameters
     ----------
-    groups : array-like, shape (d,)
-        One label per coefficient (integers or strings; any hashable sortable values).
+    groups : None, int or array-like of shape (d,)
+        None: one group per coefficient (needs ``d``). An int k: contiguous groups of k coefficients
+        (coefficients 0..k-1 form group 0, and so on; k must divide ``d``). Otherwise one label per coefficient:
+        integers or strings (a list, numpy array or pandas Series; any one kind of sortable labels).
     d : int, optional
         Expected number of coefficients (the number of columns of X).
 
@@ -75,10 +100,24 @@ def check_groups(groups, d: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     index : ndarray of intp, shape (d,)
         Group index of each coefficient.
     """
-    if groups is None:
-        raise ValueError("groups must be given: one label per coefficient")
+    if groups is None or (isinstance(groups, numbers.Integral) and not isinstance(groups, bool)):
+        if d is None:
+            raise ValueError("groups must be labels (one per coefficient) when the number of coefficients is not "
+                             "known yet")
+        size = 1 if groups is None else int(groups)
+        if size < 1 or d % size:
+            raise ValueError(f"groups={groups}: contiguous groups of {size} coefficients must divide the {d} columns "
+                             "of X")
+        index = np.arange(d, dtype=np.intp) // size
+        return np.arange(d // size), index
     _check_label_kinds(groups)
     arr = np.asarray(groups)
+    if arr.dtype == object and arr.ndim == 1 and arr.size:  # e.g. a pandas Series of strings: one kind (checked)
+        kind = _label_kind(arr[0])
+        if kind == "string":
+            arr = arr.astype(str)
+        elif kind == "number":
+            arr = arr.astype(float)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"groups must be a non-empty 1-D array of labels; got shape {arr.shape}")
     if arr.dtype.kind == "f":

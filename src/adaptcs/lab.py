@@ -102,7 +102,8 @@ class LabState:
             start["v0"], start["noise_var"] = uninformed_scale(self.X, self.y)
         values = {name: self.given.get(name) if self.given.get(name) is not None else start[name]
                   for name in HYPERPARAMETER_NAMES}
-        return GroupSpikeSlabEP(self.groups, values["p0"], values["v0"], values["noise_var"], learn=self.learned)
+        return GroupSpikeSlabEP(self.groups, p0=values["p0"], v0=values["v0"], noise_var=values["noise_var"],
+                                learn=self.learned)
 
     def designer(self, batch_size: int = 1) -> SequentialDesigner:
         """A designer told every measurement so far (one fit, from scratch); seeded by (seed, number of asks)."""

@@ -148,7 +148,7 @@ class SequentialDesigner:
     >>> from adaptcs.models import GroupSpikeSlabEP
     >>> groups = np.repeat(np.arange(8), 4)                 # 32 coefficients in groups of 4
     >>> w = np.where(groups < 2, 1.0, 0.0)                  # the unknown signal (only the instrument knows it)
-    >>> designer = SequentialDesigner(GroupSpikeSlabEP(groups, 0.25, 1.0, 0.01), batch_size=2, rng=0)
+    >>> designer = SequentialDesigner(GroupSpikeSlabEP(groups, p0=0.25, v0=1.0, noise_var=0.01), batch_size=2, rng=0)
     >>> for _ in range(6):
     ...     rows = designer.ask()                           # (2, 32): what to measure next
     ...     _ = designer.tell(rows, rows @ w)               # the instrument's values

@@ -222,7 +222,7 @@ class GaussianPosteriorMixin:
         std : ndarray, shape (k,), only if ``return_std``
         """
         check_is_fitted(self, "coef_")
-        X = val.check_rows(X, self.n_features_in_)
+        X = val.check_predict_rows(self, X)
         mean = X @ self.coef_
         if not return_std:
             return mean

@@ -310,7 +310,7 @@ class FLAS(RegressorMixin, BaseEstimator):
     ((512,), (512,))
     """
 
-    def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, r0=None, method="lbfgs", init="group_lasso",
+    def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, r0=None, method="lbfgs", init="group_lasso",
                  init_group_factor=2.0, n_gh=5, hessian_floor=True, tol=1e-8, max_iter=5000, warm_start=False):
         self.groups = groups
         self.p0 = p0
@@ -357,7 +357,7 @@ class FLAS(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_design(X, y)
+        X, y = val.check_fit_data(self, X, y)
         params = self._check_hyperparameters()
         n, d = X.shape
         labels, coef_group = self._resolve_groups(d)
@@ -446,7 +446,7 @@ class FLAS(RegressorMixin, BaseEstimator):
     def predict(self, X, return_std: bool = False):
         """Mean ``X w_hat`` (and the predictive standard deviation ``sqrt(x^T H^{-1} x + s2)``)."""
         check_is_fitted(self, "coef_")
-        X = val.check_rows(X, self.n_features_in_)
+        X = val.check_predict_rows(self, X)
         mean = X @ self.coef_
         if not return_std:
             return mean
@@ -485,9 +485,9 @@ class UngroupedFLAS(FLAS):
     (512,)
     """
 
-    def __init__(self, p0=0.5, v0=1.0, noise_var=1.0, *, r0=None, method="lbfgs", init="group_lasso",
+    def __init__(self, *, p0=0.5, v0=1.0, noise_var=1.0, r0=None, method="lbfgs", init="group_lasso",
                  init_group_factor=2.0, n_gh=5, hessian_floor=True, tol=1e-8, max_iter=5000, warm_start=False):
-        super().__init__(None, p0, v0, noise_var, r0=r0, method=method, init=init,
+        super().__init__(None, p0=p0, v0=v0, noise_var=noise_var, r0=r0, method=method, init=init,
                          init_group_factor=init_group_factor, n_gh=n_gh, hessian_floor=hessian_floor, tol=tol,
                          max_iter=max_iter, warm_start=warm_start)
 

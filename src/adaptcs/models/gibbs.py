@@ -98,7 +98,7 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_design(X, y)
+        X, y = val.check_fit_data(self, X, y)
         n, d = X.shape
         labels, coef_group = val.check_groups(self.groups, d)
         params = self._check_hyperparameters()
@@ -196,7 +196,7 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
     def predict(self, X, return_std: bool = False):
         """Predictive mean (and standard deviation including the noise) at rows X of shape (k, d)."""
         check_is_fitted(self, "coef_")
-        X = val.check_rows(X, self.n_features_in_)
+        X = val.check_predict_rows(self, X)
         mean = X @ self.coef_
         if not return_std:
             return mean
@@ -285,7 +285,7 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
 
     _kind = "SPIKE_SLAB"
 
-    def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES,
+    def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES,
                  burn_in=PAPER_BURN_IN, thin=1, refactor_every=10, random_state=None, warm_start=False):
         self.p0 = p0
         self.v0 = v0
@@ -378,7 +378,7 @@ class GroupHorseshoe(_GroupGibbs):
 
     _kind = "HORSESHOE"
 
-    def __init__(self, groups, tau=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
+    def __init__(self, groups=None, *, tau=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
                  refactor_every=10, random_state=None, warm_start=False):
         self.tau = tau
         super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
@@ -458,8 +458,8 @@ class BayesianGroupLasso(_GroupGibbs):
 
     _kind = "GAMMA"
 
-    def __init__(self, groups, gamma=1.0, noise_var=1.0, *, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
-                 refactor_every=10, random_state=None, warm_start=False):
+    def __init__(self, groups=None, *, gamma=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN,
+                 thin=1, refactor_every=10, random_state=None, warm_start=False):
         self.gamma = gamma
         super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
                          refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)

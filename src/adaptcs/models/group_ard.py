@@ -228,7 +228,7 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, groups, noise_var=1.0, *, tol=1e-6, max_iter=500, refactor_every=10, warm_start=False,
+    def __init__(self, groups=None, *, noise_var=1.0, tol=1e-6, max_iter=500, refactor_every=10, warm_start=False,
                  learn=()):
         self.groups = groups
         self.noise_var = noise_var
@@ -259,7 +259,7 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_design(X, y)
+        X, y = val.check_fit_data(self, X, y)
         n, d = X.shape
         labels, coef_group = val.check_groups(self.groups, d)
         params = self._check_hyperparameters()

@@ -50,7 +50,8 @@ def duality_gap(X, y, w, alpha: float, members: list[np.ndarray]) -> tuple[float
 
 
 class GroupLasso(RegressorMixin, BaseEstimator):
-    """Group lasso with weights sqrt(d_g), penalised (``alpha``) or constrained (``k``); give exactly one.
+    """Group lasso with weights sqrt(d_g), penalised (``alpha``) or constrained (``k``); give at most one (with
+    neither, the penalty is chosen by cross-validation, as with ``k="cv"``).
 
     Parameters
     ----------
@@ -105,7 +106,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, groups, *, alpha=None, k=None, tol=1e-8, k_tol=1e-7, max_iter=100, warm_start=False,
+    def __init__(self, groups=None, *, alpha=None, k=None, tol=1e-8, k_tol=1e-7, max_iter=100, warm_start=False,
                  cv=5, cv_every=8):
         self.groups = groups
         self.alpha = alpha
@@ -119,8 +120,8 @@ class GroupLasso(RegressorMixin, BaseEstimator):
 
     def _check_hyperparameters(self) -> dict:
         """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
-        if (self.alpha is None) == (self.k is None):
-            raise ValueError("give exactly one of alpha (penalised form) and k (constrained form)")
+        if self.alpha is not None and self.k is not None:
+            raise ValueError("give at most one of alpha (penalised form) and k (constrained form)")
         return {"alpha": None if self.alpha is None else val.check_positive_scalar(self.alpha, "alpha"),
                 "k": None if self.k is None or self.k == "cv" else val.check_positive_scalar(self.k, "k"),
                 "cv": val.check_count(self.cv, "cv", minimum=2),
@@ -142,7 +143,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_design(X, y)
+        X, y = val.check_fit_data(self, X, y)
         n, d = X.shape
         labels, coef_group = val.check_groups(self.groups, d)
         params = self._check_hyperparameters()
@@ -160,7 +161,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
             solver.set_start(self.coef_ / unit)
 
         gap_tol = tol
-        if self.k == "cv":
+        if self.k == "cv" or (self.k is None and self.alpha is None):
             state = getattr(self, "_cv_state", None) if warm else None  # None also after a fit with another k
             refits = state["refits"] + 1 if state else 0
             ratio = state["ratio"] if state else None
@@ -259,7 +260,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
     def predict(self, X):
         """``X @ coef_`` for rows X of shape (k, d)."""
         check_is_fitted(self, "coef_")
-        return val.check_rows(X, self.n_features_in_) @ self.coef_
+        return val.check_predict_rows(self, X) @ self.coef_
 
 
 def _cross_validated_alpha(X, y, members, weights, tol: float, n_folds: int, seed: int = 0) -> float:
@@ -269,7 +270,7 @@ def _cross_validated_alpha(X, y, members, weights, tol: float, n_folds: int, see
 
     if X.shape[0] < n_folds:
         raise ValueError(f"GroupLasso: k='cv' with cv={n_folds} folds needs at least {n_folds} rows; got "
-                         f"{X.shape[0]}")
+                         f"n_samples = {X.shape[0]}")
     alpha_max = _PenalisedSolver(X, y, members, weights, tol).alpha_max()
     if alpha_max == 0.0:
         return 1.0  # y is orthogonal to every group: w = 0 for every alpha

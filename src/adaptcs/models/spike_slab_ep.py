@@ -159,7 +159,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     (512,)
     """
 
-    def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
+    def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4,
                  max_iter=1000, v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(),
                  learn_method="evidence", cv=5, restart_every=4, verbose=0):
         self.groups = groups
@@ -222,7 +222,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_design(X, y)
+        X, y = val.check_fit_data(self, X, y)
         started = time.perf_counter()
         d = X.shape[1]
         labels, coef_group, p0, v0, noise_var = self._check_params(d)
@@ -397,10 +397,10 @@ class SpikeSlabEP(GroupSpikeSlabEP):
     ((512,), (512,))
     """
 
-    def __init__(self, p0=0.5, v0=1.0, noise_var=1.0, *, damping=0.9, damping_decay=0.99, tol=1e-4,
+    def __init__(self, *, p0=0.5, v0=1.0, noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4,
                  max_iter=1000, v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(),
                  learn_method="evidence", cv=5, restart_every=4, verbose=0):
-        super().__init__(None, p0, v0, noise_var, damping=damping, damping_decay=damping_decay, tol=tol,
+        super().__init__(None, p0=p0, v0=v0, noise_var=noise_var, damping=damping, damping_decay=damping_decay, tol=tol,
                          max_iter=max_iter, v_inf_ratio=v_inf_ratio, warm_start=warm_start,
                          warm_schedule=warm_schedule, learn=learn, learn_method=learn_method, cv=cv,
                          restart_every=restart_every, verbose=verbose)

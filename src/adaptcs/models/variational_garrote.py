@@ -297,7 +297,7 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
     ((512,), (128,))
     """
 
-    def __init__(self, groups, p0=0.5, v0=1.0, noise_var=1.0, *, gamma_selection="matched", n_gamma=30, cv=5,
+    def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, gamma_selection="matched", n_gamma=30, cv=5,
                  tol=1e-6, max_iter=2000, form="auto", random_state=None):
         self.groups = groups
         self.p0 = p0
@@ -341,7 +341,7 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_design(X, y)
+        X, y = val.check_fit_data(self, X, y)
         params = self._check_hyperparameters()
         labels, coef_group = self._resolve_groups(X.shape[1])
         G = labels.shape[0]
@@ -423,7 +423,7 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
     def predict(self, X):
         """``X coef_``, shape (k,)."""
         check_is_fitted(self, "coef_")
-        return val.check_rows(X, self.n_features_in_) @ self.coef_
+        return val.check_predict_rows(self, X) @ self.coef_
 
 
 class UngroupedVariationalGarrote(VariationalGarrote):
@@ -469,10 +469,10 @@ class UngroupedVariationalGarrote(VariationalGarrote):
     (512,)
     """
 
-    def __init__(self, p0=0.5, v0=1.0, noise_var=1.0, *, gamma_selection="matched", n_gamma=30, cv=5, tol=1e-6,
+    def __init__(self, *, p0=0.5, v0=1.0, noise_var=1.0, gamma_selection="matched", n_gamma=30, cv=5, tol=1e-6,
                  max_iter=2000, form="auto", random_state=None):
-        super().__init__(None, p0, v0, noise_var, gamma_selection=gamma_selection, n_gamma=n_gamma, cv=cv, tol=tol,
-                         max_iter=max_iter, form=form, random_state=random_state)
+        super().__init__(None, p0=p0, v0=v0, noise_var=noise_var, gamma_selection=gamma_selection, n_gamma=n_gamma,
+                         cv=cv, tol=tol, max_iter=max_iter, form=form, random_state=random_state)
 
     def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         index = np.arange(d, dtype=np.intp)

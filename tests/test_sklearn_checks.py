@@ -1,0 +1,35 @@
+"""scikit-learn's estimator checks on every estimator, with its defaults (``groups=None``: one group per
+coefficient). None of the checks is excluded: every one applies and passes (scikit-learn itself skips its
+array-API check unless SCIPY_ARRAY_API is set). The samplers run short chains here (the
+checks test the interface, not the sampling; tests/test_gibbs.py tests that against exact enumeration)."""
+
+import warnings
+
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from adaptcs.models import (
+    FLAS,
+    BayesianGroupLasso,
+    GroupARD,
+    GroupHorseshoe,
+    GroupLasso,
+    GroupSpikeSlabEP,
+    GroupSpikeSlabGibbs,
+    SpikeSlabEP,
+    UngroupedFLAS,
+    UngroupedVariationalGarrote,
+    VariationalGarrote,
+)
+
+SHORT_CHAIN = {"n_samples": 60, "burn_in": 10, "random_state": 0}
+ESTIMATORS = [GroupSpikeSlabEP(), SpikeSlabEP(), GroupARD(), GroupLasso(), GroupSpikeSlabGibbs(**SHORT_CHAIN),
+              GroupHorseshoe(**SHORT_CHAIN), BayesianGroupLasso(**SHORT_CHAIN), VariationalGarrote(),
+              UngroupedVariationalGarrote(), FLAS(), UngroupedFLAS()]
+
+
+@parametrize_with_checks(ESTIMATORS)
+def test_scikit_learn_conventions(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # random data: fits may stop early, and say so
+        check(estimator)
