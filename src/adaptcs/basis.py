@@ -18,6 +18,7 @@ of one). For the DCT, 2 x 2 blocks of the frequency grid.
 
 from __future__ import annotations
 
+import abc
 import warnings
 
 import numpy as np
@@ -27,7 +28,7 @@ BASES = (*WAVELETS, "dct")
 COARSEST_SIDE = 4  # default wavelet depth: the approximation subband is 4 x 4
 
 
-class Basis:
+class Basis(abc.ABC):
     """An orthonormal basis of ``side x side`` images (abstract: use :func:`make_basis`).
 
     Attributes
@@ -43,6 +44,7 @@ class Basis:
 
     @property
     def d(self) -> int:
+        """Pixels per image, and coefficients per image."""
         return self.side * self.side
 
     def analyze(self, images) -> np.ndarray:
@@ -85,13 +87,13 @@ class Basis:
                              f"values; got shape {np.shape(values)}")
         return values, single
 
+    @abc.abstractmethod
     def scales(self) -> np.ndarray:
         """Scale of every coefficient, shape (d,): 0 for the coarsest, growing towards fine detail."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def groups(self) -> np.ndarray:
         """Group label of every coefficient, shape (d,): 2 x 2 blocks within each subband."""
-        raise NotImplementedError
 
     def coarse_to_fine(self, k: int, row_norm: float | None = None) -> np.ndarray:
         """Pixel rows that measure the first ``k`` coefficients (coarse scales first), each of norm ``row_norm``
@@ -101,11 +103,13 @@ class Basis:
         norm = np.sqrt(self.d) if row_norm is None else float(row_norm)
         return self.synthesize(np.eye(k, self.d) * norm) if k else np.zeros((0, self.d))
 
+    @abc.abstractmethod
     def _analyze(self, images: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """Coefficients of images of shape (k, side, side): shape (k, d)."""
 
+    @abc.abstractmethod
     def _synthesize(self, coefficients: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """Images of coefficients of shape (k, d): shape (k, side, side) or (k, d)."""
 
 
 class WaveletBasis(Basis):
@@ -136,6 +140,8 @@ class WaveletBasis(Basis):
         self._sides = [side >> (level - j) for j in range(level)]
 
     def groups(self) -> np.ndarray:
+        """Group label of every coefficient, shape (d,): 2 x 2 blocks of one orientation of one level (the
+        approximation's 2 x 2 blocks too)."""
         # interleaved order: coefficients 3p..3p+2 are h, v, d at position p; a group is a 2 x 2 block of one
         # orientation, so label by (block, orientation)
         labels = [self._block_labels(self._sides[0])[0]]
@@ -156,6 +162,7 @@ class WaveletBasis(Basis):
         return (rows // 2) * half + cols // 2, half * half
 
     def scales(self) -> np.ndarray:
+        """Scale of every coefficient, shape (d,): 0 for the approximation, j for the j-th detail level."""
         return np.concatenate([np.zeros(self._sides[0] ** 2, dtype=np.int64)]
                               + [np.full(3 * s * s, j) for j, s in enumerate(self._sides, start=1)])
 
@@ -200,9 +207,11 @@ class DCTBasis(Basis):
         self._u, self._v = u[self._order], v[self._order]
 
     def scales(self) -> np.ndarray:
+        """Scale of every coefficient, shape (d,): the sum of its two frequency indices."""
         return (self._u + self._v).astype(np.int64)
 
     def groups(self) -> np.ndarray:
+        """Group label of every coefficient, shape (d,): 2 x 2 blocks of neighbouring frequencies."""
         half = (self.side + 1) // 2
         block = (self._u // 2) * half + self._v // 2
         return block.astype(np.int64)

@@ -197,6 +197,7 @@ def _add_design_parser(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m adaptcs`` (subcommands run, settings, table, curves, design)."""
     parser = argparse.ArgumentParser(prog="python -m adaptcs", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -239,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 with a message on bad input or a missing file)."""
     parser = build_parser()
     parser.add_argument("--quiet", action="store_true", help="print warnings and errors only, no progress")
     args = parser.parse_args(argv)

@@ -88,6 +88,7 @@ def compare_result_trees(first, second) -> tuple[int, list[str]]:
 
 
 def main(argv=None) -> int:
+    """Compare two results folders; returns 0 when they agree, 1 when they differ."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print("usage: python -m adaptcs.compare_runs FIRST_RESULTS SECOND_RESULTS", file=sys.stderr)

@@ -84,10 +84,12 @@ class LabState:
 
     @property
     def n_asks(self) -> int:
+        """How many times rows were asked for."""
         return sum(1 for entry in self.log if entry["command"] == "next")
 
     @property
     def n_adds(self) -> int:
+        """How many times measurements were added."""
         return sum(1 for entry in self.log if entry["command"] == "add")
 
     @property
@@ -273,6 +275,7 @@ class FitSummary:
     hyperparameters: dict
 
     def describe(self, learned) -> str:
+        """One line for people: rows measured, converged or not, and the learned values."""
         if self.n_rows == 0:
             return "no measurements yet"
         values = ", ".join(f"{name}={value:.4g}" + (" (learned)" if name in learned else "")

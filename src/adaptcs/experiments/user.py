@@ -96,6 +96,7 @@ class UserExperiment:
 
     @property
     def is_image(self) -> bool:
+        """Whether the signals are images (a folder) rather than a ``.npy`` of signals."""
         return self.images is not None
 
     @property
@@ -110,6 +111,7 @@ class UserExperiment:
 
     @property
     def figures(self) -> tuple:
+        """The figure kinds made for this experiment."""
         return ("curves", "images") if self.is_image else ("curves", "example")
 
     def default_checkpoints(self, n_steps: int) -> tuple:

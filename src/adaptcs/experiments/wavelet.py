@@ -101,6 +101,7 @@ E7 = WaveletExperiment()
 
 
 def check_basis(name: str) -> str:
+    """``name`` if it is one of :data:`adaptcs.basis.BASES` (ValueError otherwise)."""
     if name not in BASES:
         raise ValueError(f"E7 basis must be one of {BASES}; got {name!r}")
     return name

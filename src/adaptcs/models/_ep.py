@@ -60,6 +60,7 @@ class EPSites:
         return cls(var=p0_per_coef * v0, mean=np.zeros(d), logit=np.zeros(d))
 
     def copy(self) -> EPSites:
+        """An independent copy of the sites."""
         return EPSites(self.var.copy(), self.mean.copy(), self.logit.copy())
 
 

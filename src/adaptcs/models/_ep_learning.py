@@ -110,6 +110,7 @@ class EPProblem:
                          damping=self.damping, damping_decay=self.damping_decay, progress=self.progress)
 
     def prior_logit(self, hyper: Hyper) -> np.ndarray:
+        """Prior log-odds of every group at ``hyper``, shape (G,)."""
         return hyper.level + self.offsets
 
     def mean_p0(self, level: float) -> float:
@@ -129,6 +130,7 @@ class EPProblem:
         return signal / float(self._column_power @ prob)
 
     def model(self, noise_var: float) -> LinearGaussianModel:
+        """The Gaussian part of the model at noise variance ``noise_var`` (cached per value)."""
         if noise_var not in self._models:
             if len(self._models) > 64:
                 self._models.clear()

@@ -44,6 +44,7 @@ class DataScale:
 
     @classmethod
     def of(cls, X, y) -> DataScale:
+        """The power-of-two scales of ``X`` and ``y``."""
         return cls(power_of_two_scale(X), power_of_two_scale(y))
 
     @property

@@ -76,6 +76,7 @@ class LearnedPrior(RegressorMixin, BaseEstimator):
         self.warm_start = warm_start
 
     def fit(self, X, y):
+        """Fit GSS-EP with learned hyper-parameters, then the method with its prior matched to them."""
         prior = self.prior
         gss = getattr(self, "prior_fit_", None) if self.warm_start else None
         if gss is None or gss.n_features_in_ != np.shape(X)[1]:

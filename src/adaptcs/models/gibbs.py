@@ -314,6 +314,7 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
         return lam
 
     def fit(self, X, y):
+        """Sample as :meth:`_GroupGibbs.fit`; ``group_prob_`` is the fraction of kept samples with the group on."""
         super().fit(X, y)
         self.group_prob_ = np.mean(self.group_var_samples_ > 0, axis=0)
         return self
