@@ -169,10 +169,10 @@ def test_tracked_hyper_parameters_reach_those_learned_from_scratch(rng):
 @pytest.mark.parametrize("params, message", [
     ({"learn": ("p0", "tau")}, "learn must be distinct names"),
     ({"learn": ("p0", "p0")}, "learn must be distinct names"),
-    ({"learn": 3}, "learn must be a tuple"),
-    ({"learn_method": "bayes"}, "learn_method must be one of"),
-    ({"cv": 1}, "cv must be an integer >= 2"),
-    ({"restart_every": 0}, "restart_every must be an integer >= 1"),
+    ({"learn": 3}, "'learn' parameter of GroupSpikeSlabEP must be an instance of 'tuple'"),
+    ({"learn_method": "bayes"}, "'learn_method' parameter of GroupSpikeSlabEP must be a str among"),
+    ({"cv": 1}, r"\'cv\' parameter of GroupSpikeSlabEP must be an int in the range \[2, inf\)"),
+    ({"restart_every": 0}, r"\'restart_every\' parameter of GroupSpikeSlabEP must be an int in the range \[1, inf\)"),
 ])
 def test_bad_learning_parameters_are_refused(rng, params, message):
     X, y, groups, _w = simulated(rng, n=20)

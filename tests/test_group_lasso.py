@@ -69,7 +69,7 @@ def test_loose_constraint_and_bad_input(rng):
     np.testing.assert_array_equal(GroupLasso(groups).fit(X, y).coef_, GroupLasso(groups, k="cv").fit(X, y).coef_)
     with pytest.raises(ValueError, match="at most one of alpha"):
         GroupLasso(groups, alpha=1.0, k=1.0).fit(X, y)
-    with pytest.raises(ValueError, match="k must be finite"):
+    with pytest.raises(ValueError, match="'k' parameter of GroupLasso must be a float in the range"):
         GroupLasso(groups, k=-1.0).fit(X, y)
     est = GroupLasso(groups, k=1e6).fit(X, y)  # never binds: close to least squares
     np.testing.assert_allclose(est.coef_, np.linalg.lstsq(X, y, rcond=None)[0], atol=1e-3)
@@ -91,9 +91,9 @@ def test_cross_validated_penalty_is_close_to_the_best_on_the_path(rng):
     chosen = np.linalg.norm(est.coef_ - w)
     assert chosen <= 1.25 * min(errors)
     assert chosen < 0.5 * max(errors[0], errors[-1])
-    with pytest.raises(ValueError, match="cv must be an integer >= 2"):
+    with pytest.raises(ValueError, match=r"\'cv\' parameter of GroupLasso must be an int in the range \[2, inf\)"):
         GroupLasso(groups, k="cv", cv=1).fit(X, y)
-    with pytest.raises(ValueError, match="cv_every must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"'cv_every' parameter of GroupLasso must be an int in the range \[1, inf\)"):
         GroupLasso(groups, k="cv", cv_every=0).fit(X, y)
     with pytest.raises(ValueError, match="needs at least 5 rows"):
         GroupLasso(groups, k="cv").fit(X[:4], y[:4])

@@ -5,8 +5,9 @@ checks test the interface, not the sampling; tests/test_gibbs.py tests that agai
 
 import warnings
 
+import pytest
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
 from adaptcs.models import (
     FLAS,
@@ -33,3 +34,12 @@ def test_scikit_learn_conventions(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # random data: fits may stop early, and say so
         check(estimator)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: type(e).__name__)
+def test_declared_parameter_constraints_are_enforced(estimator):
+    """scikit-learn's check that ``_parameter_constraints`` names every parameter and that a value of a wrong
+    type or out of range raises an InvalidParameterError naming it, before anything is computed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check_param_validation(type(estimator).__name__, estimator)

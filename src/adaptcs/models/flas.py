@@ -31,6 +31,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from adaptcs import _validation as val
+from adaptcs.models import _constraints as constraints
 
 METHODS = ("lbfgs", "gist")
 INITS = ("group_lasso", "zeros")
@@ -310,6 +311,8 @@ class FLAS(RegressorMixin, BaseEstimator):
     ((512,), (512,))
     """
 
+    _parameter_constraints = constraints.flas(METHODS, INITS)
+
     def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, r0=None, method="lbfgs", init="group_lasso",
                  init_group_factor=2.0, n_gh=5, hessian_floor=True, tol=1e-8, max_iter=5000, warm_start=False):
         self.groups = groups
@@ -330,6 +333,7 @@ class FLAS(RegressorMixin, BaseEstimator):
         return val.check_groups(self.groups, d)
 
     def _check_hyperparameters(self) -> dict:
+        self._validate_params()
         v0 = val.check_positive_scalar(self.v0, "v0")
         r0 = R0_RATIO * v0 if self.r0 is None else val.check_positive_scalar(self.r0, "r0")
         if r0 >= v0:
@@ -484,6 +488,8 @@ class UngroupedFLAS(FLAS):
     >>> est.coef_.shape
     (512,)
     """
+
+    _parameter_constraints = {k: v for k, v in FLAS._parameter_constraints.items() if k != "groups"}
 
     def __init__(self, *, p0=0.5, v0=1.0, noise_var=1.0, r0=None, method="lbfgs", init="group_lasso",
                  init_group_factor=2.0, n_gh=5, hessian_floor=True, tol=1e-8, max_iter=5000, warm_start=False):

@@ -23,6 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from adaptcs import _validation as val
+from adaptcs.models import _constraints as constraints
 from adaptcs.models._scaling import DataScale
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
 
     def _check_hyperparameters(self) -> dict:
         """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
+        self._validate_params()
         val.check_random_state(self.random_state)
         return self._check_prior_parameters() | {
             "noise_var": val.check_positive_scalar(self.noise_var, "noise_var"),
@@ -100,8 +102,8 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
         """
         X, y = val.check_fit_data(self, X, y)
         n, d = X.shape
-        labels, coef_group = val.check_groups(self.groups, d)
         params = self._check_hyperparameters()
+        labels, coef_group = val.check_groups(self.groups, d)
         noise_var, n_samples, burn_in = params["noise_var"], params["n_samples"], params["burn_in"]
         thin, refactor_every = params["thin"], params["refactor_every"]
         G = labels.shape[0]
@@ -285,6 +287,8 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
 
     _kind = "SPIKE_SLAB"
 
+    _parameter_constraints = constraints.GSS_GIBBS
+
     def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES,
                  burn_in=PAPER_BURN_IN, thin=1, refactor_every=10, random_state=None, warm_start=False):
         self.p0 = p0
@@ -379,6 +383,8 @@ class GroupHorseshoe(_GroupGibbs):
 
     _kind = "HORSESHOE"
 
+    _parameter_constraints = constraints.HORSESHOE
+
     def __init__(self, groups=None, *, tau=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
                  refactor_every=10, random_state=None, warm_start=False):
         self.tau = tau
@@ -458,6 +464,8 @@ class BayesianGroupLasso(_GroupGibbs):
     """
 
     _kind = "GAMMA"
+
+    _parameter_constraints = constraints.BAYESIAN_GROUP_LASSO
 
     def __init__(self, groups=None, *, gamma=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN,
                  thin=1, refactor_every=10, random_state=None, warm_start=False):

@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
+from adaptcs.models import _constraints as constraints
 from adaptcs.models._gaussian import GaussianPosteriorMixin, LinearGaussianModel
 from adaptcs.models._scaling import DataScale
 
@@ -228,6 +229,8 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints = constraints.GROUP_ARD
+
     def __init__(self, groups=None, *, noise_var=1.0, tol=1e-6, max_iter=500, refactor_every=10, warm_start=False,
                  learn=()):
         self.groups = groups
@@ -240,6 +243,7 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
 
     def _check_hyperparameters(self) -> dict:
         """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
+        self._validate_params()
         return {"noise_var": val.check_positive_scalar(self.noise_var, "noise_var"),
                 "tol": val.check_positive_scalar(self.tol, "tol"),
                 "max_iter": val.check_count(self.max_iter, "max_iter"),
@@ -261,8 +265,8 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         """
         X, y = val.check_fit_data(self, X, y)
         n, d = X.shape
-        labels, coef_group = val.check_groups(self.groups, d)
         params = self._check_hyperparameters()
+        labels, coef_group = val.check_groups(self.groups, d)
         noise_var, tol, max_iter = params["noise_var"], params["tol"], params["max_iter"]
         refactor_every = params["refactor_every"]
         G = labels.shape[0]

@@ -19,6 +19,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from adaptcs import _validation as val
+from adaptcs.models import _constraints as constraints
 from adaptcs.models._scaling import DataScale
 
 COARSE_TOL = 1e-6  # duality-gap tolerance (relative to ||y||^2 / 2) while bracketing alpha
@@ -106,6 +107,8 @@ class GroupLasso(RegressorMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints = constraints.GROUP_LASSO
+
     def __init__(self, groups=None, *, alpha=None, k=None, tol=1e-8, k_tol=1e-7, max_iter=100, warm_start=False,
                  cv=5, cv_every=8):
         self.groups = groups
@@ -120,6 +123,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
 
     def _check_hyperparameters(self) -> dict:
         """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
+        self._validate_params()
         if self.alpha is not None and self.k is not None:
             raise ValueError("give at most one of alpha (penalised form) and k (constrained form)")
         return {"alpha": None if self.alpha is None else val.check_positive_scalar(self.alpha, "alpha"),
@@ -145,8 +149,8 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         """
         X, y = val.check_fit_data(self, X, y)
         n, d = X.shape
-        labels, coef_group = val.check_groups(self.groups, d)
         params = self._check_hyperparameters()
+        labels, coef_group = val.check_groups(self.groups, d)
         tol, max_iter = params["tol"], params["max_iter"]
         _order, members = val.group_members(coef_group, labels.shape[0])
         weights = np.sqrt([len(m) for m in members])

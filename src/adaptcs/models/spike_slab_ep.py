@@ -24,6 +24,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
+from adaptcs.models import _constraints as constraints
 from adaptcs.models import _ep_learning as lrn
 from adaptcs.models._ep import (
     LEARN_METHODS,
@@ -159,6 +160,8 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     (512,)
     """
 
+    _parameter_constraints = constraints.spike_slab(SCHEDULES, LEARN_METHODS)
+
     def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4,
                  max_iter=1000, v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(),
                  learn_method="evidence", cv=5, restart_every=4, verbose=0):
@@ -185,6 +188,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
 
     def _check_hyperparameters(self) -> dict:
         """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
+        self._validate_params()
         return {"p0": val.check_probability(self.p0, None, "p0"), "v0": val.check_positive_scalar(self.v0, "v0"),
                 "noise_var": val.check_positive_scalar(self.noise_var, "noise_var"),
                 "damping": val.check_fraction(self.damping, "damping"),
@@ -396,6 +400,8 @@ class SpikeSlabEP(GroupSpikeSlabEP):
     >>> est.coef_.shape, est.group_prob_.shape  # one group per coefficient
     ((512,), (512,))
     """
+
+    _parameter_constraints = {k: v for k, v in GroupSpikeSlabEP._parameter_constraints.items() if k != "groups"}
 
     def __init__(self, *, p0=0.5, v0=1.0, noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4,
                  max_iter=1000, v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(),

@@ -33,6 +33,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from adaptcs import _validation as val
+from adaptcs.models import _constraints as constraints
 
 M_LOW, M_HIGH = 1e-10, 1.0 - 1e-8  # m is kept inside (0, 1): the dual stays finite
 START_M = 1e-6
@@ -297,6 +298,8 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
     ((512,), (128,))
     """
 
+    _parameter_constraints = constraints.garrote(GAMMA_SELECTIONS, FORMS)
+
     def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, gamma_selection="matched", n_gamma=30, cv=5,
                  tol=1e-6, max_iter=2000, form="auto", random_state=None):
         self.groups = groups
@@ -315,6 +318,7 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
         return val.check_groups(self.groups, d)
 
     def _check_hyperparameters(self) -> dict:
+        self._validate_params()
         selection = self.gamma_selection
         if not (isinstance(selection, str) and selection in GAMMA_SELECTIONS):
             if isinstance(selection, bool) or not isinstance(selection, (int, float)) or not np.isfinite(selection):
@@ -468,6 +472,8 @@ class UngroupedVariationalGarrote(VariationalGarrote):
     >>> est.coef_.shape
     (512,)
     """
+
+    _parameter_constraints = {k: v for k, v in VariationalGarrote._parameter_constraints.items() if k != "groups"}
 
     def __init__(self, *, p0=0.5, v0=1.0, noise_var=1.0, gamma_selection="matched", n_gamma=30, cv=5, tol=1e-6,
                  max_iter=2000, form="auto", random_state=None):
