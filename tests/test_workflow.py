@@ -207,10 +207,13 @@ def test_tiny_end_to_end_run(tmp_path):
     ({"mnist": {"source": "internet"}}, "'internet' is not one of"),
     ({"method_params": {"gss_ep": {"tolerance": 1e-5}}},
      "method_params.gss_ep (used by E1, E2, E3, E5): unknown parameter(s) ['tolerance']"),
-    ({"method_params": {"gss_ep": {"max_iter": -1}}}, "method_params.gss_ep (used by E1, E2, E3, E5): max_iter must "
-                                                      "be an integer >= 1; got -1"),
-    ({"method_params": {"g_ard": {"tol": "small"}}}, "method_params.g_ard (used by E1, E3): tol must be"),
-    ({"method_params": {"gss_mcmc": {"burn_in": -5}}}, "method_params.gss_mcmc (used by E1): burn_in must be"),
+    ({"method_params": {"gss_ep": {"max_iter": -1}}}, "method_params.gss_ep (used by E1, E2, E3, E5): The "
+                                                      "'max_iter' parameter of GroupSpikeSlabEP must be an int in the "
+                                                      "range [1, inf). Got -1"),
+    ({"method_params": {"g_ard": {"tol": "small"}}}, "method_params.g_ard (used by E1, E3): The 'tol' parameter of "
+                                                     "GroupARD must be"),
+    ({"method_params": {"gss_mcmc": {"burn_in": -5}}}, "method_params.gss_mcmc (used by E1): The 'burn_in' parameter "
+                                                       "of GroupSpikeSlabGibbs must be"),
     ({"experiments": {"E3": {"replicates": 2, "methods": ["gss_ep"], "n_steps": 481}}},
      "experiments.E3.n_steps must be at most 480"),
     ({"experiments": {"E5": {"replicates": 1, "digits": [3], "methods": ["gss_ep"], "n_steps": 657}}},

@@ -164,7 +164,7 @@ def to_html(table: pd.DataFrame, caption: str = "") -> str:
     out = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8"><style>',
            "body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse}"
            "th,td{border:1px solid #bbb;padding:4px 8px;text-align:right}th{background:#eee}"
-           "td:first-child,td:nth-child(2){text-align:left}caption{caption-side:top;text-align:left;"
+           "td:first-child,td:nth-child(2),th:first-child,th:nth-child(2){text-align:left}caption{caption-side:top;text-align:left;"
            "margin-bottom:.6em;max-width:60em}p,li{max-width:60em}",
            "</style></head><body><table>"]
     if caption:
