@@ -431,3 +431,19 @@ def test_verbose_logs_each_fit_and_long_runs(caplog):
         caplog.clear()
         GroupSpikeSlabEP(p.groups, learn=("p0", "v0", "noise_var"), verbose=1).fit(p.X, p.y)
         assert "learned p0" in caplog.records[-1].getMessage()
+
+
+def test_groups_as_pandas_strings_an_int_or_none(rng):
+    """The same grouping given as pandas string labels, as an int (contiguous groups) or as integer labels gives
+    the same fit; None is one group per coefficient, the same as SpikeSlabEP."""
+    import pandas as pd
+
+    X, y = rng.normal(size=(10, 8)), rng.normal(size=10)
+    params = {"p0": 0.3, "v0": 1.0, "noise_var": 0.5}
+    by_label = GroupSpikeSlabEP(np.arange(8) // 2, **params).fit(X, y)
+    by_string = GroupSpikeSlabEP(pd.Series(list("aabbccdd")), **params).fit(X, y)
+    by_size = GroupSpikeSlabEP(2, **params).fit(X, y)
+    for other in (by_string, by_size):
+        np.testing.assert_array_equal(other.coef_, by_label.coef_)
+    assert list(by_string.group_labels_) == list("abcd")
+    np.testing.assert_array_equal(GroupSpikeSlabEP(**params).fit(X, y).coef_, SpikeSlabEP(**params).fit(X, y).coef_)
