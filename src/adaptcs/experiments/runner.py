@@ -84,7 +84,7 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
         Index into the experiment's settings (E2: label-noise fraction; E4-E6: digit and prior knowledge).
     method : str
         A name of :data:`adaptcs.models.registry.METHODS`.
-    strategy : {"design", "random", "pool", "topdown", "pca"}
+    strategy : {"design", "random", "topdown", "pca"}
         ``topdown`` and ``pca`` are E7's fixed designs (:mod:`adaptcs.experiments.wavelet`).
     replicates : iterable of int
     method_params : dict, optional
@@ -101,7 +101,6 @@ def run_job(experiment: str, setting_index: int, method: str, strategy: str, rep
     hyperparameters : {"oracle", "learned"}
         The paper's values from the true signal, or learned from the measurements (:func:`case_estimator`).
     """
-
     data_options = dict(data_options or {})
     spec = experiment_spec(experiment, data_options)
     replicates = [int(r) for r in replicates]
@@ -272,7 +271,6 @@ def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy
 
 def problem_manifest(experiment: str, replicates, settings=None, data_options: dict | None = None) -> pd.DataFrame:
     """One row per (setting, replicate): seeds, active groups and signal size of the problems used."""
-
     data_options = dict(data_options or {})
     spec = experiment_spec(experiment, data_options)
     settings = range(len(spec.settings)) if settings is None else settings
