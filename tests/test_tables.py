@@ -83,3 +83,11 @@ def test_a_cell_whose_replicates_all_failed():
     assert by_method.loc["ss_ep", "best"] and not by_method.loc["gss_ep", "best"]
     assert np.isnan(by_method.loc["gss_ep", "mean"]) and np.isnan(by_method.loc["gss_ep", "p_value"])
     assert "all failed (2 of 2 failed)" in to_markdown(table)
+
+
+def test_rows_follow_the_method_order_of_the_figures():
+    """gss_ep first, then ss_ep, g_ard ... (the registry's order), each oracle row before its learned one."""
+    table = summary_table(finals({"g_ard": [0.4, 0.5], "gss_ep+learned": [0.3, 0.2], "gss_ep": [0.1, 0.2],
+                                  "ss_ep": [0.6, 0.7]}))
+    rows = [line.split(" | ")[0][2:] for line in to_markdown(table).splitlines()[2:6]]
+    assert rows == ["gss_ep", "gss_ep+learned", "ss_ep", "g_ard"]
