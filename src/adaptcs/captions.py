@@ -7,6 +7,7 @@ caption always describes the run that made the file.
 
 from __future__ import annotations
 
+from adaptcs.tables import ALPHA, MIN_TEST_REPLICATES
 from adaptcs.workflow import experiment_options, experiment_spec, user_data_options
 
 # What each figure kind shows; {rows} is replaced by the description of the rows (experiment-specific).
@@ -24,25 +25,51 @@ _FIGURES = {
                   "(colour bar), for the first images, from the first method (in the figures' order) that has group "
                   "probabilities (GSS-EP when it ran)",
 }
-_ROWS = {
-    "E3": "for designed rows (solid: the leading eigenvector of the posterior covariance) and random rows (dashed)",
-    "E5": "for designed rows (solid) and random rows (dashed); the images figure shows where design pays off",
-    "E6": "for GSS-EP with random rows and three kinds of group-specific prior knowledge: none (p0 from the image), "
-          "prior (p0 doubled for the 25 groups most active in the grouping images and halved for the 25 least) and "
-          "prior_random (doubled or halved for 50 random groups)",
-    "E7": "for designed rows (solid), random rows (dashed), wavelet top-down rows (dash-dot: coarse scales first) "
-          "and PCA rows of training images (dotted)",
+# What each strategy's rows are; the line style is read from adaptcs.plotting.STRATEGY_STYLES.
+_STRATEGIES = {
+    "design": "designed rows (the leading eigenvectors of the posterior covariance)",
+    "random": "random rows",
+    "pool": "the best rows of a candidate pool",
+    "topdown": "wavelet top-down rows (coarse scales first)",
+    "pca": "PCA rows of training images",
 }
+_LINE_NAMES = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dot"}
+_PRIOR_KNOWLEDGE = ("; the settings differ in group-specific prior knowledge: none (p0 from the image), prior (p0 "
+                    "doubled for the 25 groups most active in the grouping images and halved for the 25 least) and "
+                    "prior_random (doubled or halved for 50 random groups)")
+
+
+def _rows_words(options: dict, spec) -> str:
+    """The strategies of the run as the curves figure draws them, and what distinguishes its settings."""
+    from adaptcs.plotting import STRATEGY_STYLES  # deferred: matplotlib only when a caption is made
+
+    def drawn(strategy: str) -> str:
+        line = _LINE_NAMES.get(STRATEGY_STYLES.get(strategy, "-"), "dotted")  # a dash tuple: a fine dotted line
+        return f"{_STRATEGIES.get(strategy, strategy)}, {line}"
+
+    words = "for " + "; ".join(drawn(s) for s in options["strategies"])
+    if any("prior_knowledge" in spec.settings[i] for i in options["settings"]):
+        words += _PRIOR_KNOWLEDGE
+    return words
+
+
+def _keeps_checkpoints(spec) -> bool:
+    """Whether the experiment keeps reconstructions at several numbers of rows (its images figure shows them)."""
+    return bool(getattr(spec, "checkpoints", ())) or hasattr(spec, "default_checkpoints")
 
 
 def _setting_words(setting: dict) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(setting.items())) or "one setting"
 
 
-def _run_words(config: dict, experiment: str) -> str:
+def _resolved(config: dict, experiment: str):
+    """The experiment's config entry with defaults filled in, and its definition."""
+    return (experiment_options(config, experiment),
+            experiment_spec(experiment, user_data_options(config, experiment) or {}))
+
+
+def _run_words(options: dict, spec) -> str:
     """Replicates, settings, methods, hyper-parameters, strategies and steps of the experiment's run."""
-    options = experiment_options(config, experiment)
-    spec = experiment_spec(experiment, user_data_options(config, experiment) or {})
     settings = [_setting_words(spec.settings[i]) for i in options["settings"]]
     words = [f"{options['replicates']} replicate{'s' if options['replicates'] != 1 else ''} per setting"]
     if len(settings) > 1 or settings[0] != "one setting":
@@ -60,15 +87,17 @@ def figure_caption(config: dict, experiment: str, kind: str) -> str:
     """The caption of ``results/figures/<experiment>_<kind>.png``."""
     if kind not in _FIGURES:
         raise ValueError(f"no caption for figure kind {kind!r}; known: {sorted(_FIGURES)}")
-    what = _FIGURES[kind].format(rows=_ROWS.get(experiment, "for each strategy"))
-    if kind == "images" and experiment in ("E5", "E7"):
+    options, spec = _resolved(config, experiment)
+    what = _FIGURES[kind].format(rows=_rows_words(options, spec))
+    if kind == "images" and _keeps_checkpoints(spec):
         what += " at several numbers of rows (one replicate per setting; the last checkpoints of a long run)"
-    return f"{experiment}: {what}. Run: {_run_words(config, experiment)}."
+    return f"{experiment}: {what}. Run: {_run_words(options, spec)}."
 
 
 def table_caption(config: dict, experiment: str) -> str:
     """The caption of ``results/tables/<experiment>.html``."""
+    options, spec = _resolved(config, experiment)
     return (f"{experiment}: final relative error per method and strategy (mean +- sample standard deviation over "
             "the replicates that did not fail; image experiments add PSNR and SSIM). Bold: best in its column; a "
             "dagger marks rows not significantly different from the best (paired Wilcoxon signed-rank test, p >= "
-            f"0.05), shown only from 6 replicates. Run: {_run_words(config, experiment)}.")
+            f"{ALPHA}), shown only from {MIN_TEST_REPLICATES} replicates. Run: {_run_words(options, spec)}.")

@@ -55,3 +55,8 @@ def flas(methods, inits) -> dict:
     return {"groups": GROUPS, "p0": PROBABILITY, "v0": POSITIVE, "noise_var": POSITIVE, "r0": POSITIVE_OR_NONE,
             "method": [StrOptions(set(methods))], "init": [StrOptions(set(inits))], "init_group_factor": POSITIVE,
             "n_gh": COUNT, "hessian_floor": BOOLEAN, "tol": POSITIVE, "max_iter": COUNT, "warm_start": BOOLEAN}
+
+
+def without_groups(constraints: dict) -> dict:
+    """The constraints of an ungrouped variant (one group per coefficient: no ``groups`` parameter)."""
+    return {name: rule for name, rule in constraints.items() if name != "groups"}

@@ -303,8 +303,6 @@ class FLAS(RegressorMixin, BaseEstimator):
     >>> import numpy as np
     >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
     >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
-    >>> def error(est):  # relative error of the estimate
-    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
     >>> from adaptcs.models import FLAS
     >>> est = FLAS(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
     >>> est.coef_.shape, est.cov_matvec(np.ones(512)).shape  # MAP estimate, Laplace covariance
@@ -478,18 +476,15 @@ class UngroupedFLAS(FLAS):
 
     Examples
     --------
-    >>> import numpy as np
     >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
     >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
-    >>> def error(est):  # relative error of the estimate
-    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
     >>> from adaptcs.models import UngroupedFLAS
     >>> est = UngroupedFLAS(p0=16 / 512, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
     >>> est.coef_.shape
     (512,)
     """
 
-    _parameter_constraints = {k: v for k, v in FLAS._parameter_constraints.items() if k != "groups"}
+    _parameter_constraints = constraints.without_groups(FLAS._parameter_constraints)
 
     def __init__(self, *, p0=0.5, v0=1.0, noise_var=1.0, r0=None, method="lbfgs", init="group_lasso",
                  init_group_factor=2.0, n_gh=5, hessian_floor=True, tol=1e-8, max_iter=5000, warm_start=False):

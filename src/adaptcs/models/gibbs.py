@@ -226,19 +226,9 @@ def split_rhat(samples: np.ndarray) -> float:
     return float(np.sqrt(np.max(pooled / within[moving])))
 
 
-class GroupSpikeSlabGibbs(_GroupGibbs):
-    """Group spike and slab by collapsed Gibbs sampling (the paper's GSS-MCMC).
-
-    Parameters
-    ----------
-    groups : array-like, shape (d,)
-    p0 : float or array-like of shape (G,)
-        Prior probability that a group is active.
-    v0 : float
-        Slab variance.
-    noise_var : float
-        Variance of the measurement noise.
-    n_samples : int
+# The parameters and attributes every sampler shares, put into each class docstring by :func:`_sampler_doc`
+# (so that ``__doc__`` is a real string, and the text is written once).
+_SAMPLER_DOC = """    n_samples : int
         Sweeps kept after the burn-in (before thinning); the paper uses 10,000.
     burn_in : int
         Sweeps discarded at the start; the paper uses 1,000.
@@ -268,16 +258,36 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
         coefficients that never move are left out). Near 1 when the chain has mixed.
     converged_ : bool
         ``rhat_ < 1.1``; otherwise a ConvergenceWarning says to run more sweeps.
+"""
+
+
+def _sampler_doc(cls):
+    """Fill the ``<sampler parameters and attributes>`` line of a sampler's docstring with :data:`_SAMPLER_DOC`."""
+    cls.__doc__ = cls.__doc__.replace("    <sampler parameters and attributes>\n", _SAMPLER_DOC)
+    return cls
+
+
+@_sampler_doc
+class GroupSpikeSlabGibbs(_GroupGibbs):
+    """Group spike and slab by collapsed Gibbs sampling (the paper's GSS-MCMC).
+
+    Parameters
+    ----------
+    groups : array-like, shape (d,)
+    p0 : float or array-like of shape (G,)
+        Prior probability that a group is active.
+    v0 : float
+        Slab variance.
+    noise_var : float
+        Variance of the measurement noise.
+    <sampler parameters and attributes>
     group_prob_ : ndarray, shape (G,)
         Fraction of kept samples with the group switched on.
 
     Examples
     --------
-    >>> import numpy as np
     >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
     >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
-    >>> def error(est):  # relative error of the estimate
-    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
     >>> from adaptcs.models import GroupSpikeSlabGibbs
     >>> est = GroupSpikeSlabGibbs(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0, n_samples=500, burn_in=100,
     ...                           random_state=0).fit(p.X, p.y)  # the paper runs 10,000 + 1,000 sweeps
@@ -324,6 +334,7 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
         return self
 
 
+@_sampler_doc
 class GroupHorseshoe(_GroupGibbs):
     """Group horseshoe by collapsed Gibbs sampling (the paper's G-HS): sqrt(lam_g) ~ half-Cauchy(0, 1).
 
@@ -335,44 +346,12 @@ class GroupHorseshoe(_GroupGibbs):
         :func:`adaptcs.models.matching.horseshoe_tau`.
     noise_var : float
         Variance of the measurement noise.
-    n_samples : int
-        Sweeps kept after the burn-in (before thinning); the paper uses 10,000.
-    burn_in : int
-        Sweeps discarded at the start; the paper uses 1,000.
-    thin : int
-        Keep every ``thin``-th sample (memory: n_samples / thin x d floats).
-    refactor_every : int
-        Recompute ``C^{-1}`` from scratch every this many sweeps.
-    random_state : int, numpy Generator or None
-    warm_start : bool
-        Start from the last group variances of the previous fit.
-
-    Attributes
-    ----------
-    coef_ : ndarray, shape (d,)
-        Posterior mean (mean of the kept samples of w).
-    coef_var_ : ndarray, shape (d,)
-    samples_ : ndarray, shape (N, d)
-        Kept samples of w.
-    group_var_samples_ : ndarray, shape (N, G)
-        Kept samples of the group variances lam_g.
-    group_var_ : ndarray, shape (G,)
-        Posterior mean of each group's prior variance tau^2 lam_g.
-    n_iter_ : int
-        Sweeps done (burn-in included).
-    rhat_ : float
-        Largest split R-hat over the coefficients (the kept samples cut in two halves compared as two chains;
-        coefficients that never move are left out). Near 1 when the chain has mixed.
-    converged_ : bool
-        ``rhat_ < 1.1``; otherwise a ConvergenceWarning says to run more sweeps.
+    <sampler parameters and attributes>
 
     Examples
     --------
-    >>> import numpy as np
     >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
     >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
-    >>> def error(est):  # relative error of the estimate
-    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
     >>> from adaptcs.models import GroupHorseshoe
     >>> from adaptcs.models.matching import horseshoe_tau
     >>> tau = horseshoe_tau(4 / 128, 1 / 3)  # about 0.0106 on E1
@@ -402,6 +381,7 @@ class GroupHorseshoe(_GroupGibbs):
         return 1.0  # the half-Cauchy's scale (its mean is infinite)
 
 
+@_sampler_doc
 class BayesianGroupLasso(_GroupGibbs):
     """Bayesian group lasso by collapsed Gibbs sampling (the paper's BG-LASSO).
 
@@ -417,44 +397,12 @@ class BayesianGroupLasso(_GroupGibbs):
         See :func:`adaptcs.models.matching.bg_lasso_gamma`.
     noise_var : float
         Variance of the measurement noise.
-    n_samples : int
-        Sweeps kept after the burn-in (before thinning); the paper uses 10,000.
-    burn_in : int
-        Sweeps discarded at the start; the paper uses 1,000.
-    thin : int
-        Keep every ``thin``-th sample (memory: n_samples / thin x d floats).
-    refactor_every : int
-        Recompute ``C^{-1}`` from scratch every this many sweeps.
-    random_state : int, numpy Generator or None
-    warm_start : bool
-        Start from the last group variances of the previous fit.
-
-    Attributes
-    ----------
-    coef_ : ndarray, shape (d,)
-        Posterior mean (mean of the kept samples of w).
-    coef_var_ : ndarray, shape (d,)
-    samples_ : ndarray, shape (N, d)
-        Kept samples of w.
-    group_var_samples_ : ndarray, shape (N, G)
-        Kept samples of the group variances lam_g.
-    group_var_ : ndarray, shape (G,)
-        Posterior mean of each group's prior variance tau^2 lam_g.
-    n_iter_ : int
-        Sweeps done (burn-in included).
-    rhat_ : float
-        Largest split R-hat over the coefficients (the kept samples cut in two halves compared as two chains;
-        coefficients that never move are left out). Near 1 when the chain has mixed.
-    converged_ : bool
-        ``rhat_ < 1.1``; otherwise a ConvergenceWarning says to run more sweeps.
+    <sampler parameters and attributes>
 
     Examples
     --------
-    >>> import numpy as np
     >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
     >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
-    >>> def error(est):  # relative error of the estimate
-    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
     >>> from adaptcs.models import BayesianGroupLasso
     >>> from adaptcs.models.matching import bg_lasso_gamma
     >>> gamma = bg_lasso_gamma(4 / 128, 1 / 3, 4)  # sqrt(120) on E1

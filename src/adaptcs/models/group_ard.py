@@ -216,16 +216,14 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
 
     Examples
     --------
-    >>> import numpy as np
     >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
+    >>> from adaptcs.metrics import relative_error
     >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
-    >>> def error(est):  # relative error of the estimate
-    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
     >>> from adaptcs.models import GroupARD
     >>> est = GroupARD(p.groups, noise_var=1.0).fit(p.X, p.y)
     >>> est.converged_, est.group_var_.shape
     (True, (128,))
-    >>> error(est) < 0.6
+    >>> relative_error(est.coef_, p.w_true) < 0.6
     True
     """
 

@@ -147,14 +147,13 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     --------
     >>> import numpy as np
     >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
+    >>> from adaptcs.metrics import relative_error
     >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
-    >>> def error(est):  # relative error of the estimate
-    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
     >>> from adaptcs.models import GroupSpikeSlabEP
     >>> est = GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
     >>> est.converged_, est.coef_.shape, est.group_prob_.shape
     (True, (512,), (128,))
-    >>> error(est) < 0.4
+    >>> relative_error(est.coef_, p.w_true) < 0.4
     True
     >>> est.cov_matvec(np.ones(512)).shape  # posterior covariance times a vector, never formed
     (512,)
@@ -390,18 +389,15 @@ class SpikeSlabEP(GroupSpikeSlabEP):
 
     Examples
     --------
-    >>> import numpy as np
     >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
     >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
-    >>> def error(est):  # relative error of the estimate
-    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
     >>> from adaptcs.models import SpikeSlabEP
     >>> est = SpikeSlabEP(p0=16 / 512, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
     >>> est.coef_.shape, est.group_prob_.shape  # one group per coefficient
     ((512,), (512,))
     """
 
-    _parameter_constraints = {k: v for k, v in GroupSpikeSlabEP._parameter_constraints.items() if k != "groups"}
+    _parameter_constraints = constraints.without_groups(GroupSpikeSlabEP._parameter_constraints)
 
     def __init__(self, *, p0=0.5, v0=1.0, noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4,
                  max_iter=1000, v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(),

@@ -287,11 +287,8 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
 
     Examples
     --------
-    >>> import numpy as np
     >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
     >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
-    >>> def error(est):  # relative error of the estimate
-    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
     >>> from adaptcs.models import VariationalGarrote
     >>> est = VariationalGarrote(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
     >>> est.coef_.shape, est.group_prob_.shape
@@ -462,18 +459,15 @@ class UngroupedVariationalGarrote(VariationalGarrote):
 
     Examples
     --------
-    >>> import numpy as np
     >>> from adaptcs.data.synthetic import experiment_rng, make_e1_problem
     >>> p = make_e1_problem(experiment_rng("E1", 0, 0))  # 512 coefficients in 128 groups of 4, 64 rows
-    >>> def error(est):  # relative error of the estimate
-    ...     return float(np.linalg.norm(est.coef_ - p.w_true) / np.linalg.norm(p.w_true))
     >>> from adaptcs.models import UngroupedVariationalGarrote
     >>> est = UngroupedVariationalGarrote(p0=16 / 512, v0=1 / 3, noise_var=1.0).fit(p.X, p.y)
     >>> est.coef_.shape
     (512,)
     """
 
-    _parameter_constraints = {k: v for k, v in VariationalGarrote._parameter_constraints.items() if k != "groups"}
+    _parameter_constraints = constraints.without_groups(VariationalGarrote._parameter_constraints)
 
     def __init__(self, *, p0=0.5, v0=1.0, noise_var=1.0, gamma_selection="matched", n_gamma=30, cv=5, tol=1e-6,
                  max_iter=2000, form="auto", random_state=None):
