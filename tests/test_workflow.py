@@ -322,7 +322,7 @@ def test_e7_runtime_grows_with_the_image_side():
     large = RunJob("E7", 2, "gss_ep", "learned", "design", 0, tuple(range(8)))  # 64 x 64
     assert wf.job_runtime_minutes(small, costs) == 3 * 1 * 8 + 10
     # measured at 32 x 32 only: the conservative size exponent
-    assert wf.job_runtime_minutes(large, costs) == math.ceil(3 * 2**wf.E7_SIZE_EXPONENT * 8 + 10)
+    assert wf.job_runtime_minutes(large, costs) == math.ceil(3 * 2**wf.SIZE_EXPONENT * 8 + 10)
     costs[wf.cost_key("E7", "gss_ep", "learned", "design", 64)] = 600.0  # measured at 64 x 64: 10 CPU minutes
     assert wf.job_runtime_minutes(large, costs) == 3 * 10 * 8 + 10
     assert wf.job_runtime_minutes(small, costs) == 3 * 1 * 8 + 10
@@ -335,7 +335,7 @@ def test_every_shipped_job_kind_has_a_measured_cost(configfile):
 
     config = yaml.safe_load((REPO / configfile).read_text())
     costs = wf.load_job_costs()
-    # E7 at 64 x 64 may fall back to its 32 x 32 cost (scaled by E7_SIZE_EXPONENT); that one must be measured
+    # E7 at 64 x 64 may fall back to its 32 x 32 cost (scaled by SIZE_EXPONENT); that one must be measured
     kinds = {wf.cost_key(j.experiment, j.method, j.hyperparameters, j.strategy) for j in run_jobs(config)}
     missing = kinds - set(costs)
     assert not missing, sorted(missing)

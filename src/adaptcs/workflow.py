@@ -215,34 +215,46 @@ JOB_COSTS_FILE = Path(__file__).with_name("job_costs.json")
 # cache on a new machine) plus RUNTIME_OVERHEAD_MINUTES (start-up, imports); a job kind that was never measured
 # (user experiments, new methods) asks for DEFAULT_RUNTIME_MINUTES. Each retry asks for attempt times as much.
 RUNTIME_SAFETY = 3.0
-# E7 at a side other than 32 has its own measured costs (key suffix "/64x64"); a kind measured only at 32 x 32
-# asks (side / 32)^E7_SIZE_EXPONENT times as much. Measured at 64 x 64: GSS-EP 8-14x, G-ARD 57-143x (its
-# coordinate ascent updates an n x d matrix per group: O(n d^2) per sweep, and that matrix leaves the cache), so the
-# fallback takes the larger: 2^7.2 = 147.
-E7_SIZE_EXPONENT = 7.2
+# An image experiment whose settings differ in image side (E7: 32 and 64) has costs measured per side: its
+# smallest side under the plain key, a larger one with the suffix "/64x64". A kind measured only at the smallest
+# side asks (side / smallest)^SIZE_EXPONENT times as much. Measured at 64 x 64 in E7: GSS-EP 8-14x, G-ARD 57-143x
+# (its coordinate ascent updates an n x d matrix per group: O(n d^2) per sweep, and that matrix leaves the cache),
+# so the fallback takes the larger: 2^7.2 = 147.
+SIZE_EXPONENT = 7.2
 RUNTIME_OVERHEAD_MINUTES = 10
 DEFAULT_RUNTIME_MINUTES = 120
 
 
 def cost_key(experiment: str, method: str, hyperparameters: str, strategy: str, side: int | None = None) -> str:
-    """The key of a kind of job in ``job_costs.json`` (E7 at a side other than 32: ``.../64x64``)."""
+    """The key of a kind of job in ``job_costs.json`` (at a larger image side than the smallest: ``.../64x64``)."""
     key = f"{experiment}/{method}/{hyperparameters}/{strategy}"
     return key if side is None else f"{key}/{side}x{side}"
 
 
-def _e7_side(job: RunJob) -> int | None:
-    """E7's image side if it is not the 32 x 32 its base costs are measured at, else None."""
-    if job.experiment != "E7":
+@functools.cache
+def _side_and_base(experiment: str, setting: int) -> tuple[int, int] | None:
+    """(image side of the setting, smallest side among the experiment's settings) when its settings set the image
+    side (E7); None otherwise (user experiments have one setting and their own costs)."""
+    try:
+        settings = experiment_spec(experiment).settings
+    except ValueError:  # a user experiment: its spec needs its data options
         return None
-    from adaptcs.experiments.wavelet import E7
+    sides = [s["side"] for s in settings if "side" in s]
+    if not sides or "side" not in settings[setting]:
+        return None
+    return settings[setting]["side"], min(sides)
 
-    side = E7.settings[job.setting]["side"]
-    return None if side == 32 else side
+
+def _larger_side(job: RunJob) -> tuple[int, int] | None:
+    """(side, smallest side) of a job whose images are larger than its experiment's smallest; else None."""
+    sides = _side_and_base(job.experiment, job.setting)
+    return sides if sides is not None and sides[0] != sides[1] else None
 
 
 def job_cost_key(job: RunJob) -> str:
     """The :func:`cost_key` of ``job``'s kind."""
-    return cost_key(job.experiment, job.method, job.hyperparameters, job.strategy, _e7_side(job))
+    larger = _larger_side(job)
+    return cost_key(job.experiment, job.method, job.hyperparameters, job.strategy, larger and larger[0])
 
 
 @functools.lru_cache(maxsize=1)
@@ -265,10 +277,10 @@ def job_cpu_seconds(job: RunJob, costs: dict | None = None) -> float | None:
     """Expected CPU seconds of ``job`` from the measured costs (None for a job kind never measured)."""
     costs = load_job_costs() if costs is None else costs
     seconds = costs.get(job_cost_key(job))
-    side = _e7_side(job)
-    if seconds is None and side is not None:  # measured at 32 x 32 only
+    larger = _larger_side(job)
+    if seconds is None and larger is not None:  # measured at the smallest side only
         seconds = costs.get(cost_key(job.experiment, job.method, job.hyperparameters, job.strategy))
-        seconds = None if seconds is None else seconds * (side / 32) ** E7_SIZE_EXPONENT
+        seconds = None if seconds is None else seconds * (larger[0] / larger[1]) ** SIZE_EXPONENT
     return None if seconds is None else seconds * len(job.replicates)
 
 
