@@ -201,6 +201,8 @@ def read_job(path) -> JobResult:
 @contextmanager
 def _reading(path):
     """Open an HDF5 file for reading; any error on the way becomes a ResultFileError naming the file."""
+    if not Path(path).is_file():
+        raise ResultFileError(f"{path}: no such result file")
     try:
         with h5py.File(path, "r", locking=False) as f:
             yield f
