@@ -27,12 +27,11 @@ CHECKPOINTS = {"E3": (40, 48, 56, 64), "E5": (160, 192, 224, 256, 288)}
 
 def run(experiment: str, setting: int, replicates: int, params: dict) -> dict:
     out = {k: [] for k in ("cpu", "errors", "n_iter", "converged", "select", "n")}
-    options = {"source": "embedded"} if experiment == "E5" else None
     for r in range(replicates):
         start = time.process_time()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            job = run_job(experiment, setting, "gss_ep", "design", [r], method_params=params, data_options=options)
+            job = run_job(experiment, setting, "gss_ep", "design", [r], method_params=params)  # MNIST: embedded
         out["cpu"].append(time.process_time() - start)
         out["errors"].append(job.errors[0])
         out["n_iter"].append(job.n_iter[0])

@@ -35,14 +35,13 @@ def design_step_64(n: int, setting_index: int = 2) -> dict:
     """One designed step of E7 at 64 x 64 once ``n`` rows are measured: fit (cold, then the warm refit after the
     step's rows, the one a running loop pays) and the selection of the step's rows."""
     case, basis = wavelet_case(setting_index, 0)
-    setting = E7.settings[setting_index]
     p = case.problem
     rng = np.random.default_rng(0)
     X = np.vstack([p.X, rng.normal(size=(n - p.X.shape[0], basis.d))])
     X *= np.sqrt(basis.d) / np.linalg.norm(X, axis=1, keepdims=True)
     y = X @ p.w_true + rng.normal(0.0, np.sqrt(E7.noise_var), size=n)
     designer = SequentialDesigner(case_estimator("gss_ep", case, hyperparameters="learned"), strategy="design",
-                                  batch_size=E7.batch_size(setting), basis=basis, rng=1)
+                                  batch_size=E7.batch_size(setting_index), basis=basis, rng=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         start = time.perf_counter()

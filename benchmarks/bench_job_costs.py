@@ -3,9 +3,10 @@
 ``--measure`` runs one replicate of each (experiment, method, hyper-parameters, strategy) of the configuration
 (its first setting) in this process, with one BLAS thread, and writes the CPU seconds per replicate to
 ``src/adaptcs/job_costs.json``, which the workflow uses to ask the cluster for each job's runtime
-(:func:`adaptcs.workflow.job_runtime_minutes`). To keep the measurement short, the Gibbs samplers run a tenth of
-their sweeps (cost is linear in sweeps) and the MNIST design loops (E5, E6) ``--mnist-steps`` of their steps,
-scaled up by the ratio of steps times ``GROWTH`` (later steps have more rows, and an EP iteration costs O(n^2 d)).
+(:func:`adaptcs.jobs.job_runtime_minutes`). To keep the measurement short, the samplers (methods with an
+``n_samples`` parameter) run a tenth of their sweeps (cost is linear in sweeps) and the design loops of the
+``--short-loops`` experiments (default E5, E6: MNIST) ``--mnist-steps`` of their steps, scaled up by the ratio of
+steps times ``GROWTH`` (later steps have more rows, and an EP iteration costs O(n^2 d)).
 
 ``--from-run RESULTS`` takes the costs from the benchmark files of a finished workflow run of ``--config`` instead
 (CPU seconds of each job over its replicates, the largest over settings and chunks), e.g. E7 at 64 x 64, whose
@@ -30,43 +31,40 @@ from pathlib import Path
 import yaml
 from threadpoolctl import threadpool_limits
 
-from adaptcs import workflow as wf
+from adaptcs import jobs as jb
+from adaptcs.config import resolve
 from adaptcs.experiments import run_job
-from adaptcs.experiments.mnist import MNIST
 from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES
 from adaptcs.models.registry import METHODS
 
-GIBBS = ("gss_mcmc", "g_hs", "bg_lasso")
 GIBBS_FRACTION = 10
 GROWTH = 1.4  # mean cost of a step of the full E5 loop (128 -> 288 rows) over a step of its first part
 
 
-def measure(config: dict, mnist_steps: int, experiments=None, methods=None) -> dict:
+def measure(config: dict, mnist_steps: int, short_loops, experiments=None, methods=None) -> dict:
     """CPU seconds per replicate of every job kind (of the given experiments and methods only, if given)."""
     costs, compiled = {}, set()
-    for experiment in config["experiments"]:
+    for experiment, run in resolve(config).items():
         if experiments and experiment not in experiments:
             continue
-        opts = wf.experiment_options(config, experiment)
-        setting = opts["settings"][0]
-        for method in opts["methods"]:
+        setting = run.settings[0]
+        for method in run.methods:
             if methods and method not in methods:
                 continue
-            strategies = opts["strategies"] if wf.supports_design(method) else ["random"]
-            for hyper in opts["hyperparameters"]:
-                for strategy in strategies:
+            for hyper in run.hyperparameters:
+                for strategy in run.strategies_of(method):
                     params = dict(config.get("method_params", {}).get(method, {}))
-                    scale, n_steps = 1.0, opts["n_steps"]
-                    if method in GIBBS:
+                    scale, n_steps = 1.0, run.n_steps
+                    if "n_samples" in METHODS[method].parameter_names():  # a sampler: cost linear in sweeps
                         n_samples = params.get("n_samples", PAPER_N_SAMPLES)
                         burn_in = params.get("burn_in", PAPER_BURN_IN)
                         params.update(n_samples=max(n_samples // GIBBS_FRACTION, 1),
                                       burn_in=burn_in // GIBBS_FRACTION)
                         scale *= GIBBS_FRACTION
-                    if experiment in MNIST and n_steps > mnist_steps:
+                    if experiment in short_loops and n_steps > mnist_steps:
                         scale *= n_steps / mnist_steps * GROWTH
                         n_steps = mnist_steps
-                    job = dict(method_params=params, n_steps=n_steps, data_options=opts["data_options"],
+                    job = dict(method_params=params, n_steps=n_steps, data_options=dict(run.experiment.options),
                                hyperparameters=hyper)
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
@@ -76,7 +74,7 @@ def measure(config: dict, mnist_steps: int, experiments=None, methods=None) -> d
                         start = time.process_time()
                         run_job(experiment, setting, method, strategy, [0], **job)
                         seconds = (time.process_time() - start) * scale
-                    key = wf.cost_key(experiment, method, hyper, strategy)
+                    key = jb.cost_key(experiment, method, hyper, strategy)
                     costs[key] = round(seconds, 3)
                     print(f"{key}: {seconds:.2f} s per replicate", flush=True)
     return costs
@@ -87,13 +85,13 @@ def from_run(config: dict, results: Path) -> dict:
     import csv
 
     costs = {}
-    for job in wf.run_jobs(config):
-        path = results / "benchmarks" / "runs" / f"{job.name}.tsv"
+    for job in jb.resolve_jobs(config).values():
+        path = Path(jb.job_file(str(results), "benchmarks", job.name))
         if not path.exists():
             continue
         with path.open() as f:
             cpu = float(next(csv.DictReader(f, delimiter="\t"))["cpu_time"])
-        key = wf.job_cost_key(job)
+        key = jb.job_cost_key(job)
         costs[key] = round(max(costs.get(key, 0.0), cpu / len(job.replicates)), 3)
         print(f"{key}: {cpu / len(job.replicates):.1f} s per replicate ({path.name})", flush=True)
     return costs
@@ -106,6 +104,8 @@ def main() -> None:
     parser.add_argument("--from-run", type=Path, metavar="RESULTS",
                         help="store the costs from the benchmark files of this workflow run of --config")
     parser.add_argument("--mnist-steps", type=int, default=16)
+    parser.add_argument("--short-loops", nargs="*", default=["E5", "E6"],
+                        help="experiments whose design loops are measured for --mnist-steps steps and scaled up")
     parser.add_argument("--experiments", nargs="*", help="measure only these (the other stored costs are kept)")
     parser.add_argument("--methods", nargs="*", help="measure only these (the other stored costs are kept)")
     args = parser.parse_args()
@@ -115,29 +115,29 @@ def main() -> None:
             costs = from_run(config, args.from_run)
         else:
             with threadpool_limits(1):
-                costs = measure(config, args.mnist_steps, args.experiments, args.methods)
-        stored = wf.load_job_costs()
+                costs = measure(config, args.mnist_steps, args.short_loops, args.experiments, args.methods)
+        stored = jb.load_job_costs()
         stored.update(costs)
         meta = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}, 1 BLAS thread",
                 "measured": time.strftime("%Y-%m-%d"), "config": args.config,
                 "how": f"python benchmarks/bench_job_costs.py --config {args.config} "
                        + (f"--from-run {args.from_run}" if args.from_run else "--measure")}
         try:  # notes on how particular costs were measured are kept
-            about = json.loads(wf.JOB_COSTS_FILE.read_text()).get("about", {})
+            about = json.loads(jb.JOB_COSTS_FILE.read_text()).get("about", {})
         except (OSError, ValueError):
             about = {}
         about.update(meta)
-        wf.JOB_COSTS_FILE.write_text(json.dumps({"about": about, "seconds_per_replicate": dict(sorted(stored.items()))},
+        jb.JOB_COSTS_FILE.write_text(json.dumps({"about": about, "seconds_per_replicate": dict(sorted(stored.items()))},
                                                 indent=1) + "\n")
-        wf._stored_job_costs.cache_clear()  # read back what was just written
-    costs = wf.load_job_costs()
-    jobs = wf.run_jobs(config)
+        jb._stored_job_costs.cache_clear()  # read back what was just written
+    costs = jb.load_job_costs()
+    jobs = list(jb.resolve_jobs(config).values())
     by_experiment, missing = defaultdict(float), set()
     longest = (0.0, "", None)
     for job in jobs:
-        seconds = wf.job_cpu_seconds(job, costs)
+        seconds = jb.job_cpu_seconds(job, costs)
         if seconds is None:
-            missing.add(wf.cost_key(job.experiment, job.method, job.hyperparameters, job.strategy))
+            missing.add(jb.cost_key(job.experiment, job.method, job.hyperparameters, job.strategy))
             continue
         by_experiment[job.experiment] += seconds
         if seconds > longest[0]:
@@ -149,11 +149,10 @@ def main() -> None:
     print(f"| total | {sum(by_experiment.values()) / 3600:.1f} |")
     if longest[2] is not None:
         print(f"longest job: {longest[1]} ({longest[0] / 60:.0f} CPU minutes; first-attempt runtime asked: "
-              f"{wf.job_runtime_minutes(longest[2], costs)} min)")
+              f"{jb.job_runtime_minutes(longest[2], costs)} min)")
     if missing:
         print(f"no stored cost for {len(missing)} job kinds (run --measure): {sorted(missing)[:5]} ...")
 
 
 if __name__ == "__main__":
-    assert set(GIBBS) <= set(METHODS)
     main()

@@ -22,8 +22,8 @@ from threadpoolctl import threadpool_limits
 
 from adaptcs.data.synthetic import problem_rng
 from adaptcs.design import run_sequential_design
-from adaptcs.experiments import case_estimator, experiment_spec, synthetic_case
-from adaptcs.experiments.mnist import cached_mnist, mnist_case
+from adaptcs.experiments import case_estimator, synthetic_case
+from adaptcs.experiments.mnist import MNIST, cached_mnist, mnist_case
 
 ALL = ("p0", "v0", "noise_var")
 
@@ -33,7 +33,7 @@ def cases(args):
         yield "E1", synthetic_case("E1", 0, r)
     if args.mnist:
         data = cached_mnist("embedded", None, None)
-        setting = experiment_spec("E4").setting_indices([3])[0]
+        setting = MNIST["E4"].digit_settings([3])[0]
         for r in range(args.mnist):
             yield "MNIST digit 3", mnist_case("E4", setting, r, data=data)
 
@@ -80,7 +80,7 @@ def main() -> None:
         design_loop("E3", [synthetic_case("E3", 0, r) for r in range(args.design)], 32)
     if args.design_mnist:
         data = cached_mnist("embedded", None, None)
-        setting = experiment_spec("E5").setting_indices([3])[0]
+        setting = MNIST["E5"].digit_settings([3])[0]
         design_loop("E5", [mnist_case("E5", setting, r, data=data) for r in range(args.design_mnist)], args.steps)
 
 

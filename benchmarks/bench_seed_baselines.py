@@ -74,7 +74,7 @@ def main() -> None:
             single_fits(f"E1, {args.e1} signals", [synthetic_case("E1", 0, r) for r in range(args.e1)], METHODS)
         if args.mnist:
             data = cached_mnist("embedded", None, None)
-            setting = MNIST["E4"].setting_indices([3])[0]
+            setting = MNIST["E4"].digit_settings([3])[0]
             cases = [mnist_case("E4", setting, r, data=data) for r in range(args.mnist)]
             single_fits(f"E4 digit 3, {args.mnist} images (288 rows, 784 pixels)", cases, METHODS)
         if args.e3:

@@ -12,21 +12,20 @@ try:
 except ImportError:  # a conda environment with the dependencies only: use this repository's source tree
     sys.path.insert(0, str(Path(sm.scriptdir).parent / "src"))
 
+from adaptcs.config import load_plugins  # noqa: E402
 from adaptcs.workflow import setup_logging  # noqa: E402
 
 setup_logging(sm.log[0])
+load_plugins(sm.config)  # experiments and methods of the config's own modules, as in the main process
 
 
 def run_job():
-    from adaptcs.experiments import run_job
+    from adaptcs.jobs import Job
     from adaptcs.results import write_job
 
-    job = run_job(sm.wildcards.experiment, int(sm.wildcards.setting), sm.wildcards.method, sm.wildcards.strategy,
-                  sm.params.replicates, method_params=dict(sm.params.method_params), progress=True,
-                  n_steps=sm.params.n_steps, data_options=dict(sm.params.data_options),
-                  hyperparameters=sm.wildcards.hyperparameters)
-    job.config["workflow_config"] = dict(sm.config)
-    write_job(sm.output[0], job)
+    result = Job.from_record(dict(sm.params.job)).run(progress=True)
+    result.config["workflow_config"] = dict(sm.config)
+    write_job(sm.output[0], result)
 
 
 def aggregate():
@@ -51,9 +50,10 @@ def make_table():
 
 
 def record_config():
-    from adaptcs.workflow import write_effective_config
+    from adaptcs.workflow import write_effective_config, write_job_table
 
-    write_effective_config(sm.output[0], dict(sm.params.effective))
+    write_effective_config(sm.output.effective, dict(sm.params.effective))
+    write_job_table(sm.output.jobs, list(sm.params.jobs))
 
 
 def problem_manifest():

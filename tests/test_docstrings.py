@@ -8,13 +8,14 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import adaptcs.models as models
+from adaptcs.models.registry import METHODS
 
 ESTIMATORS = [getattr(models, name) for name in models.__all__
               if isinstance(getattr(models, name), type) and hasattr(getattr(models, name), "fit")]
 
 
-def test_there_are_estimators():
-    assert len(ESTIMATORS) == 11
+def test_every_registered_method_is_a_public_estimator():
+    assert {m.estimator for m in METHODS.values()} == set(ESTIMATORS)
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda c: c.__name__)

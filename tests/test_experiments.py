@@ -115,7 +115,10 @@ def test_cli_runs_mnist_and_refuses_what_it_cannot_do(tmp_path, capsys):
     with pytest.raises(SystemExit):  # no candidate pool can be given here, so pool is not offered
         main(["run", "--experiment", "E3", "--method", "gss_ep", "--strategy", "pool", "--out", str(out)])
     assert main(["run", "--experiment", "E3", "--method", "gss_ep", "--strategy", "topdown", "--out", str(out)]) == 2
-    assert "E3 takes --strategy design or random" in capsys.readouterr().err
+    assert "E3 takes the strategies ['design', 'random']; got 'topdown'" in capsys.readouterr().err
+    # the experiment's defaults, never the command line's own: E3 has two strategies, so one must be chosen
+    assert main(["run", "--experiment", "E3", "--method", "gss_ep", "--out", str(out)]) == 2
+    assert "E3 runs the strategies ['design', 'random']: choose one with --strategy" in capsys.readouterr().err
     assert main(["table", str(tmp_path / "missing.h5")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "missing.h5" in err and "Traceback" not in err
@@ -133,3 +136,20 @@ def test_progress_reaches_the_log(caplog, monkeypatch):
     messages = [r.getMessage() for r in caplog.records]
     assert any("replicate 0: step 3 of 3, 35 rows, error" in m for m in messages)
     assert any("replicate 0 (1/1): error" in m for m in messages)
+
+
+def test_cli_runs_one_job_of_a_config_and_refuses_what_does_not_fit(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"results: {tmp_path / 'out'}\nexperiments:\n  E1: {{replicates: 2, methods: [gss_ep]}}\n")
+    name = "E1/setting0/gss_ep-oracle-random-chunk0"
+    assert main(["--quiet", "run", "--configfile", str(config), "--job", name]) == 0
+    job = read_job(tmp_path / "out/runs/E1/setting0/gss_ep-oracle-random-chunk0.h5")  # its place in the results
+    assert job.errors.shape == (2, 1) and job.config["workflow_config"]["mnist"]["source"] == "embedded"  # defaults
+    for args, message in [(["--job", "E1/setting0/gss_ep-oracle-random-chunk1"], "has no job"),
+                          (["--job", "E1/setting0/gss_ep-oracle-random-chunk0", "--method", "ss_ep"],
+                           "--method cannot be given with it"),
+                          ([], "run needs --experiment, --method and --out")]:
+        assert main(["run", "--configfile", str(config), *args]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["run", "--job", "E1/setting0/gss_ep-oracle-random-chunk0"]) == 2
+    assert "--job needs --configfile" in capsys.readouterr().err

@@ -27,7 +27,7 @@ def test_laplace_covariance_equals_the_dense_inverse_hessian(e1, make):
     groups = np.arange(512) if isinstance(est, UngroupedFLAS) else e1.groups
     G = int(groups.max()) + 1
     prior = _Prior(_Groups(groups, G), np.full(G, est.p0_), est.v0_, 1e-3 * est.v0_)
-    a, c = est._prior_hessian(w, prior, est._check_hyperparameters())
+    a, c = est._prior_hessian(w, prior)
     members = [np.flatnonzero(groups == g) for g in range(G)]
     order = np.concatenate(members)
     B = block_diag(*[a[g] * np.eye(idx.size) - c[g] * np.outer(w[idx], w[idx]) for g, idx in enumerate(members)])

@@ -8,7 +8,8 @@ import pytest
 
 from adaptcs.data import mnist
 from adaptcs.experiments import run_job
-from adaptcs.experiments.mnist import MNIST, cached_mnist, g_lasso_k, mnist_case, oracle_prior
+from adaptcs.experiments.mnist import MNIST, cached_mnist, calibration_problems, digit_images, mnist_case, oracle_prior
+from adaptcs.models.registry import METHODS
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +187,7 @@ def test_oracle_prior_on_a_toy_image():
 
 def test_cases_share_images_rows_and_groups(data):
     e6 = MNIST["E6"]
-    none, prior = e6.setting_indices([3])[:2]
+    none, prior = e6.digit_settings([3])[:2]
     a = mnist_case("E6", none, 4, data=data)
     b = mnist_case("E6", prior, 4, data=data)
     np.testing.assert_array_equal(a.problem.X, b.problem.X)
@@ -214,10 +215,18 @@ def test_g_lasso_k_is_chosen_per_digit_on_grouping_images(data):
     the chosen k beats the E1 value k = 8 the MNIST runs used before, by far (0.93 error there)."""
     from adaptcs.models import GroupLasso
 
-    k, scores = g_lasso_k(data, 3, "blocks")
-    assert scores[round(k, 3)] == min(scores.values()) and len(scores) == 4
+    problems = calibration_problems(data, 3, "blocks")
+    assert len(problems) == 5 and all(X.shape == (288, 784) for X, _y, _w, _groups in problems)
+    params, record = METHODS["g_lasso"].calibrate(problems, {})
+    k, scores = params["k"], record["g_lasso_k_errors"]
+    assert scores[f"{round(k, 3):g}"] == min(scores.values()) and len(scores) == 4
+    assert METHODS["g_lasso"].calibrate(problems, {"k": 3.0}) == ({"k": 3.0}, {})  # the user's k is kept
     job = run_job("E4", 3, "g_lasso", "random", [0, 1], data_options={"source": "embedded", "groups": "blocks"})
-    assert job.config["method_params"] == {"k": k} and job.config["g_lasso_k_errors"]
+    assert job.config["method_params"] == {"k": k} and job.config["g_lasso_k_errors"] == scores
+    # the calibration images are grouping images, never reconstructed ones
+    reconstructed, grouping = digit_images(data, 3)
+    np.testing.assert_array_equal([w for _X, _y, w, _g in problems], grouping[:5])
+    assert not any(np.array_equal(w, r) for _X, _y, w, _g in problems for r in reconstructed)
     for replicate, error in zip(job.replicate, job.errors[:, -1], strict=True):
         case = mnist_case("E4", 3, int(replicate), data=data, groups="blocks")
         p = case.problem

@@ -55,3 +55,22 @@ def test_design_steps_are_bounded_by_the_signal_length():
         check_n_steps("E3", -1)
     with pytest.raises(ValueError, match="at most 480 in E3"):
         run_synthetic_job("E3", 0, "gss_ep", "design", [0], n_steps=500)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_the_metadata_of_every_method_matches_its_estimator(method):
+    """Whether a method designs rows is what its estimator can do (a posterior covariance), and every method has
+    a colour of its own (figures and tables take both from the registry)."""
+    from matplotlib.colors import is_color_like
+
+    from adaptcs.design import has_posterior_covariance
+
+    entry = METHODS[method]
+    assert entry.designs_rows == has_posterior_covariance(make_estimator(method, np.arange(8) // 2, PRIOR))
+    assert is_color_like(entry.color)
+    assert [m.color for m in METHODS.values()].count(entry.color) == 1
+
+
+def test_sampler_labels_say_their_sweeps():
+    assert METHODS["gss_mcmc"].label_note({"n_samples": 2000, "burn_in": 500}) == "2,500 sweeps"
+    assert METHODS["gss_mcmc"].label_note({}) == METHODS["gss_ep"].label_note({"n_samples": 5}) == ""

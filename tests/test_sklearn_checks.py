@@ -9,24 +9,11 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
-from adaptcs.models import (
-    FLAS,
-    BayesianGroupLasso,
-    GroupARD,
-    GroupHorseshoe,
-    GroupLasso,
-    GroupSpikeSlabEP,
-    GroupSpikeSlabGibbs,
-    SpikeSlabEP,
-    UngroupedFLAS,
-    UngroupedVariationalGarrote,
-    VariationalGarrote,
-)
+from adaptcs.models.registry import METHODS
 
 SHORT_CHAIN = {"n_samples": 60, "burn_in": 10, "random_state": 0}
-ESTIMATORS = [GroupSpikeSlabEP(), SpikeSlabEP(), GroupARD(), GroupLasso(), GroupSpikeSlabGibbs(**SHORT_CHAIN),
-              GroupHorseshoe(**SHORT_CHAIN), BayesianGroupLasso(**SHORT_CHAIN), VariationalGarrote(),
-              UngroupedVariationalGarrote(), FLAS(), UngroupedFLAS()]
+# every registered method's estimator with its defaults (samplers: short chains)
+ESTIMATORS = [m.estimator(**(SHORT_CHAIN if "n_samples" in m.parameter_names() else {})) for m in METHODS.values()]
 
 
 @parametrize_with_checks(ESTIMATORS)

@@ -3,6 +3,7 @@ enumeration of all 2^G group patterns, and the p0 -> 0 / p0 -> 1 limits."""
 
 import copy
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -389,7 +390,7 @@ def test_adaptive_warm_schedule_is_faster_and_its_converged_flags_are_true(oscil
     checked = 0
     for n, _iters, converged, coef, prob, est in adaptive:
         step = clone(est).set_params(damping=1.0, max_iter=1, warm_schedule="decay")
-        step.sites_ = est.sites_.copy()
+        step.warm_state_ = replace(est.warm_state_, sites=est.sites_.copy())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             step.fit(X[:n], y[:n])

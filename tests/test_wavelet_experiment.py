@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from adaptcs.basis import make_basis
+from adaptcs.config import resolve_experiment
 from adaptcs.experiments import run_job
 from adaptcs.experiments.wavelet import E7, _natural_crops, pca_rows, sequence_rows, wavelet_case
+from adaptcs.jobs import resolve_jobs
 from adaptcs.models import GroupSpikeSlabEP
-from adaptcs.workflow import experiment_options, run_jobs
 
 
 def test_case_is_an_image_with_random_pixel_rows_and_basis_groups():
@@ -65,25 +66,26 @@ def test_e7_has_no_oracle():
         run_job("E7", 0, "gss_ep", "random", [0], hyperparameters="oracle", n_steps=1)
     config = {"experiments": {"E7": {"replicates": 1, "methods": ["gss_ep"], "hyperparameters": ["oracle"]}}}
     with pytest.raises(ValueError, match="no oracle"):
-        experiment_options(config, "E7")
+        resolve_experiment(config, "E7")
 
 
 def test_e7_config_checks_and_grid():
     config = {"experiments": {"E7": {"replicates": 2, "settings": [0], "methods": ["gss_ep", "g_lasso"],
                                      "strategies": ["design", "topdown", "pca"], "n_steps": 4, "basis": "db2"}}}
-    opts = experiment_options(config, "E7")
-    assert opts["hyperparameters"] == ["learned"] and opts["data_options"]["basis"] == "db2"
-    jobs = {(j.method, j.strategy) for j in run_jobs(config)}
+    run = resolve_experiment(config, "E7")
+    assert run.hyperparameters == ("learned",) and run.experiment.options["basis"] == "db2"
+    assert run.experiment.basis(0).name == "db2"
+    jobs = {(j.method, j.strategy) for j in resolve_jobs(config).values()}
     assert jobs == {("gss_ep", "design"), ("gss_ep", "topdown"), ("gss_ep", "pca"), ("g_lasso", "topdown"),
                     ("g_lasso", "pca")}  # no design rows without a posterior covariance
     for bad, match in [({"replicates": 9}, "have 8 images"), ({"n_steps": 241}, "at most 240"),
                        ({"basis": "db9"}, "basis")]:
         entry = {**config["experiments"]["E7"], **bad}
         with pytest.raises(ValueError, match=match):
-            experiment_options({"experiments": {"E7": entry}}, "E7")
+            resolve_experiment({"experiments": {"E7": entry}}, "E7")
     e3 = {"experiments": {"E3": {"replicates": 1, "methods": ["gss_ep"], "strategies": ["topdown"]}}}
-    with pytest.raises(ValueError, match="E7's"):
-        experiment_options(e3, "E3")
+    with pytest.raises(ValueError, match=r"E3 cannot run \['topdown'\]"):
+        resolve_experiment(e3, "E3")
 
 
 def test_a_64_by_64_fit_never_forms_a_d_by_d_matrix():

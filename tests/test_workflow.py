@@ -9,7 +9,6 @@ import math
 import re
 import subprocess
 import sys
-from collections import namedtuple
 from pathlib import Path
 
 import h5py
@@ -18,11 +17,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from adaptcs.models.registry import METHODS
+from adaptcs import jobs as jb
+from adaptcs.cli import main
+from adaptcs.compare_runs import compare_files
+from adaptcs.jobs import Job, resolve_jobs
 from adaptcs.results import read_job, read_summary
-from adaptcs.workflow import RunJob, find_job, run_jobs
-
-Wildcards = namedtuple("Wildcards", "experiment setting method hyperparameters strategy chunk")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -105,7 +104,8 @@ def test_paper_config_runs_the_papers_protocol(tmp_path):
     assert paper["experiments"]["E3"]["n_steps"] == 32
     for sampler in ("gss_mcmc", "g_hs", "bg_lasso"):
         assert paper["method_params"][sampler]["n_samples"] + paper["method_params"][sampler]["burn_in"] == 11_000
-    assert paper["method_params"]["g_lasso"]["k"].startswith("8.0 on E1-E3; on E4-E6 chosen per digit")
+    assert paper["method_params"]["g_lasso"]["k"].startswith("8.0 where not calibrated; on E4, E5 chosen per "
+                                                               "setting on its calibration problems")
     assert paper["config"] == {**yaml.safe_load((REPO / "config/paper.yaml").read_text()),
                                "results": str(tmp_path / "paper/out")}
     # The default config is different (the test can tell them apart): shortened runs, as it says.
@@ -178,6 +178,15 @@ def test_tiny_end_to_end_run(tmp_path):
     assert list(mnist.checkpoint_n) == [128, 130] and mnist.checkpoint_coef.shape == (1, 2, 784)
     assert (out / "figures/E5_images.png").stat().st_size > 5000
 
+    # The job table lists every job; the command line reruns any one of them exactly as the workflow ran it.
+    table = pd.read_csv(out / "jobs.tsv", sep="\t")
+    assert len(table) == len(resolve_jobs({**TINY_CONFIG, "results": str(out)})) and table["runtime"].min() > 0
+    name = "E3/setting0/gss_ep-learned-design-chunk0"
+    assert table.set_index("name").loc[name, "path"] == str(out / "runs" / f"{name}.h5")
+    assert main(["--quiet", "run", "--configfile", str(tmp_path / "config.yaml"), "--job", name, "--out",
+                 str(tmp_path / "again.h5")]) == 0
+    assert compare_files(out / "runs" / f"{name}.h5", tmp_path / "again.h5") == []
+
     # A second run has nothing to do.
     assert planned_jobs(snakemake(tmp_path, "-n", config=TINY_CONFIG)) == {}
 
@@ -198,12 +207,19 @@ def test_tiny_end_to_end_run(tmp_path):
 @pytest.mark.parametrize("change, message", [
     ({"experiments": {"E1": {"replicates": 2, "methods": ["gss_ep"], "extra": 1}}}, "Additional properties"),
     ({"experiments": {"E1": {"replicates": "two", "methods": ["gss_ep"]}}}, "is not of type 'integer'"),
-    ({"experiments": {"E1": {"replicates": 2, "methods": ["lasso"]}}}, "'lasso' is not one of"),
-    ({"experiments": {"E8": {"replicates": 2, "methods": ["gss_ep"]}}}, "'E8' does not match any of the regexes"),
+    ({"experiments": {"E1": {"replicates": 2, "methods": ["lasso"]}}}, "experiments.E1.methods has unknown ['lasso']"),
+    ({"experiments": {"E1": {"replicates": 2, "methods": ["gss-ep"]}}}, "'gss-ep' does not match"),
+    ({"experiments": {"E8": {"replicates": 2, "methods": ["gss_ep"]}}}, "experiments.E8 is not one of E1, E2"),
+    ({"experiments": {"E1": {"replicates": 2, "methods": ["gss_ep"], "strategies": ["pca"]}}},
+     "experiments.E1.strategies: E1 cannot run ['pca']"),
+    ({"experiments": {"E1": {"replicates": 2, "methods": ["gss_ep"], "basis": "db2"}}},
+     "experiments.E1: E1 does not take ['basis']"),
+    ({"plugins": ["no_such_module_here"]}, "config: plugins: cannot import 'no_such_module_here'"),
     ({"experiments": {"E2": {"replicates": 2, "methods": ["gss_ep"], "settings": [9]}}}, "settings has [9]"),
     ({"replicate_per_job": 3}, "Additional properties"),
     ({"experiments": {"E4": {"replicates": 2, "methods": ["gss_ep"], "digits": [10]}}}, "10 is greater than"),
-    ({"experiments": {"E4": {"replicates": 2, "methods": ["gss_ep"], "settings": [0]}}}, "selects settings by digits"),
+    ({"experiments": {"E4": {"replicates": 2, "methods": ["gss_ep"], "settings": [0]}}},
+     "experiments.E4: E4 does not take ['settings']"),
     ({"mnist": {"source": "internet"}}, "'internet' is not one of"),
     ({"method_params": {"gss_ep": {"tolerance": 1e-5}}},
      "method_params.gss_ep (used by E1, E2, E3, E5): unknown parameter(s) ['tolerance']"),
@@ -220,7 +236,10 @@ def test_tiny_end_to_end_run(tmp_path):
      "experiments.E5.n_steps must be at most 656"),
     ({"mnist": {"source": "path"}}, "mnist.path (the folder with the official MNIST IDX files) is not given"),
     ({"mnist": {"source": "path", "path": "/no/such/folder"}}, "mnist.path: /no/such/folder is not a folder"),
-    ({"experiments": {"mine": {"replicates": 2, "methods": ["gss_ep"]}}}, "'kind' is a required property"),
+    ({"experiments": {"mine": {"replicates": 2, "methods": ["gss_ep"]}}}, "an experiment of your own needs 'kind'"),
+    ({"experiments": {"mine": {"kind": "usr", "data": {}, "replicates": 2, "methods": ["gss_ep"]}}},
+     "experiments.mine.kind must be one of ['user']; got 'usr'"),
+    ({"experiments": {"mine": {"kind": "user", "replicates": 2, "methods": ["gss_ep"]}}}, "'data' is a required"),
     ({"experiments": {"mine": {"kind": "user", "data": {"images": "/no/such/folder", "side": 8}, "replicates": 1,
                                "methods": ["gss_ep"]}}}, "experiments.mine.data: /no/such/folder: no such folder"),
     ({"experiments": {"mine": {"kind": "user", "data": {"images": "examples/shapes/images", "side": 16},
@@ -236,37 +255,38 @@ def test_invalid_config_fails_before_any_job(tmp_path, change, message):
     assert not (tmp_path / "out").exists()
 
 
-def test_schema_lists_exactly_the_registered_methods():
-    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
-    assert schema["$defs"]["method"]["enum"] == list(METHODS)
-    assert set(schema["properties"]["method_params"]["properties"]) == set(METHODS)
-
-
 def test_job_grid():
-    jobs = run_jobs({**TINY_CONFIG, "replicates_per_job": 1})
+    jobs = resolve_jobs({**TINY_CONFIG, "replicates_per_job": 1})
     # E1: 5 methods x 2 hyper-parameter kinds x 2 chunks; E2: 2 settings x 2 methods x 2 chunks;
     # E3: 3 methods x 2 kinds x 2 strategies x 2 chunks; E5: 2 strategies x 1 chunk
     assert len(jobs) == 5 * 2 * 2 + 2 * 2 * 2 + 3 * 2 * 2 * 2 + 2
-    job = find_job(jobs, Wildcards("E3", "0", "ss_ep", "oracle", "design", "1"))
-    assert job == RunJob("E3", 0, "ss_ep", "oracle", "design", 1, (1,))
-    assert job.name == "E3/setting0/ss_ep-oracle-design-chunk1"
-    with pytest.raises(ValueError, match="no job"):
-        find_job(jobs, Wildcards("E3", 0, "ss_ep", "oracle", "design", 5))
-    with pytest.raises(ValueError, match="no job"):
-        find_job(jobs, Wildcards("E2", 0, "ss_ep", "learned", "random", 0))
+    job = jobs["E3/setting0/ss_ep-oracle-design-chunk1"]
+    assert (job.experiment, job.setting, job.method, job.hyperparameters, job.strategy, job.chunk, job.replicates) \
+        == ("E3", 0, "ss_ep", "oracle", "design", 1, (1,))
+    assert job.n_steps == 3 and job.data_options == {} and job.path == "results/runs/" + job.name + ".h5"
+    assert jobs["E5/setting3/gss_ep-oracle-design-chunk0"].data_options == {"source": "embedded"}
+    assert jobs["E1/setting0/gss_mcmc-learned-random-chunk0"].method_params == {"n_samples": 200, "burn_in": 50}
+    assert Job.from_record(job.as_record()) == job
+    for missing in ("E3/setting0/ss_ep-oracle-design-chunk5", "E2/setting0/ss_ep-learned-random-chunk0"):
+        with pytest.raises(KeyError, match="no job"):
+            jobs[missing]
+    table = jobs.to_frame()
+    assert list(table["name"]) == list(jobs) and table.loc[0, "replicates"] == "0"
+    assert set(table.columns) >= {"experiment", "setting", "method", "hyperparameters", "strategy", "chunk",
+                                  "replicates", "n_steps", "data_options", "method_params", "runtime", "path"}
 
 
 def test_job_grid_runs_both_hyperparameter_kinds_when_asked():
     config = {"experiments": {"E3": {"replicates": 2, "methods": ["gss_ep", "g_lasso"],
                                      "hyperparameters": ["oracle", "learned"]}}}
-    names = {job.name for job in run_jobs(config)}
+    names = set(resolve_jobs(config))
     # g_lasso has no posterior covariance: random rows only
     assert names == {f"E3/setting0/{m}-{h}-{s}-chunk0" for h in ("oracle", "learned")
                      for m, s in (("gss_ep", "design"), ("gss_ep", "random"), ("g_lasso", "random"))}
     for bad in ([], ["oracle", "oracle"], ["oracel"]):
         config["experiments"]["E3"]["hyperparameters"] = bad
         with pytest.raises(ValueError, match="hyperparameters"):
-            run_jobs(config)
+            resolve_jobs(config)
 
 
 def test_job_logs_capture_warnings(tmp_path):
@@ -305,37 +325,31 @@ def test_user_experiment_example_end_to_end(tmp_path):
 
 
 def test_cluster_runtime_follows_the_measured_cost():
-    from adaptcs import workflow as wf
-
-    job = RunJob("E4", 3, "gss_mcmc", "oracle", "random", 0, tuple(range(25)))
-    costs = {wf.cost_key("E4", "gss_mcmc", "oracle", "random"): 300.0}  # 5 CPU minutes per image
-    assert wf.job_runtime_minutes(job, costs) == 3 * 5 * 25 + 10
-    assert wf.job_runtime_minutes(job, costs, attempt=2) == 2 * (3 * 5 * 25 + 10)
-    assert wf.job_runtime_minutes(job, {}) == wf.DEFAULT_RUNTIME_MINUTES  # never measured: the old default
+    job = Job("E4", 3, "gss_mcmc", "oracle", "random", 0, tuple(range(25)))
+    costs = {jb.cost_key("E4", "gss_mcmc", "oracle", "random"): 300.0}  # 5 CPU minutes per image
+    assert jb.job_runtime_minutes(job, costs) == 3 * 5 * 25 + 10
+    assert jb.job_runtime_minutes(job, costs, attempt=2) == 2 * (3 * 5 * 25 + 10)
+    assert jb.job_runtime_minutes(job, {}) == jb.DEFAULT_RUNTIME_MINUTES  # never measured: the old default
 
 
 def test_e7_runtime_grows_with_the_image_side():
-    from adaptcs import workflow as wf
-
-    costs = {wf.cost_key("E7", "gss_ep", "learned", "design"): 60.0}  # 1 CPU minute per 32 x 32 image
-    small = RunJob("E7", 0, "gss_ep", "learned", "design", 0, tuple(range(8)))
-    large = RunJob("E7", 2, "gss_ep", "learned", "design", 0, tuple(range(8)))  # 64 x 64
-    assert wf.job_runtime_minutes(small, costs) == 3 * 1 * 8 + 10
+    costs = {jb.cost_key("E7", "gss_ep", "learned", "design"): 60.0}  # 1 CPU minute per 32 x 32 image
+    small = Job("E7", 0, "gss_ep", "learned", "design", 0, tuple(range(8)))
+    large = Job("E7", 2, "gss_ep", "learned", "design", 0, tuple(range(8)))  # 64 x 64
+    assert jb.job_runtime_minutes(small, costs) == 3 * 1 * 8 + 10
     # measured at 32 x 32 only: the conservative size exponent
-    assert wf.job_runtime_minutes(large, costs) == math.ceil(3 * 2**wf.SIZE_EXPONENT * 8 + 10)
-    costs[wf.cost_key("E7", "gss_ep", "learned", "design", 64)] = 600.0  # measured at 64 x 64: 10 CPU minutes
-    assert wf.job_runtime_minutes(large, costs) == 3 * 10 * 8 + 10
-    assert wf.job_runtime_minutes(small, costs) == 3 * 1 * 8 + 10
+    assert jb.job_runtime_minutes(large, costs) == math.ceil(3 * 2**jb.SIZE_EXPONENT * 8 + 10)
+    costs[jb.cost_key("E7", "gss_ep", "learned", "design", 64)] = 600.0  # measured at 64 x 64: 10 CPU minutes
+    assert jb.job_runtime_minutes(large, costs) == 3 * 10 * 8 + 10
+    assert jb.job_runtime_minutes(small, costs) == 3 * 1 * 8 + 10
 
 
 @pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
 def test_every_shipped_job_kind_has_a_measured_cost(configfile):
     """benchmarks/bench_job_costs.py --measure covers every kind of job of the shipped configs."""
-    from adaptcs import workflow as wf
-
     config = yaml.safe_load((REPO / configfile).read_text())
-    costs = wf.load_job_costs()
+    costs = jb.load_job_costs()
     # E7 at 64 x 64 may fall back to its 32 x 32 cost (scaled by SIZE_EXPONENT); that one must be measured
-    kinds = {wf.cost_key(j.experiment, j.method, j.hyperparameters, j.strategy) for j in run_jobs(config)}
+    kinds = {jb.cost_key(j.experiment, j.method, j.hyperparameters, j.strategy) for j in resolve_jobs(config).values()}
     missing = kinds - set(costs)
     assert not missing, sorted(missing)

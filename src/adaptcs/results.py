@@ -293,9 +293,9 @@ def aggregate_runs(run_paths, *, summary_path, curves_path) -> None:
     write_csv(jobs_table(merged), curves_path)
 
 
-def write_csv(frame: pd.DataFrame, path) -> Path:
-    """Write a table as CSV atomically (temporary file, then rename)."""
-    return atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
+def write_csv(frame: pd.DataFrame, path, sep: str = ",") -> Path:
+    """Write a table as CSV (or with another separator) atomically (temporary file, then rename)."""
+    return atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, sep=sep))
 
 
 def _atomic_h5(path, write) -> Path:

@@ -3,7 +3,7 @@
 
 rule aggregate:
     input:
-        lambda wc: [path for job, path in zip(JOBS, RUN_FILES) if job.experiment == wc.experiment],
+        lambda wc: JOBS.paths(wc.experiment),
     output:
         curves=f"{RESULTS}/summary/{{experiment}}_curves.csv",
         summary=f"{RESULTS}/summary/{{experiment}}.h5",

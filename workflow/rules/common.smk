@@ -1,24 +1,20 @@
-# Shared state of the workflow: the results folder and the job grid, built by the library from the
-# validated config (adaptcs.workflow), so the rules themselves hold no logic.
+# Shared state of the workflow: the config resolved once by the library (adaptcs.workflow.WorkflowPlan: the
+# experiments with their defaults, every job by name, the effective config), so the rules themselves hold no logic.
 import adaptcs
-from adaptcs import workflow as wf
+from adaptcs.jobs import job_file
+from adaptcs.workflow import WorkflowPlan
 
 RESULTS = config["results"]
-EXPERIMENTS = list(config["experiments"])
-JOBS = wf.run_jobs(config)  # validates the config beyond the schema first (method_params, n_steps, mnist.path)
-EFFECTIVE_CONFIG = wf.effective_config(config)
+PLAN = WorkflowPlan(config)  # checks the config beyond the schema first (names, keys, method_params, n_steps, ...)
+JOBS = PLAN.jobs  # name -> adaptcs.jobs.Job, as results/jobs.tsv lists them
+EXPERIMENTS = list(PLAN.runs)
 CODE_VERSION = adaptcs.__version__
-RUN_FILES = [f"{RESULTS}/runs/{job.name}.h5" for job in JOBS]
-FIGURES_AND_TABLES = wf.figure_and_table_paths(RESULTS, EXPERIMENTS, config)
+FIGURES_AND_TABLES = PLAN.figure_and_table_paths(RESULTS)
 
 
 wildcard_constraints:
-    experiment="[A-Za-z][A-Za-z0-9]*",  # E1-E7 or a user experiment's name (no "_": figures are {experiment}_{kind})
-    setting=r"\d+",
-    method="[a-z_]+",
-    hyperparameters="oracle|learned",
-    strategy="design|random|pool|topdown|pca",
-    chunk=r"\d+",
+    experiment="[A-Za-z][A-Za-z0-9]*",  # no "_": figures are {experiment}_{kind}
+    job=r"[A-Za-z][A-Za-z0-9]*/setting\d+/[^/]+-chunk\d+",  # a name of adaptcs.jobs.Job
     kind="[a-z_]+",
 
 

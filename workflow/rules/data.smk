@@ -1,14 +1,16 @@
 # The problems each experiment uses (signals or images, active groups, seeds), listed without running inference,
-# and the config the results folder was made with.
+# and what the config means: the effective config and the job table.
 
 
 rule record_config:
     output:
-        f"{RESULTS}/effective_config.yaml",
+        effective=f"{RESULTS}/effective_config.yaml",
+        jobs=f"{RESULTS}/jobs.tsv",
     log:
         f"{RESULTS}/logs/effective_config.log",
     params:
-        effective=EFFECTIVE_CONFIG,  # a changed config (or default) changes this, so the file is rewritten
+        effective=PLAN.effective,  # a changed config (or default) changes these, so the files are rewritten
+        jobs=PLAN.job_records(),
     threads: 1
     resources:
         mem_mb=500,
@@ -25,9 +27,9 @@ rule problem_manifest:
     log:
         f"{RESULTS}/logs/problems/{{experiment}}.log",
     params:
-        replicates=lambda wc: config["experiments"][wc.experiment]["replicates"],
-        settings=lambda wc: wf.experiment_options(config, wc.experiment)["settings"],
-        data_options=lambda wc: wf.experiment_options(config, wc.experiment)["data_options"],
+        replicates=lambda wc: PLAN.runs[wc.experiment].replicates,
+        settings=lambda wc: list(PLAN.runs[wc.experiment].settings),
+        data_options=lambda wc: dict(PLAN.runs[wc.experiment].experiment.options),
         code_version=CODE_VERSION,
     threads: 1
     resources:

@@ -1,25 +1,21 @@
-# One job per (experiment, setting, method, hyper-parameters, strategy, chunk of replicates); see adaptcs.workflow.run_jobs.
+# One job per (experiment, setting, method, hyper-parameters, strategy, chunk of replicates), looked up by its
+# name in the job table (adaptcs.jobs) and passed whole to the script.
 
 
 rule run_job:
     output:
-        f"{RESULTS}/runs/{{experiment}}/setting{{setting}}/{{method}}-{{hyperparameters}}-{{strategy}}-chunk{{chunk}}.h5",
+        job_file(RESULTS, "runs", "{job}"),
     log:
-        f"{RESULTS}/logs/runs/{{experiment}}/setting{{setting}}/{{method}}-{{hyperparameters}}-{{strategy}}-chunk{{chunk}}.log",
+        job_file(RESULTS, "logs", "{job}"),
     benchmark:
-        f"{RESULTS}/benchmarks/runs/{{experiment}}/setting{{setting}}/{{method}}-{{hyperparameters}}-{{strategy}}-chunk{{chunk}}.tsv"
+        job_file(RESULTS, "benchmarks", "{job}")
     params:
-        replicates=lambda wc: list(
-            wf.find_job(JOBS, wc).replicates
-        ),
-        n_steps=lambda wc: wf.experiment_options(config, wc.experiment)["n_steps"],
-        data_options=lambda wc: wf.experiment_options(config, wc.experiment)["data_options"],
-        method_params=lambda wc: config.get("method_params", {}).get(wc.method, {}),
+        job=lambda wc: JOBS[wc.job].as_record(),
         code_version=CODE_VERSION,
     threads: 1
     resources:
         mem_mb=2000,
-        runtime=lambda wc, attempt: wf.job_runtime_minutes(wf.find_job(JOBS, wc), attempt=attempt),
+        runtime=lambda wc, attempt: JOBS[wc.job].runtime * attempt,
     conda:
         "../envs/adaptcs.yaml"
     script:

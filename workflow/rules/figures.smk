@@ -1,5 +1,5 @@
 # Figures and tables, made from the summaries only (never from inference). Captions come from the config
-# (adaptcs.captions): what is plotted, over how many replicates, with which settings.
+# (adaptcs.captions) of the resolved run: what is plotted, over how many replicates, with which settings.
 from adaptcs.captions import figure_caption, table_caption
 
 
@@ -15,7 +15,7 @@ rule plot_figure:
             labels={"experiment": "{experiment}", "figure": "{kind}"},
         ),
     params:
-        caption=lambda wc: figure_caption(config, wc.experiment, wc.kind),
+        caption=lambda wc: figure_caption(PLAN.runs[wc.experiment], wc.kind),
     log:
         f"{RESULTS}/logs/figures/{{experiment}}_{{kind}}.log",
     threads: 1
@@ -41,7 +41,7 @@ rule make_table:
             labels={"experiment": "{experiment}", "figure": "table"},
         ),
     params:
-        caption=lambda wc: table_caption(config, wc.experiment),
+        caption=lambda wc: table_caption(PLAN.runs[wc.experiment]),
     log:
         f"{RESULTS}/logs/tables/{{experiment}}.log",
     threads: 1

@@ -7,16 +7,19 @@ signals). E3: 32 random rows, then 32 steps of one row chosen by the strategy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 from adaptcs.data.synthetic import EXPERIMENT_INDEX, experiment_rng, make_e1_problem, permute_group_labels
+from adaptcs.experiments.base import Experiment
 from adaptcs.experiments.case import Case
 from adaptcs.models.registry import PriorInfo
 
 
 @dataclass(frozen=True)
-class SyntheticExperiment:
+class SyntheticExperiment(Experiment):
     """Parameters of a synthetic experiment (the paper's values by default)."""
+
+    config_keys = ("settings",)
 
     name: str
     n_initial: int
@@ -30,46 +33,45 @@ class SyntheticExperiment:
     strategies: tuple = ("random",)
     figures: tuple = ("errors", "fit_times")
 
+    @property
+    def key(self) -> int:
+        """Seeds its problems (E1-E3: 1-3)."""
+        return EXPERIMENT_INDEX[self.name]
 
-SYNTHETIC = {
-    "E1": SyntheticExperiment("E1", n_initial=64, figures=("errors", "example", "group_probs", "fit_times")),
-    "E2": SyntheticExperiment("E2", n_initial=64,
-                              settings=tuple({"label_noise": f} for f in (0.1, 0.2, 0.4, 0.6, 1.0)),
-                              figures=("errors",)),
-    "E3": SyntheticExperiment("E3", n_initial=32, n_steps=32, strategies=("design", "random"),
-                              figures=("curves", "example", "fit_times")),
-}
+    def case(self, setting: int, replicate: int) -> Case:
+        """The problem of (setting, replicate)."""
+        self.check_setting(setting)
+        # Signals are shared across the settings of an experiment; only setting-specific noise uses the setting.
+        problem_seed = (self.key, 0, replicate)
+        problem = make_e1_problem(experiment_rng(self.name, 0, replicate), d=self.d, n_groups=self.n_groups,
+                                  n_active=self.n_active, n=self.n_initial, noise_var=self.noise_var,
+                                  layout=self.layout)
+        fit_groups = problem.groups
+        label_noise = self.settings[setting].get("label_noise", 0.0)
+        if label_noise > 0.0:
+            fit_groups = permute_group_labels(experiment_rng(self.name, setting + 1, replicate), problem.groups,
+                                              label_noise)
+        n_active_coefs = self.n_active * self.d // self.n_groups
+        prior = PriorInfo(p0_group=self.n_active / self.n_groups, p0_coef=n_active_coefs / self.d,
+                          v0=1.0 / 3.0, noise_var=self.noise_var)  # Uniform[-1, 1] has variance 1/3
+        design_seed = (self.key, setting, replicate, 1)
+        method_seed = (self.key, setting, replicate, 2)
+        return Case(problem, fit_groups, prior, problem_seed, design_seed, method_seed)
+
+
+E1 = SyntheticExperiment("E1", n_initial=64, figures=("errors", "example", "group_probs", "fit_times"))
+E2 = SyntheticExperiment("E2", n_initial=64, settings=tuple({"label_noise": f} for f in (0.1, 0.2, 0.4, 0.6, 1.0)),
+                         figures=("errors",))
+E3 = SyntheticExperiment("E3", n_initial=32, n_steps=32, strategies=("design", "random"),
+                         figures=("curves", "example", "fit_times"))
+SYNTHETIC = {e.name: e for e in (E1, E2, E3)}
 
 
 def synthetic_case(experiment: str, setting_index: int, replicate: int, **overrides) -> Case:
     """The problem of (experiment, setting, replicate); ``overrides`` replace fields of the experiment."""
-    spec = _spec(experiment, **overrides)
-    if not 0 <= setting_index < len(spec.settings):
-        raise ValueError(f"setting_index must be in 0..{len(spec.settings) - 1} for {experiment}; "
-                         f"got {setting_index}")
-    setting = spec.settings[setting_index]
-    # Signals are shared across the settings of an experiment; only setting-specific noise uses the setting.
-    problem_seed = (EXPERIMENT_INDEX[experiment], 0, replicate)
-    problem = make_e1_problem(experiment_rng(experiment, 0, replicate), d=spec.d, n_groups=spec.n_groups,
-                              n_active=spec.n_active, n=spec.n_initial, noise_var=spec.noise_var,
-                              layout=spec.layout)
-    fit_groups = problem.groups
-    if setting.get("label_noise", 0.0) > 0.0:
-        fit_groups = permute_group_labels(experiment_rng(experiment, setting_index + 1, replicate),
-                                          problem.groups, setting["label_noise"])
-    n_active_coefs = spec.n_active * spec.d // spec.n_groups
-    prior = PriorInfo(p0_group=spec.n_active / spec.n_groups, p0_coef=n_active_coefs / spec.d,
-                      v0=1.0 / 3.0, noise_var=spec.noise_var)  # Uniform[-1, 1] has variance 1/3
-    design_seed = (EXPERIMENT_INDEX[experiment], setting_index, replicate, 1)
-    method_seed = (EXPERIMENT_INDEX[experiment], setting_index, replicate, 2)
-    return Case(problem, fit_groups, prior, problem_seed, design_seed, method_seed)
-
-
-def _spec(experiment: str, **overrides) -> SyntheticExperiment:
     if experiment not in SYNTHETIC:
         raise ValueError(f"experiment must be one of {sorted(SYNTHETIC)}; got {experiment!r}")
-    spec = SYNTHETIC[experiment]
-    unknown = set(overrides) - set(SyntheticExperiment.__dataclass_fields__) - {"name", "settings", "figures"}
+    unknown = set(overrides) - {f.name for f in fields(SyntheticExperiment)}
     if unknown:
         raise ValueError(f"unknown experiment parameter(s): {sorted(unknown)}")
-    return SyntheticExperiment(**{**spec.__dict__, **overrides})
+    return replace(SYNTHETIC[experiment], **overrides).case(setting_index, replicate)

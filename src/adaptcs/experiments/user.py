@@ -14,6 +14,7 @@ order; replicate r is the r-th file. ``.npy``: an array of shape (m, d), replica
 from __future__ import annotations
 
 import functools
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 
 from adaptcs.data.mnist import block_groups, similarity_groups
 from adaptcs.data.synthetic import GroupSparseProblem, problem_rng
+from adaptcs.experiments.base import Experiment
 from adaptcs.experiments.case import Case
 from adaptcs.measurement import measure
 from adaptcs.models.registry import PriorInfo
@@ -32,7 +34,7 @@ DEFAULTS = {"noise_var": 1e-4, "n_initial": 32}
 
 
 @dataclass(frozen=True)
-class UserExperiment:
+class UserExperiment(Experiment):
     """A ``kind: user`` experiment of the workflow config (see config/README.md).
 
     Attributes
@@ -54,9 +56,13 @@ class UserExperiment:
         Random rows before the design loop.
     n_steps : int
         Rows added by the design loop unless the experiment's ``n_steps`` says otherwise.
-    checkpoints : tuple of int
+    checkpoint_rows : tuple of int
         Numbers of rows at which reconstructions are kept (for the images figure); default four points.
+    options : dict
+        ``kind: user`` and the ``data`` block as the config gave it (recorded in result files).
     """
+
+    config_keys = ("kind", "data")
 
     name: str
     images: str | None = None
@@ -66,13 +72,32 @@ class UserExperiment:
     noise_var: float = DEFAULTS["noise_var"]
     n_initial: int = DEFAULTS["n_initial"]
     n_steps: int = 32
-    checkpoints: tuple = ()
+    checkpoint_rows: tuple = ()
     strategies: tuple = ("design", "random")
     settings: tuple = ({},)
+    options: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, name: str, entry: dict, config: dict) -> UserExperiment:
+        """From the config entry: its ``data`` block, checked at once (the files are read)."""
+        try:
+            experiment = cls.from_options(name, {"kind": "user", **entry["data"]})
+        except ValueError as exc:
+            raise ValueError(f"experiments.{name}: {exc}") from None
+        try:
+            experiment.signals_array()
+            experiment.groups_array()
+        except (ValueError, OSError) as exc:
+            raise ValueError(f"experiments.{name}.data: {exc}") from None
+        return experiment
 
     @classmethod
     def from_options(cls, name: str, options: dict) -> UserExperiment:
-        """From the ``data`` block of the config entry (ValueError naming the key for anything wrong)."""
+        """From the options recorded in result files: ``kind: user`` and the ``data`` block of the config entry
+        (ValueError naming the key for anything wrong)."""
+        if re.fullmatch(r"E\d+", name):
+            raise ValueError("names E<number> are kept for built-in experiments; give a user experiment another name")
+        given = {"kind": "user", **options}
         options = {k: v for k, v in options.items() if k != "kind"}
         unknown = set(options) - {"images", "signals", "side", "groups", "noise_var", "n_initial", "checkpoints"}
         if unknown:
@@ -89,7 +114,7 @@ class UserExperiment:
         spec = cls(name=name, images=options.get("images"), signals=options.get("signals"), side=options.get("side"),
                    groups=groups, noise_var=float(options.get("noise_var", DEFAULTS["noise_var"])),
                    n_initial=int(options.get("n_initial", DEFAULTS["n_initial"])),
-                   checkpoints=tuple(int(c) for c in options.get("checkpoints", ())))
+                   checkpoint_rows=tuple(int(c) for c in options.get("checkpoints", ())), options=given)
         if spec.noise_var <= 0 or spec.n_initial < 1:
             raise ValueError(f"{name}: data.noise_var must be > 0 and data.n_initial >= 1")
         return spec
@@ -114,11 +139,31 @@ class UserExperiment:
         """The figure kinds made for this experiment."""
         return ("curves", "images") if self.is_image else ("curves", "example")
 
-    def default_checkpoints(self, n_steps: int) -> tuple:
+    def checkpoints(self, setting: int, n_steps: int) -> tuple:
         """The given checkpoints, or the initial rows and three points along a loop of ``n_steps`` rows."""
-        if self.checkpoints:
-            return self.checkpoints
+        if self.checkpoint_rows:
+            return self.checkpoint_rows
         return tuple(sorted({self.n_initial + (n_steps * q) // 4 for q in (0, 1, 2, 4)}))
+
+    def image_side(self, setting: int) -> int | None:
+        """``side`` for images, None for a ``.npy`` of signals."""
+        return self.side if self.is_image else None
+
+    def check_replicates(self, replicates: int, settings) -> None:
+        """At most one replicate per signal."""
+        n_signals = self.signals_array().shape[0]
+        if replicates > n_signals:
+            raise ValueError(f"replicates is {replicates}; its data has {n_signals} signals")
+
+    def case(self, setting: int, replicate: int) -> Case:
+        """E5's protocol on the signal ``replicate``."""
+        self.check_setting(setting)
+        return user_case(self, replicate)
+
+    def check_oracle(self, case: Case | None = None) -> None:
+        """Refuse the oracle for a signal that is not exactly group-sparse (see :func:`check_oracle`)."""
+        if case is not None:
+            check_oracle(self, case)
 
     def signals_array(self) -> np.ndarray:
         """All signals, shape (m, d)."""

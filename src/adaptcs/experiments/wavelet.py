@@ -24,12 +24,13 @@ hyper-parameters are learned from the measurements.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from adaptcs.basis import BASES, make_basis
 from adaptcs.data.synthetic import GroupSparseProblem, problem_rng
+from adaptcs.experiments.base import Experiment
 from adaptcs.experiments.case import Case
 from adaptcs.experiments.mnist import cached_mnist, digit_images
 from adaptcs.measurement import sphere_rows
@@ -50,8 +51,11 @@ STRATEGIES = ("design", "random", "topdown", "pca")
 SEQUENCES = ("topdown", "pca")
 
 
+WAVELET_OPTIONS = ("source", "cache_dir", "path", "groups", "basis")  # the config's mnist block and the basis
+
+
 @dataclass(frozen=True)
-class WaveletExperiment:
+class WaveletExperiment(Experiment):
     """E7's definition: settings (image source x side) and the measurement protocol.
 
     Attributes
@@ -62,39 +66,86 @@ class WaveletExperiment:
         Variance of the Gaussian measurement noise (pixel values are in [0, 1]; rows have norm sqrt(d)).
     n_steps : int
         Design steps; each adds ``batch_size(setting)`` rows.
+    options : dict
+        The config's ``mnist`` block (for the MNIST settings) and, when given, ``basis``.
     """
 
+    config_keys = ("settings", "basis")
+    has_oracle = False  # images are not exactly sparse in any basis
+
     name: str = "E7"
-    basis: str = "haar"
+    basis_name: str = "haar"
     noise_var: float = 1e-2
     n_steps: int = 48
     settings: tuple = tuple({"images": source, "side": side} for side in SIDES for source in SOURCES)
     strategies: tuple = STRATEGIES
     figures: tuple = ("curves", "images")
+    options: dict = field(default_factory=dict)
+
+    key = KEY
 
     @property
     def d(self) -> int:
         """Coefficients of the smallest setting (the bound every setting's rows must respect)."""
         return min(s["side"] for s in self.settings) ** 2
 
+    def with_options(self, options: dict) -> WaveletExperiment:
+        """With the MNIST options and the basis the options name (ValueError for an unknown option or basis)."""
+        unknown = set(options) - set(WAVELET_OPTIONS)
+        if unknown:
+            raise ValueError(f"unknown E7 option(s): {sorted(unknown)}")
+        return replace(self, basis_name=check_basis(options.get("basis", "haar")), options=dict(options))
+
+    def configured(self, entry: dict, config: dict) -> WaveletExperiment:
+        """With the config's ``mnist`` block and the entry's ``basis``."""
+        return self.with_options(dict(config.get("mnist", {})) | ({"basis": entry["basis"]} if "basis" in entry
+                                                                   else {}))
+
+    def check_replicates(self, replicates: int, settings) -> None:
+        """At most the images every selected setting has."""
+        available = min(n_replicates(self.settings[s]) for s in settings)
+        if replicates > available:
+            raise ValueError(f"replicates is {replicates}; its settings {list(settings)} have {available} images "
+                             "each")
+
     @staticmethod
     def n_initial(setting: dict) -> int:
         """Random rows before the loop: d / 16."""
         return setting["side"] ** 2 // 16
 
-    @staticmethod
-    def batch_size(setting: dict) -> int:
+    def batch_size(self, setting: int) -> int:
         """Rows per step: d / 256."""
-        return max(1, setting["side"] ** 2 // 256)
+        return max(1, self.settings[setting]["side"] ** 2 // 256)
 
     def max_steps(self) -> int:
         """Most steps every setting allows (its rows then at most its d)."""
-        return min((s["side"] ** 2 - self.n_initial(s)) // self.batch_size(s) for s in self.settings)
+        return min((s["side"] ** 2 - self.n_initial(s)) // self.batch_size(i) for i, s in enumerate(self.settings))
 
-    def checkpoints(self, setting: dict, n_steps: int) -> tuple:
+    def steps_limit(self) -> str:
+        """Why :meth:`max_steps` is the limit."""
+        return "d / 16 initial rows + n_steps steps of d / 256 rows must not exceed d"
+
+    def checkpoints(self, setting: int, n_steps: int) -> tuple:
         """Rows at which reconstructions are kept: the start and a quarter, half and all of the loop."""
-        n0, k = self.n_initial(setting), self.batch_size(setting)
+        n0, k = self.n_initial(self.settings[setting]), self.batch_size(setting)
         return tuple(sorted({n0 + k * ((n_steps * q) // 4) for q in (0, 1, 2, 4)}))
+
+    def image_side(self, setting: int) -> int:
+        """The setting's side."""
+        return self.settings[setting]["side"]
+
+    def basis(self, setting: int):
+        """The orthonormal basis of the setting's images."""
+        return make_basis(self.basis_name, self.settings[setting]["side"])
+
+    def fixed_rows(self, setting: int, strategy: str, n_rows: int) -> np.ndarray:
+        """The rows of ``topdown`` and ``pca`` (pixels, norm sqrt(d))."""
+        self.check_setting(setting)
+        return sequence_rows(strategy, self.settings[setting], self.basis(setting), n_rows, self.options)
+
+    def case(self, setting: int, replicate: int) -> Case:
+        """The problem of (setting, replicate) (its basis is :meth:`basis`)."""
+        return wavelet_case(setting, replicate, spec=self, data_options=self.options)[0]
 
 
 E7 = WaveletExperiment()
@@ -216,14 +267,13 @@ def wavelet_case(setting_index: int, replicate: int, *, spec: WaveletExperiment 
         The case's problem holds the image (pixels) and the initial pixel rows; its ``groups`` and the case's
         ``fit_groups`` are the basis coefficients' groups.
     """
-    if not 0 <= setting_index < len(spec.settings):
-        raise ValueError(f"setting_index must be in 0..{len(spec.settings) - 1} for E7; got {setting_index}")
+    spec.check_setting(setting_index)
     setting = spec.settings[setting_index]
     images = images_of(setting, data_options)
     if not 0 <= replicate < images.shape[0]:
         raise ValueError(f"E7 {setting['images']} images: replicate must be in 0..{images.shape[0] - 1}; got "
                          f"{replicate}")
-    basis = make_basis(check_basis(spec.basis), setting["side"])
+    basis = spec.basis(setting_index)
     x = images[replicate]
     problem_seed = (KEY, setting_index, replicate)
     rng = problem_rng(*problem_seed)

@@ -1,7 +1,14 @@
-"""The EP iteration of the group spike-and-slab model: sites, cavities, moment matching, damping, the evidence.
+"""Expectation propagation for the group spike-and-slab model: the sites, the hyper-parameters, the problem EP runs
+on, one run of the iteration and its evidence.
 
-The estimators (:mod:`adaptcs.models.spike_slab_ep`) and hyper-parameter learning
-(:mod:`adaptcs.models._ep_learning`) both drive :func:`_run_ep`; docs/model.md has the updates.
+Reading order: docs/model.md (the model and the updates, with the paper's misprints corrected); then
+tests/reference_ep.py (a dense EP written for clarity, the ground truth the tests compare with); then this module
+from top to bottom: the sites (:class:`EPSites`) and hyper-parameters (:class:`Hyper`), the problem
+(:class:`EPProblem`: unit-size data, groups and EP settings), the pieces of one iteration (:func:`_cavity`,
+:func:`_matched_sites`, :func:`_damped`), the loop (:func:`run_ep`) and the evidence (:func:`_log_evidence`). Then
+:mod:`adaptcs.models._ep_learning`, whose :func:`~adaptcs.models._ep_learning.infer` is the one path of every fit
+(a fit without learning is learning with ``learn=()``), and last :mod:`adaptcs.models.spike_slab_ep`, the
+estimators, which scale the data once on entry and once on exit around it.
 """
 
 from __future__ import annotations
@@ -10,7 +17,8 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.optimize import brentq
+from scipy.special import expit, log_expit, logit
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs.models._gaussian import LinearGaussianModel
@@ -62,6 +70,114 @@ class EPSites:
     def copy(self) -> EPSites:
         """An independent copy of the sites."""
         return EPSites(self.var.copy(), self.mean.copy(), self.logit.copy())
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """The hyper-parameters of GSS-EP, travelling as one object (in the units of the data they belong to; EP
+    works on unit-size data, :meth:`scaled` and :meth:`unscaled` convert).
+
+    Attributes
+    ----------
+    level : float
+        Common prior log-odds: ``p0_g = expit(level + offset_g)`` (offsets: :attr:`EPProblem.offsets`).
+    v0 : float
+        Slab variance.
+    noise_var : float
+        Noise variance.
+    """
+
+    level: float
+    v0: float
+    noise_var: float
+
+    def phi(self) -> np.ndarray:
+        """The coordinates learning works in: (level, log v0, log s2)."""
+        return np.array([self.level, np.log(self.v0), np.log(self.noise_var)])
+
+    def scaled(self, scale) -> Hyper:
+        """On the unit-size data of ``scale`` (:class:`adaptcs.models._scaling.DataScale`)."""
+        return Hyper(self.level, scale.scaled_variance(self.v0, "v0"), scale.scaled_noise(self.noise_var))
+
+    def unscaled(self, scale) -> Hyper:
+        """Back in the data's units from the unit-size data of ``scale``."""
+        return Hyper(self.level, self.v0 * scale.coef2, self.noise_var * scale.y**2)
+
+
+class EPProblem:
+    """Unit-size data, group structure and EP settings: runs EP at any hyper-parameters.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, d)
+    y : ndarray, shape (n,)
+    coef_group : ndarray of int, shape (d,)
+    offsets : ndarray, shape (G,)
+        Fixed per-group prior log-odds: ``logit p0_g = level + offsets_g`` (learning moves the level only, so
+        group-specific prior knowledge is kept).
+    v_inf_ratio, damping, damping_decay : float
+        As in :class:`adaptcs.models.GroupSpikeSlabEP`.
+    progress : callable, optional
+        Passed to every EP run (see :func:`run_ep`).
+    """
+
+    def __init__(self, X, y, coef_group, offsets, *, v_inf_ratio: float, damping: float, damping_decay: float,
+                 progress=None):
+        self.X, self.y, self.coef_group, self.offsets = X, y, coef_group, offsets
+        self.v_inf_ratio, self.damping, self.damping_decay = v_inf_ratio, damping, damping_decay
+        self.progress = progress
+        self.n = X.shape[0]
+        self.mean_y2 = float(np.mean(y * y))
+        self._column_power = np.mean(X * X, axis=0)  # (d,): mean_i x_ij^2
+        self._models: dict[float, LinearGaussianModel] = {}
+
+    def rows(self, index: np.ndarray) -> EPProblem:
+        """The same problem on a subset of the rows."""
+        return EPProblem(self.X[index], self.y[index], self.coef_group, self.offsets, v_inf_ratio=self.v_inf_ratio,
+                         damping=self.damping, damping_decay=self.damping_decay, progress=self.progress)
+
+    def prior_logit(self, hyper: Hyper) -> np.ndarray:
+        """Prior log-odds of every group at ``hyper``, shape (G,)."""
+        return hyper.level + self.offsets
+
+    def mean_p0(self, level: float) -> float:
+        """Mean prior probability of a group at ``level``."""
+        return float(np.mean(expit(level + self.offsets)))
+
+    def level_for(self, mean_p0: float) -> float:
+        """The level whose mean prior probability is ``mean_p0`` (monotone; exact without offsets)."""
+        if not np.any(self.offsets):
+            return float(logit(mean_p0))
+        return float(brentq(lambda lv: self.mean_p0(lv) - mean_p0, -60.0, 60.0, xtol=1e-12))
+
+    def tied_v0(self, level: float, noise_var: float) -> float:
+        """The slab variance that makes the prior's mean y_i^2 equal the data's (docs/learning.md)."""
+        prob = expit(level + self.offsets)[self.coef_group]
+        signal = max(self.mean_y2 - noise_var, 1e-3 * self.mean_y2)
+        return signal / float(self._column_power @ prob)
+
+    def model(self, noise_var: float) -> LinearGaussianModel:
+        """The Gaussian part of the model at noise variance ``noise_var`` (cached per value)."""
+        if noise_var not in self._models:
+            if len(self._models) > 64:
+                self._models.clear()
+            self._models[noise_var] = LinearGaussianModel(self.X, self.y, noise_var)
+        return self._models[noise_var]
+
+    def run(self, hyper: Hyper, sites: EPSites | None = None, *, tol: float, max_iter: int, schedule: str = "decay",
+            adapt=None) -> EPRun:
+        """EP at ``hyper`` from ``sites`` (the prior's when None): :func:`run_ep`. ValueError if the posterior
+        cannot be factorised at the start."""
+        if sites is None:
+            sites = EPSites.initial(expit(self.prior_logit(hyper))[self.coef_group], hyper.v0)
+        return run_ep(self, hyper, sites, tol=tol, max_iter=max_iter, schedule=schedule, adapt=adapt)
+
+    def try_run(self, hyper: Hyper, sites: EPSites | None = None, *, tol: float, max_iter: int) -> EPRun | None:
+        """:meth:`run`, or None where the posterior cannot be factorised (a point of a search to skip)."""
+        try:
+            return self.run(hyper, sites, tol=tol, max_iter=max_iter)
+        except ValueError:
+            return None
 
 
 def _log_normal_at_zero(mean: np.ndarray, var: np.ndarray) -> np.ndarray:
@@ -150,9 +266,10 @@ def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity
 
 
 @dataclass
-class _EPRun:
-    """The end of one EP run on unit-size data (see :func:`_run_ep`)."""
+class EPRun:
+    """The end of one EP run on unit-size data (see :func:`run_ep`)."""
 
+    hyper: Hyper  # at the end of the run (learning moves them with the sites)
     sites: EPSites
     post: object  # WoodburyPosterior or DirectPosterior
     group_prob: np.ndarray  # (G,)
@@ -167,41 +284,37 @@ class _EPRun:
     log_evidence: float  # of the unit-size data; NaN when EP failed or some cavity is invalid
 
 
-def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray, coef_group: np.ndarray,
-            v0: float, v_inf: float, *, damping: float, damping_decay: float, tol: float, max_iter: int,
-            adapt=None, schedule: str = "decay", progress=None) -> _EPRun:
+def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_iter: int, schedule: str = "decay",
+           adapt=None) -> EPRun:
     """Iterate EP from ``sites`` until the damped change is below ``tol`` or ``max_iter`` (no warnings).
 
     Parameters
     ----------
-    model : LinearGaussianModel
-        Unit-size data and noise variance.
+    problem : EPProblem
+        Unit-size data, groups, damping and progress callback.
+    hyper : Hyper
+        Hyper-parameters on the unit-size data.
     sites : EPSites
         Starting sites, shape (d,) each.
-    prior_logit : ndarray, shape (G,)
-        ``logit(p0_g)``.
-    coef_group : ndarray of int, shape (d,)
-        Group index of each coefficient.
-    v0, v_inf : float
-        Slab variance and clamped site variance, in the units of the unit-size data.
     adapt : callable, optional
         Hyper-parameters that move with the sites (learning): called every iteration as
-        ``adapt(post, cavity, group_prob, weight)`` with the damping ``weight`` of the iteration, it returns
-        ``(model, prior_logit, v0, v_inf, change)`` for the next iteration, ``change`` in the units of ``tol``
-        (the run converges when sites and hyper-parameters both stop moving).
+        ``adapt(hyper, post, cavity, group_prob, weight)`` with the damping ``weight`` of the iteration, it returns
+        ``(hyper, change)``: the hyper-parameters of the next iteration and how far they moved, in the units of
+        ``tol`` (the run converges when sites and hyper-parameters both stop moving).
     schedule : {"decay", "adaptive"}
-        "decay" (the paper's): the damping starts at ``damping`` and is multiplied by ``damping_decay`` after
-        every iteration; the run stops when the damped change is below ``tol``. "adaptive" (for warm starts):
-        the same, until the undamped change stalls (see ``STALL_WINDOW``); from then on the damping decays by
-        ``COOL_DECAY`` per iteration. The stopping rule and the convergence test are the same for both.
-    progress : callable, optional
-        Called after every iteration as ``progress(n_iter, change, residual, damping)`` (for ``verbose``).
+        "decay" (the paper's): the damping starts at ``problem.damping`` and is multiplied by
+        ``problem.damping_decay`` after every iteration; the run stops when the damped change is below ``tol``.
+        "adaptive" (for warm starts): the same, until the undamped change stalls (see ``STALL_WINDOW``); from then
+        on the damping decays by ``COOL_DECAY`` per iteration. The stopping rule and the convergence test are the
+        same for both.
 
     Raises
     ------
     ValueError
         If the posterior cannot be factorised at the starting sites.
     """
+    coef_group, progress, damping_decay = problem.coef_group, problem.progress, problem.damping_decay
+    model, prior_logit, v0, v_inf = _at(problem, hyper)
     G = prior_logit.shape[0]
 
     def group_logit_of(s: EPSites) -> np.ndarray:
@@ -214,7 +327,7 @@ def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray,
                          "are numerically degenerate together") from None
     group_logit = group_logit_of(sites)
     group_prob = expit(group_logit)
-    xi = damping
+    xi = problem.damping
     stopped = False
     failure = None
     n_iter = 0
@@ -227,7 +340,8 @@ def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray,
         new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.valid, xi)
         hyper_change = 0.0
         if adapt is not None:
-            model, prior_logit, v0, v_inf, hyper_change = adapt(post, cav, group_prob, xi)
+            hyper, hyper_change = adapt(hyper, post, cav, group_prob, xi)
+            model, prior_logit, v0, v_inf = _at(problem, hyper)
         step_weight = xi
         xi *= COOL_DECAY if cooling else damping_decay
         try:
@@ -270,29 +384,34 @@ def _run_ep(model: LinearGaussianModel, sites: EPSites, prior_logit: np.ndarray,
         log_ev = _log_evidence(model, post, sites, cav, prior_logit, coef_group, v0)
     else:
         log_ev = float("nan")
-    return _EPRun(sites=sites, post=post, group_prob=group_prob, cavity=cav, n_iter=n_iter, stopped=stopped,
-                  residual=float(residual), change=float(change), failure=failure,
-                  ill_conditioned=ill_conditioned, converged=converged, log_evidence=log_ev)
+    return EPRun(hyper=hyper, sites=sites, post=post, group_prob=group_prob, cavity=cav, n_iter=n_iter,
+                 stopped=stopped, residual=float(residual), change=float(change), failure=failure,
+                 ill_conditioned=ill_conditioned, converged=converged, log_evidence=log_ev)
 
 
-def _warn_unless_converged(name: str, run: _EPRun, tol: float, max_iter: int) -> None:
+def _at(problem: EPProblem, hyper: Hyper) -> tuple[LinearGaussianModel, np.ndarray, float, float]:
+    """What one iteration needs of ``hyper``: the Gaussian model, the groups' prior log-odds, v0 and v_inf."""
+    return problem.model(hyper.noise_var), problem.prior_logit(hyper), hyper.v0, problem.v_inf_ratio * hyper.v0
+
+
+def _warn_unless_converged(name: str, run: EPRun, tol: float, max_iter: int) -> None:
     """The ConvergenceWarnings of a fit, saying why it is not converged."""
     if run.ill_conditioned is not None:
         warnings.warn(f"{name}: ill-conditioned fit: site variance x |x_i|^2 / noise_var reaches "
                       f"{run.ill_conditioned:.3g}, so posterior variances may be off by more than "
                       f"{MAX_VARIANCE_ERROR:g} relative; the fit is marked not converged", ConvergenceWarning,
-                      stacklevel=3)
+                      stacklevel=4)
     if run.failure is not None:
         warnings.warn(f"{name}: EP stopped: {run.failure}; the fit is not converged", ConvergenceWarning,
-                      stacklevel=3)
+                      stacklevel=4)
     elif run.stopped and run.residual >= RESIDUAL_FACTOR * tol:
         warnings.warn(f"{name}: EP was stopped by the decaying damping after {run.n_iter} iterations, not at a "
                       f"fixed point (an undamped update would still change the fit by {run.residual:.3g} > "
-                      f"{RESIDUAL_FACTOR:g} tol)", ConvergenceWarning, stacklevel=3)
+                      f"{RESIDUAL_FACTOR:g} tol)", ConvergenceWarning, stacklevel=4)
     elif not run.stopped:
         warnings.warn(f"{name}: EP did not converge in {max_iter} iterations (last change {run.change:.3g} > "
-                      f"tol={tol})", ConvergenceWarning, stacklevel=3)
+                      f"tol={tol})", ConvergenceWarning, stacklevel=4)
     if run.failure is None and not np.all(run.cavity.valid):
         warnings.warn(f"{name}: {np.count_nonzero(~run.cavity.valid)} site(s) have no valid cavity at the end of EP "
                       "(posterior variances lost to rounding); log_evidence_ is NaN and the fit is marked not "
-                      "converged", ConvergenceWarning, stacklevel=3)
+                      "converged", ConvergenceWarning, stacklevel=4)

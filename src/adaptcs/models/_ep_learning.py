@@ -11,6 +11,8 @@ docs/learning.md. theta = (p0, v0, s2), of which any subset is learned:
 
 With group-specific prior knowledge (``p0`` one value per group) the offsets ``logit p0_g - level`` are kept and
 only the common level is learned. Everything here works on unit-size data (see :mod:`._scaling`).
+
+:func:`infer` is the one path of every GSS-EP fit: with nothing to learn it is one EP run at the given values.
 """
 
 from __future__ import annotations
@@ -18,12 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import expit, logit
+from scipy.special import expit
 from sklearn.model_selection import KFold
 
-from adaptcs.models._ep import LEARNABLE, EPSites, _EPRun, _log_normal_at_zero, _run_ep
-from adaptcs.models._gaussian import LinearGaussianModel
+from adaptcs.models._ep import LEARNABLE, EPProblem, EPRun, EPSites, Hyper, _log_normal_at_zero
 
 GRID_P0 = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)
 GRID_NOISE = (0.6, 0.3, 0.1, 0.03)  # times mean(y^2), visited in this (decreasing) order
@@ -36,35 +36,12 @@ SEARCH_NOISE = (0.6, 0.3)  # noise levels (times mean(y^2)) tried for every p0 b
 REFINE_EP = {"tol": 1e-5, "max_iter": 1000}  # the joint iteration of sites and hyper-parameters
 THETA_TOL = 1e-3  # the joint iteration stops once theta moves less than this (in log units)
 # Sequential design tracks theta from step to step (docs/learning.md, "In the design loop"): the joint run from the
-# last step's sites and theta stops after 30 iterations and theta goes on moving at the next row; E5's refit
-# cost falls from 12 to under 5 oracle refits, E3's error does not change (README, benchmarks/bench_learning.py).
+# last step's sites and theta stops after 30 iterations and theta goes on moving at the next row (what this saves
+# and costs in error: README, measured by benchmarks/bench_learning.py).
 WARM_EP = {"tol": 1e-4, "max_iter": 30}
 # A tracked theta counts as learned when one more EM-like step from it, at its final EP fit, would move no value
 # by more than this (in log units): 2 % of v0 and s2, far inside their statistical uncertainty (~ sqrt(2 / n)).
 TRACK_TOL = 0.02
-
-
-@dataclass(frozen=True)
-class Hyper:
-    """GSS-EP hyper-parameters on unit-size data.
-
-    Attributes
-    ----------
-    level : float
-        Common prior log-odds: ``p0_g = expit(level + offset_g)``.
-    v0 : float
-        Slab variance.
-    noise_var : float
-        Noise variance.
-    """
-
-    level: float
-    v0: float
-    noise_var: float
-
-    def phi(self) -> np.ndarray:
-        """The coordinates the optimiser works in: (level, log v0, log s2)."""
-        return np.array([self.level, np.log(self.v0), np.log(self.noise_var)])
 
 
 @dataclass
@@ -72,85 +49,40 @@ class Learned:
     """The outcome of learning: the hyper-parameters, the EP run at them, and what it cost."""
 
     hyper: Hyper
-    run: _EPRun
+    run: EPRun
     n_ep_fits: int
     converged: bool  # the joint iteration reached its fixed point (or CV scored every grid point)
     message: str = ""
 
 
-class EPProblem:
-    """Unit-size data, group structure and EP settings: runs EP at any hyper-parameters.
+@dataclass(frozen=True)
+class WarmStart:
+    """Where a warm-started fit starts: the last fit's sites and what it learned, in the data's units.
 
-    Parameters
+    Attributes
     ----------
-    X : ndarray, shape (n, d)
-    y : ndarray, shape (n,)
-    coef_group : ndarray of int, shape (d,)
-    offsets : ndarray, shape (G,)
-        Fixed per-group prior log-odds offsets (zeros without group-specific prior knowledge).
-    v_inf_ratio, damping, damping_decay : float
-        As in :class:`adaptcs.models.GroupSpikeSlabEP`.
-    progress : callable, optional
-        Passed to every EP run (see :func:`adaptcs.models._ep._run_ep`).
+    sites : EPSites
+        The last fit's sites, in the units of the coefficients.
+    hyper : Hyper or None
+        What the last fit learned (None if it learned nothing).
+    learn : tuple of str
+        What it learned.
+    refits : int
+        Warm refits since the last fit from scratch (a search from scratch competes every ``restart_every``).
     """
 
-    def __init__(self, X, y, coef_group, offsets, *, v_inf_ratio: float, damping: float, damping_decay: float,
-                 progress=None):
-        self.X, self.y, self.coef_group, self.offsets = X, y, coef_group, offsets
-        self.v_inf_ratio, self.damping, self.damping_decay = v_inf_ratio, damping, damping_decay
-        self.progress = progress
-        self.n = X.shape[0]
-        self.mean_y2 = float(np.mean(y * y))
-        self._column_power = np.mean(X * X, axis=0)  # (d,): mean_i x_ij^2
-        self._models: dict[float, LinearGaussianModel] = {}
+    sites: EPSites
+    hyper: Hyper | None = None
+    learn: tuple = ()
+    refits: int = 0
 
-    def rows(self, index: np.ndarray) -> EPProblem:
-        """The same problem on a subset of the rows."""
-        return EPProblem(self.X[index], self.y[index], self.coef_group, self.offsets, v_inf_ratio=self.v_inf_ratio,
-                         damping=self.damping, damping_decay=self.damping_decay, progress=self.progress)
-
-    def prior_logit(self, hyper: Hyper) -> np.ndarray:
-        """Prior log-odds of every group at ``hyper``, shape (G,)."""
-        return hyper.level + self.offsets
-
-    def mean_p0(self, level: float) -> float:
-        """Mean prior probability of a group at ``level``."""
-        return float(np.mean(expit(level + self.offsets)))
-
-    def level_for(self, mean_p0: float) -> float:
-        """The level whose mean prior probability is ``mean_p0`` (monotone; exact without offsets)."""
-        if not np.any(self.offsets):
-            return float(logit(mean_p0))
-        return float(brentq(lambda lv: self.mean_p0(lv) - mean_p0, -60.0, 60.0, xtol=1e-12))
-
-    def tied_v0(self, level: float, noise_var: float) -> float:
-        """The slab variance that makes the prior's mean y_i^2 equal the data's (docs/learning.md)."""
-        prob = expit(level + self.offsets)[self.coef_group]
-        signal = max(self.mean_y2 - noise_var, 1e-3 * self.mean_y2)
-        return signal / float(self._column_power @ prob)
-
-    def model(self, noise_var: float) -> LinearGaussianModel:
-        """The Gaussian part of the model at noise variance ``noise_var`` (cached per value)."""
-        if noise_var not in self._models:
-            if len(self._models) > 64:
-                self._models.clear()
-            self._models[noise_var] = LinearGaussianModel(self.X, self.y, noise_var)
-        return self._models[noise_var]
-
-    def run(self, hyper: Hyper, sites: EPSites | None = None, *, tol: float, max_iter: int) -> _EPRun | None:
-        """EP at ``hyper`` from ``sites`` (the prior's when None); None if the posterior cannot be factorised."""
-        prior_logit = self.prior_logit(hyper)
-        if sites is None:
-            sites = EPSites.initial(expit(prior_logit)[self.coef_group], hyper.v0)
-        try:
-            return _run_ep(self.model(hyper.noise_var), sites, prior_logit, self.coef_group, hyper.v0,
-                           self.v_inf_ratio * hyper.v0, damping=self.damping, damping_decay=self.damping_decay,
-                           tol=tol, max_iter=max_iter, progress=self.progress)
-        except ValueError:
-            return None
+    def tracks(self, learn, method: str, d: int) -> bool:
+        """Whether a fit learning ``learn`` by ``method`` on d coefficients can track the values learned here."""
+        return self.hyper is not None and method == "evidence" and self.learn == tuple(learn) \
+            and self.sites.var.shape[0] == d
 
 
-def _usable(run: _EPRun | None) -> bool:
+def _usable(run: EPRun | None) -> bool:
     return run is not None and run.failure is None and np.isfinite(run.log_evidence)
 
 
@@ -184,7 +116,7 @@ def _explained(problem: EPProblem, post) -> float:
     return float(resid @ resid + max(post.trace_data(), 0.0))
 
 
-def evidence_gradient(problem: EPProblem, hyper: Hyper, run: _EPRun) -> np.ndarray:
+def evidence_gradient(problem: EPProblem, hyper: Hyper, run: EPRun) -> np.ndarray:
     """Gradient of the EP log evidence in (level, log v0, log s2) at an EP fixed point (docs/learning.md, "Gradient").
 
     Exact (the total derivative) at a fixed point where every site matches moments; not where some site is
@@ -229,7 +161,7 @@ def _mask(learn) -> np.ndarray:
     return np.array([name in learn for name in LEARNABLE])
 
 
-def em_step(problem: EPProblem, hyper: Hyper, run: _EPRun, learn) -> float:
+def em_step(problem: EPProblem, hyper: Hyper, run: EPRun, learn) -> float:
     """The size of the EM-like step (:func:`em_update`) from ``hyper`` at its EP fit ``run``: the largest change
     of a learned value in (level, log v0, log s2). Zero at a type-II fixed point."""
     mask = _mask(learn)
@@ -238,43 +170,33 @@ def em_step(problem: EPProblem, hyper: Hyper, run: _EPRun, learn) -> float:
 
 
 def joint_run(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, *, tol: float,
-              max_iter: int) -> tuple[Hyper, _EPRun | None]:
+              max_iter: int) -> EPRun | None:
     """EP with the learned hyper-parameters moving along with the sites: every iteration also takes a damped
     EM-like step (:func:`em_update`, in (level, log v0, log s2), weighted like the site update), so one run
     reaches the joint fixed point (sites matched at theta, theta the EM update of itself).
 
-    Returns the final hyper-parameters and run (None if the posterior cannot be factorised at the start).
+    Returns the run, its final hyper-parameters ``run.hyper`` (None if the posterior cannot be factorised at the
+    start).
     """
     mask = _mask(learn)
-    state = {"hyper": hyper}
 
-    def adapt(post, cav, group_prob, weight):
-        current = state["hyper"]
+    def adapt(current: Hyper, post, cav, group_prob, weight) -> tuple[Hyper, float]:
         target = em_update(problem, current, post, cav, group_prob, learn)
         phi = current.phi() + weight * np.where(mask, target.phi() - current.phi(), 0.0)
         moved = Hyper(float(phi[0]), float(np.exp(phi[1])), float(np.exp(phi[2])))
-        state["hyper"] = moved
-        change = float(np.max(np.abs(phi - current.phi()))) * tol / THETA_TOL  # in the units of the sites' tol
-        return (problem.model(moved.noise_var), problem.prior_logit(moved), moved.v0,
-                problem.v_inf_ratio * moved.v0, change)
+        return moved, float(np.max(np.abs(phi - current.phi()))) * tol / THETA_TOL  # in the units of tol
 
-    prior_logit = problem.prior_logit(hyper)
-    if sites is None:
-        sites = EPSites.initial(expit(prior_logit)[problem.coef_group], hyper.v0)
     try:
-        run = _run_ep(problem.model(hyper.noise_var), sites, prior_logit, problem.coef_group, hyper.v0,
-                      problem.v_inf_ratio * hyper.v0, damping=problem.damping, damping_decay=problem.damping_decay,
-                      tol=tol, max_iter=max_iter, adapt=adapt, progress=problem.progress)
+        return problem.run(hyper, sites, tol=tol, max_iter=max_iter, adapt=adapt)
     except ValueError:
-        return hyper, None
-    return state["hyper"], run
+        return None
 
 
-def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, _EPRun, int]:
+def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, EPRun, int]:
     """The starting point of the refinement: the best of a coarse search over (p0, s2), v0 tied when learned.
 
-    The 6 x 4 grid (:func:`grid`) at a third of its cost and the same E1 results (0.303 on 20 signals,
-    the same evidence): every p0 at the two largest noise levels (cheap: EP converges fast there), EP
+    The 6 x 4 grid (:func:`grid`) at a third of its cost and the same E1 results (README, "Hyper-parameters
+    without an oracle"): every p0 at the two largest noise levels (cheap: EP converges fast there), EP
     warm-started along each chain and from one p0 to the next, to a loose tolerance; then only the best chain
     goes on to smaller noise levels, while its evidence grows. The starting point is a candidate too.
 
@@ -294,14 +216,14 @@ def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, _EPRu
         sites = carried
         for i, noise_var in enumerate(first_noises):
             hyper = point(level, noise_var)
-            run = problem.run(hyper, sites, **SEARCH_EP)
+            run = problem.try_run(hyper, sites, **SEARCH_EP)
             n_fits += 1
             sites = run.sites if _usable(run) else None
             if i == 0:
                 carried = sites  # the next p0 starts from this p0's sites at the largest noise level
             if _usable(run):
                 candidates.append((run.log_evidence, hyper, run))
-    run = problem.run(start, None, **SEARCH_EP)
+    run = problem.try_run(start, None, **SEARCH_EP)
     n_fits += 1
     if _usable(run):
         candidates.append((run.log_evidence, start, run))
@@ -312,7 +234,7 @@ def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, _EPRu
         sites, previous = best_run.sites, best_ev
         for f in [f for f in GRID_NOISE if f * problem.mean_y2 < best_hyper.noise_var]:
             hyper = point(best_hyper.level, f * problem.mean_y2)
-            run = problem.run(hyper, sites, **SEARCH_EP)
+            run = problem.try_run(hyper, sites, **SEARCH_EP)
             n_fits += 1
             if not _usable(run) or run.log_evidence < previous:
                 break
@@ -323,12 +245,12 @@ def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, _EPRu
 
 
 def _joint(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, ep=REFINE_EP) -> Learned | None:
-    hyper, run = joint_run(problem, hyper, sites, learn, **ep)
+    run = joint_run(problem, hyper, sites, learn, **ep)
     if not _usable(run):
         return None
     message = "" if run.converged else (f"EP with the hyper-parameters moving did not reach a joint fixed point in "
                                         f"{run.n_iter} iterations (last change {run.change:.3g})")
-    return Learned(hyper, run, 1, run.converged, message)
+    return Learned(run.hyper, run, 1, run.converged, message)
 
 
 def learn_evidence(problem: EPProblem, start: Hyper, learn, ep=REFINE_EP) -> Learned:
@@ -361,7 +283,7 @@ def learn_cv(problem: EPProblem, start: Hyper, learn, n_folds: int, seed: int = 
         for chain in chains:
             sites = None
             for hyper in chain:
-                run = sub.run(hyper, sites, **GRID_EP)
+                run = sub.try_run(hyper, sites, **GRID_EP)
                 n_fits += 1
                 if run is None or run.failure is not None:
                     scores[i] = np.inf
@@ -374,7 +296,72 @@ def learn_cv(problem: EPProblem, start: Hyper, learn, n_folds: int, seed: int = 
     if not np.any(np.isfinite(scores)):
         raise ValueError("EP failed on some fold at every grid point of the hyper-parameters")
     hyper = points[int(np.argmin(scores))]
-    run = problem.run(hyper, None, **REFINE_EP)
+    run = problem.try_run(hyper, None, **REFINE_EP)
     if not _usable(run):
         raise ValueError("EP failed on all rows at the hyper-parameters chosen by cross-validation")
     return Learned(hyper, run, n_fits + 1, True)
+
+
+def infer(problem: EPProblem, start: Hyper, sites: EPSites, learn, *, tol: float, max_iter: int,
+          schedule: str = "decay", method: str = "evidence", cv: int = 5, warm: WarmStart | None = None,
+          restart_every: int = 4) -> tuple[Learned, int]:
+    """A GSS-EP fit on unit-size data: learn the hyper-parameters named in ``learn`` (none: the given ``start``),
+    then run EP at them to ``tol``.
+
+    Parameters
+    ----------
+    problem : EPProblem
+    start : Hyper
+        The given hyper-parameters (where learning starts).
+    sites : EPSites
+        The sites EP starts from without learning, and warm learning with them (the prior's or the last fit's).
+    learn : tuple of str
+        Names of :data:`LEARNABLE` to learn.
+    tol, max_iter, schedule
+        The final EP run's (:func:`adaptcs.models._ep.run_ep`); learning's own runs have theirs.
+    method : {"evidence", "cv"}
+    cv : int
+        Folds of ``method="cv"``.
+    warm : WarmStart, optional
+        What the last fit learned; with ``warm.hyper`` scaled to ``problem`` (:meth:`WarmStart.tracks` says when it
+        applies), the values are tracked from it (sequential design) and a search from scratch competes every
+        ``restart_every`` refits.
+
+    Returns
+    -------
+    (Learned, refits)
+        ``Learned.converged`` says whether the learning converged (True without learning); ``refits`` counts warm
+        refits since the last fit from scratch.
+
+    Raises
+    ------
+    ValueError
+        Where EP cannot start, or learning fails at every point it tries.
+    """
+    if not learn:
+        return Learned(start, problem.run(start, sites, tol=tol, max_iter=max_iter, schedule=schedule), 1, True), 0
+    refits = 0
+    if method == "cv":
+        learned = learn_cv(problem, start, learn, cv)
+        n_fits = learned.n_ep_fits
+    elif warm is not None:  # sequential design: from the last fit's values and sites, a full restart now and then
+        start, refits = warm.hyper, warm.refits + 1
+        learned = learn_warm(problem, start, sites, learn)
+        n_fits = 0 if learned is None else learned.n_ep_fits
+        if learned is None or refits % restart_every == 0:
+            fresh = learn_evidence(problem, start, learn, WARM_EP)
+            n_fits += fresh.n_ep_fits
+            if learned is None or fresh.run.log_evidence > learned.run.log_evidence:
+                learned = fresh
+    else:
+        learned = learn_evidence(problem, start, learn)
+        n_fits = learned.n_ep_fits
+    hyper = learned.hyper
+    run = problem.run(hyper, learned.run.sites, tol=tol, max_iter=max_iter)
+    converged, message = learned.converged, learned.message
+    if warm is not None and method != "cv":  # theta is tracked: learned when it is (nearly) its own EM update here
+        step = em_step(problem, hyper, run, learn) if run.failure is None and np.all(run.cavity.valid) else np.inf
+        converged = step < TRACK_TOL
+        message = f"an EM-like step from the tracked values would still move them by {step:.3g} > {TRACK_TOL:g} in " \
+                  "log units"
+    return Learned(hyper, run, n_fits + 1, converged, message), refits

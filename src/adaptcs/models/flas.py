@@ -27,11 +27,13 @@ import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
 from scipy.optimize import minimize
 from scipy.special import expit
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
+from adaptcs.models._base import GroupRegressor
 
 METHODS = ("lbfgs", "gist")
 INITS = ("group_lasso", "zeros")
@@ -227,7 +229,7 @@ def _quadrature_nodes(size: int, n_gh: int) -> tuple[np.ndarray, np.ndarray]:
     return np.vstack([eye, -eye]), np.full(2 * size, 1.0 / (2 * size))
 
 
-class FLAS(RegressorMixin, BaseEstimator):
+class FLAS(GroupRegressor):
     """FLAS: MAP and Laplace approximation for the group spike-and-slab prior with a continuous spike.
 
     Parameters
@@ -309,7 +311,12 @@ class FLAS(RegressorMixin, BaseEstimator):
     ((512,), (512,))
     """
 
-    _parameter_constraints = constraints.flas(METHODS, INITS)
+    _parameter_constraints = {"groups": constraints.GROUPS, "p0": constraints.PROBABILITY, "v0": constraints.POSITIVE,
+                              "noise_var": constraints.POSITIVE, "r0": constraints.POSITIVE_OR_NONE,
+                              "method": [StrOptions(set(METHODS))], "init": [StrOptions(set(INITS))],
+                              "init_group_factor": constraints.POSITIVE, "n_gh": constraints.COUNT,
+                              "hessian_floor": constraints.BOOLEAN, "tol": constraints.POSITIVE,
+                              "max_iter": constraints.COUNT, "warm_start": constraints.BOOLEAN}
 
     def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, r0=None, method="lbfgs", init="group_lasso",
                  init_group_factor=2.0, n_gh=5, hessian_floor=True, tol=1e-8, max_iter=5000, warm_start=False):
@@ -327,26 +334,18 @@ class FLAS(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.warm_start = warm_start
 
-    def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
-        return val.check_groups(self.groups, d)
+    def _spike_var(self) -> float:
+        """``r0``, or ``R0_RATIO v0`` when it is not given."""
+        return R0_RATIO * float(self.v0) if self.r0 is None else float(self.r0)
 
-    def _check_hyperparameters(self) -> dict:
-        self._validate_params()
-        v0 = val.check_positive_scalar(self.v0, "v0")
-        r0 = R0_RATIO * v0 if self.r0 is None else val.check_positive_scalar(self.r0, "r0")
-        if r0 >= v0:
-            raise ValueError(f"r0 (the spike variance, {r0}) must be smaller than v0 (the slab variance, {v0})")
-        return {"p0": val.check_probability(self.p0, None, "p0"), "v0": v0, "r0": r0,
-                "noise_var": val.check_positive_scalar(self.noise_var, "noise_var"),
-                "method": val.check_choice(self.method, METHODS, "method"),
-                "init": val.check_choice(self.init, INITS, "init"),
-                "init_group_factor": val.check_positive_scalar(self.init_group_factor, "init_group_factor"),
-                "n_gh": val.check_count(self.n_gh, "n_gh"),
-                "hessian_floor": val.check_bool(self.hessian_floor, "hessian_floor"),
-                "tol": val.check_positive_scalar(self.tol, "tol"), "max_iter": val.check_count(self.max_iter,
-                                                                                              "max_iter"),
-                "warm_start": val.check_bool(self.warm_start, "warm_start")}
+    def _check_extra(self, n_groups: int | None = None) -> None:
+        """The spike narrower than the slab; one ``p0`` per group (or one for all), each inside (0, 1)."""
+        if self._spike_var() >= self.v0:
+            raise ValueError(f"r0 (the spike variance, {self._spike_var()}) must be smaller than v0 (the slab "
+                             f"variance, {float(self.v0)})")
+        val.check_probability(self.p0, n_groups, "p0")
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """MAP estimate, then the Laplace approximation around it.
 
@@ -359,63 +358,62 @@ class FLAS(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_fit_data(self, X, y)
-        params = self._check_hyperparameters()
+        X, y, labels, coef_group = self._fit_prologue(X, y)
         n, d = X.shape
-        labels, coef_group = self._resolve_groups(d)
         G = labels.shape[0]
-        p0 = val.check_probability(self.p0, G, "p0")
+        p0 = val.check_probability(self.p0, G, "p0")  # one per group
+        v0, noise_var, tol, max_iter = float(self.v0), float(self.noise_var), float(self.tol), int(self.max_iter)
         groups = _Groups(coef_group, G)
-        prior = _Prior(groups, p0, params["v0"], params["r0"])
-        objective = _Objective(X, y, params["noise_var"], prior)
+        prior = _Prior(groups, p0, v0, self._spike_var())
+        objective = _Objective(X, y, noise_var, prior)
         lipschitz = float(np.linalg.norm(X, 2)) ** 2
         best = None
-        for w0 in self._starts(X, y, groups, p0, params, lipschitz):
-            if params["method"] == "lbfgs":
-                found = _lbfgs(objective, w0, params["tol"], params["max_iter"])
+        for w0 in self._starts(X, y, groups, p0, lipschitz):
+            if self.method == "lbfgs":
+                found = _lbfgs(objective, w0, tol, max_iter)
             else:
-                found = _gist(objective, w0, lipschitz / params["noise_var"], params["tol"], params["max_iter"])
+                found = _gist(objective, w0, lipschitz / noise_var, tol, max_iter)
             if best is None or found[1] < best[1]:
                 best = found
         w, value, n_iter, converged = best
-        a, c = self._prior_hessian(w, prior, params)
-        covariance = _LaplaceCovariance(X, params["noise_var"], groups, a, c, w)
+        a, c = self._prior_hessian(w, prior)
+        covariance = _LaplaceCovariance(X, noise_var, groups, a, c, w)
         self.n_features_in_ = d
         self.group_labels_ = labels
         self.coef_ = w
         self.coef_var_ = np.maximum(covariance.diagonal(), 0.0)
-        self.group_prob_ = self._group_probabilities(w, covariance, prior, groups, params["n_gh"])
+        self.group_prob_ = self._group_probabilities(w, covariance, prior, groups, int(self.n_gh))
         self.objective_ = value
         self.n_iter_ = n_iter
         self.converged_ = converged
         self.p0_ = float(np.mean(p0))
-        self.v0_ = params["v0"]
-        self.noise_var_ = params["noise_var"]
+        self.v0_ = v0
+        self.noise_var_ = noise_var
         self._covariance = covariance
         return self
 
-    def _starts(self, X, y, groups, p0, params, lipschitz) -> list[np.ndarray]:
+    def _starts(self, X, y, groups, p0, lipschitz) -> list[np.ndarray]:
         """Where the MAP optimiser starts: the group-lasso path's solution (or zeros), and with ``warm_start`` also
-        the last fit's estimate; the lower objective wins. (The warm start alone keeps the minimum found at few
-        rows: on E3 the error at 64 rows was 0.76 with it against 0.45 for a fresh fit on the same rows.)"""
+        the last fit's estimate; the lower objective wins. (The warm start alone would keep the local minimum found
+        at few rows: docs/model.md, section 5.)"""
         d = X.shape[1]
-        fresh = np.zeros(d) if params["init"] == "zeros" else group_lasso_start(
-            X, y, groups, math.ceil(params["init_group_factor"] * float(np.mean(p0)) * groups.sizes.size), lipschitz)
-        if params["warm_start"] and getattr(self, "coef_", None) is not None and self.coef_.shape == (d,):
+        fresh = np.zeros(d) if self.init == "zeros" else group_lasso_start(
+            X, y, groups, math.ceil(float(self.init_group_factor) * float(np.mean(p0)) * groups.sizes.size),
+            lipschitz)
+        if self.warm_start and getattr(self, "coef_", None) is not None and self.coef_.shape == (d,):
             return [fresh, self.coef_.copy()]
         return [fresh]
 
-    @staticmethod
-    def _prior_hessian(w, prior: _Prior, params) -> tuple[np.ndarray, np.ndarray]:
+    def _prior_hessian(self, w, prior: _Prior) -> tuple[np.ndarray, np.ndarray]:
         """``a_g`` and ``c_g`` of ``B_g = a_g I - c_g w_g w_g^T`` at w (FLAS), or ``I / r_k`` (FLAS*)."""
         norm2 = prior.groups.sums(w * w)
         l1, l0 = prior.log_components(norm2)
-        if params["method"] == "gist":
+        if self.method == "gist":
             return np.where(l1 >= l0, 1.0 / prior.r1, 1.0 / prior.r0), np.zeros_like(norm2)
         rho = expit(l1 - l0)
         a = prior.curvature(rho)
         c = rho * (1.0 - rho) * (1.0 / prior.r0 - 1.0 / prior.r1) ** 2
-        floor = 1.0 / prior.r1 if params["hessian_floor"] else 0.0
+        floor = 1.0 / prior.r1 if self.hessian_floor else 0.0
         low = a - c * norm2 < floor  # the prior's log density is not concave between spike and slab
         c = np.where(low & (norm2 > 0), (a - floor) / np.maximum(norm2, 1e-300) * (1 - 1e-12), c)
         return a, c

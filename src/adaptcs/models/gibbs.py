@@ -18,12 +18,13 @@ import time
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
+from adaptcs.models._base import GroupRegressor
 from adaptcs.models._scaling import DataScale
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,13 @@ PAPER_N_SAMPLES, PAPER_BURN_IN = 10000, 1000  # the paper's protocol: 11,000 swe
 MAX_SIGNAL_TO_NOISE = 1e20  # prior signal-to-noise ratios outside [1e-20, 1e20] are refused (wrong units)
 
 
-class _GroupGibbs(RegressorMixin, BaseEstimator):
+# The parameters every sampler has (each adds its prior's own).
+_SAMPLER = {"groups": constraints.GROUPS, "noise_var": constraints.POSITIVE, "n_samples": constraints.COUNT,
+            "burn_in": constraints.NON_NEGATIVE_COUNT, "thin": constraints.COUNT,
+            "refactor_every": constraints.COUNT, "random_state": ["random_state"], "warm_start": constraints.BOOLEAN}
+
+
+class _GroupGibbs(GroupRegressor):
     """Shared engine; subclasses define the prior (``_prior``) and the initial variances (``_initial``)."""
 
     _kind: str  # the prior's code in the kernel: SPIKE_SLAB, HORSESHOE or GAMMA
@@ -64,30 +71,19 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
         """Returns (tau2, prior_logit (G,), v0, shape (G,), rate (G,))."""
         raise NotImplementedError
 
-    def _check_prior_parameters(self) -> dict:
-        """The prior's own parameters, validated without data."""
-        raise NotImplementedError
-
     def _initial(self, X, y, members, prior) -> np.ndarray:
         return np.ones(len(members))
 
-    def _check_hyperparameters(self) -> dict:
-        """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
-        self._validate_params()
+    def _check_extra(self, n_groups: int | None = None) -> None:
+        """A seed numpy's ``default_rng`` takes."""
         val.check_random_state(self.random_state)
-        return self._check_prior_parameters() | {
-            "noise_var": val.check_positive_scalar(self.noise_var, "noise_var"),
-            "n_samples": val.check_count(self.n_samples, "n_samples"),
-            "burn_in": val.check_count(self.burn_in, "burn_in", minimum=0),
-            "thin": val.check_count(self.thin, "thin"), "refactor_every": val.check_count(self.refactor_every,
-                                                                                        "refactor_every"),
-            "warm_start": val.check_bool(self.warm_start, "warm_start")}
 
     def _typical_group_var(self, prior) -> float:
         """A typical prior value of lam_g (times tau^2 the prior variance of a coefficient), for range checks."""
         _tau2, _logit, _v0, shape, rate = prior
         return float(np.mean(shape / rate))
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Run ``burn_in + n_samples`` sweeps and keep every ``thin``-th sample after the burn-in.
 
@@ -100,12 +96,10 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_fit_data(self, X, y)
+        X, y, labels, coef_group = self._fit_prologue(X, y)
         n, d = X.shape
-        params = self._check_hyperparameters()
-        labels, coef_group = val.check_groups(self.groups, d)
-        noise_var, n_samples, burn_in = params["noise_var"], params["n_samples"], params["burn_in"]
-        thin, refactor_every = params["thin"], params["refactor_every"]
+        noise_var, n_samples, burn_in = float(self.noise_var), int(self.n_samples), int(self.burn_in)
+        thin, refactor_every = int(self.thin), int(self.refactor_every)
         G = labels.shape[0]
         order, members = val.group_members(coef_group, G)
         sizes = np.bincount(coef_group, minlength=G)
@@ -183,7 +177,7 @@ class _GroupGibbs(RegressorMixin, BaseEstimator):
         if not self.converged_:
             warnings.warn(f"{type(self).__name__}: the chain has not mixed: split R-hat {self.rhat_:.3g} >= "
                           f"{RHAT_LIMIT} (run more sweeps); the fit is marked not converged", ConvergenceWarning,
-                          stacklevel=2)
+                          stacklevel=3)
         self._noise_var = noise_var
         self._centred = samples - self.coef_
         return self
@@ -297,7 +291,7 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
 
     _kind = "SPIKE_SLAB"
 
-    _parameter_constraints = constraints.GSS_GIBBS
+    _parameter_constraints = {**_SAMPLER, "p0": constraints.PROBABILITY, "v0": constraints.POSITIVE}
 
     def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES,
                  burn_in=PAPER_BURN_IN, thin=1, refactor_every=10, random_state=None, warm_start=False):
@@ -306,12 +300,14 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
         super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
                          refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
 
-    def _check_prior_parameters(self) -> dict:
-        return {"p0": val.check_probability(self.p0, None, "p0"), "v0": val.check_positive_scalar(self.v0, "v0")}
+    def _check_extra(self, n_groups: int | None = None) -> None:
+        """A seed; one ``p0`` per group (or one for all), each inside (0, 1)."""
+        super()._check_extra(n_groups)
+        val.check_probability(self.p0, n_groups, "p0")
 
     def _prior(self, G, sizes):
-        p0 = val.check_probability(self.p0, G, "p0")
-        v0 = val.check_positive_scalar(self.v0, "v0")
+        p0 = val.check_probability(self.p0, G, "p0")  # one per group
+        v0 = float(self.v0)
         return 1.0, np.log(p0) - np.log1p(-p0), v0, np.ones(G), np.ones(G)
 
     def _typical_group_var(self, prior) -> float:
@@ -362,7 +358,7 @@ class GroupHorseshoe(_GroupGibbs):
 
     _kind = "HORSESHOE"
 
-    _parameter_constraints = constraints.HORSESHOE
+    _parameter_constraints = {**_SAMPLER, "tau": constraints.POSITIVE}
 
     def __init__(self, groups=None, *, tau=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
                  refactor_every=10, random_state=None, warm_start=False):
@@ -370,11 +366,8 @@ class GroupHorseshoe(_GroupGibbs):
         super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
                          refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
 
-    def _check_prior_parameters(self) -> dict:
-        return {"tau": val.check_positive_scalar(self.tau, "tau")}
-
     def _prior(self, G, sizes):
-        tau = val.check_positive_scalar(self.tau, "tau")
+        tau = float(self.tau)
         return tau * tau, np.zeros(G), 1.0, np.ones(G), np.ones(G)
 
     def _typical_group_var(self, prior) -> float:
@@ -413,7 +406,7 @@ class BayesianGroupLasso(_GroupGibbs):
 
     _kind = "GAMMA"
 
-    _parameter_constraints = constraints.BAYESIAN_GROUP_LASSO
+    _parameter_constraints = {**_SAMPLER, "gamma": constraints.POSITIVE}
 
     def __init__(self, groups=None, *, gamma=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN,
                  thin=1, refactor_every=10, random_state=None, warm_start=False):
@@ -421,11 +414,8 @@ class BayesianGroupLasso(_GroupGibbs):
         super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
                          refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
 
-    def _check_prior_parameters(self) -> dict:
-        return {"gamma": val.check_positive_scalar(self.gamma, "gamma")}
-
     def _prior(self, G, sizes):
         # Parametrised with tau^2 = 1 / gamma^2 and lam_g ~ Gamma((d_g + 1) / 2, rate d_g / 2), the same prior on
         # tau^2 lam_g, so that gamma (the only quantity with units) enters through tau^2 alone.
-        gamma = val.check_positive_scalar(self.gamma, "gamma")
+        gamma = float(self.gamma)
         return 1.0 / gamma**2, np.zeros(G), 1.0, (sizes + 1.0) / 2.0, sizes / 2.0

@@ -19,17 +19,19 @@ import warnings
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import brentq
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
+from adaptcs.models._base import GroupRegressor
 from adaptcs.models._gaussian import GaussianPosteriorMixin, LinearGaussianModel
 from adaptcs.models._scaling import DataScale
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 MAX_SIGNAL_TO_NOISE = 1e20  # mean(y^2) / noise_var beyond this cannot be resolved in double precision
 NOISE_FLOOR = 1e-6  # a learned noise variance stays above this fraction of mean(y^2)
+LEARNABLE = ("noise_var",)  # what ``learn`` may name
 _CANCELLATION = 1e-8  # rank updates whose factors 1 + delta sigma fall below this are replaced by a refactorisation
 
 
@@ -174,7 +176,7 @@ class _EvidenceState:
         return np.flatnonzero((self.group_var > 0) | (grad0 > 0))
 
 
-class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
+class GroupARD(GaussianPosteriorMixin, GroupRegressor):
     """Group ARD: Gaussian prior per group with variances set by maximising the evidence.
 
     Parameters
@@ -227,7 +229,10 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     True
     """
 
-    _parameter_constraints = constraints.GROUP_ARD
+    _parameter_constraints = {"groups": constraints.GROUPS, "noise_var": constraints.POSITIVE,
+                              "tol": constraints.POSITIVE, "max_iter": constraints.COUNT,
+                              "refactor_every": constraints.COUNT, "warm_start": constraints.BOOLEAN,
+                              "learn": constraints.NAMES}
 
     def __init__(self, groups=None, *, noise_var=1.0, tol=1e-6, max_iter=500, refactor_every=10, warm_start=False,
                  learn=()):
@@ -239,16 +244,11 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         self.warm_start = warm_start
         self.learn = learn
 
-    def _check_hyperparameters(self) -> dict:
-        """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
-        self._validate_params()
-        return {"noise_var": val.check_positive_scalar(self.noise_var, "noise_var"),
-                "tol": val.check_positive_scalar(self.tol, "tol"),
-                "max_iter": val.check_count(self.max_iter, "max_iter"),
-                "refactor_every": val.check_count(self.refactor_every, "refactor_every"),
-                "warm_start": val.check_bool(self.warm_start, "warm_start"),
-                "learn": val.check_names(self.learn, ("noise_var",), "learn")}
+    def _check_extra(self, n_groups: int | None = None) -> None:
+        """Only the noise variance can be learned."""
+        val.check_names(self.learn, LEARNABLE, "learn")
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Maximise the evidence over the group variances, then form the Gaussian posterior.
 
@@ -261,12 +261,10 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_fit_data(self, X, y)
+        X, y, labels, coef_group = self._fit_prologue(X, y)
         n, d = X.shape
-        params = self._check_hyperparameters()
-        labels, coef_group = val.check_groups(self.groups, d)
-        noise_var, tol, max_iter = params["noise_var"], params["tol"], params["max_iter"]
-        refactor_every = params["refactor_every"]
+        noise_var, tol, max_iter, refactor_every = float(self.noise_var), float(self.tol), int(self.max_iter), \
+            int(self.refactor_every)
         G = labels.shape[0]
         # Work on data of unit size (exact power-of-two rescaling): the maximiser of the evidence is equivariant,
         # the group variances scale with unit^2 and the coefficients with unit.
@@ -278,7 +276,7 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
             raise ValueError(f"GroupARD: mean(y^2) / noise_var = {signal_to_noise:.3g} exceeds "
                              f"{MAX_SIGNAL_TO_NOISE:.0e}, beyond what double precision can resolve; noise_var is "
                              "probably in the wrong units")
-        learn_noise = "noise_var" in params["learn"]
+        learn_noise = "noise_var" in val.check_names(self.learn, LEARNABLE, "learn")
         if self.warm_start and hasattr(self, "group_var_"):
             if self.group_var_.shape[0] != G:
                 raise ValueError(f"warm_start: the previous fit had {self.group_var_.shape[0]} groups, now {G}")
@@ -314,7 +312,7 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                              "are numerically degenerate together") from None
         if not converged:
             warnings.warn(f"GroupARD: evidence still changing after {max_iter} sweeps "
-                          f"(last change {trace[-1] - trace[-2]:.3g})", ConvergenceWarning, stacklevel=2)
+                          f"(last change {trace[-1] - trace[-2]:.3g})", ConvergenceWarning, stacklevel=3)
 
         noise_s = state.noise_var
         if learn_noise and noise_s <= 1.01 * NOISE_FLOOR * float(np.mean(ys * ys)):
@@ -323,7 +321,7 @@ class GroupARD(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
             # coefficients) from every start.
             warnings.warn(f"GroupARD: the evidence drove the learned noise variance to its floor ({NOISE_FLOOR:g} "
                           f"mean(y^2)) with {int(np.sum(state.group_var > 0))} groups on: the fit interpolates the "
-                          f"{n} measurements; give noise_var instead of learning it", UserWarning, stacklevel=2)
+                          f"{n} measurements; give noise_var instead of learning it", UserWarning, stacklevel=3)
         prior_var = state.group_var[coef_group]
         noise_var = noise_s * scale.y**2
         post = LinearGaussianModel(Xs, ys, noise_s, form="woodbury").posterior(prior_var, np.zeros(d))

@@ -14,12 +14,14 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
+from adaptcs.models._base import GroupRegressor
 from adaptcs.models._scaling import DataScale
 
 COARSE_TOL = 1e-6  # duality-gap tolerance (relative to ||y||^2 / 2) while bracketing alpha
@@ -50,7 +52,7 @@ def duality_gap(X, y, w, alpha: float, members: list[np.ndarray]) -> tuple[float
     return primal, primal - dual
 
 
-class GroupLasso(RegressorMixin, BaseEstimator):
+class GroupLasso(GroupRegressor):
     """Group lasso with weights sqrt(d_g), penalised (``alpha``) or constrained (``k``); give at most one (with
     neither, the penalty is chosen by cross-validation, as with ``k="cv"``).
 
@@ -105,7 +107,11 @@ class GroupLasso(RegressorMixin, BaseEstimator):
     True
     """
 
-    _parameter_constraints = constraints.GROUP_LASSO
+    _parameter_constraints = {"groups": constraints.GROUPS, "alpha": constraints.POSITIVE_OR_NONE,
+                              "k": [*constraints.POSITIVE, StrOptions({"cv"}), None], "tol": constraints.POSITIVE,
+                              "k_tol": constraints.POSITIVE, "max_iter": constraints.COUNT,
+                              "warm_start": constraints.BOOLEAN, "cv": constraints.FOLDS,
+                              "cv_every": constraints.COUNT}
 
     def __init__(self, groups=None, *, alpha=None, k=None, tol=1e-8, k_tol=1e-7, max_iter=100, warm_start=False,
                  cv=5, cv_every=8):
@@ -119,20 +125,12 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         self.cv = cv
         self.cv_every = cv_every
 
-    def _check_hyperparameters(self) -> dict:
-        """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
-        self._validate_params()
+    def _check_extra(self, n_groups: int | None = None) -> None:
+        """The penalised and the constrained form exclude each other."""
         if self.alpha is not None and self.k is not None:
             raise ValueError("give at most one of alpha (penalised form) and k (constrained form)")
-        return {"alpha": None if self.alpha is None else val.check_positive_scalar(self.alpha, "alpha"),
-                "k": None if self.k is None or self.k == "cv" else val.check_positive_scalar(self.k, "k"),
-                "cv": val.check_count(self.cv, "cv", minimum=2),
-                "cv_every": val.check_count(self.cv_every, "cv_every"),
-                "tol": val.check_positive_scalar(self.tol, "tol"),
-                "k_tol": val.check_positive_scalar(self.k_tol, "k_tol"),
-                "max_iter": val.check_count(self.max_iter, "max_iter"),
-                "warm_start": val.check_bool(self.warm_start, "warm_start")}
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Solve the penalised or constrained problem.
 
@@ -145,11 +143,9 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_fit_data(self, X, y)
+        X, y, labels, coef_group = self._fit_prologue(X, y)
         n, d = X.shape
-        params = self._check_hyperparameters()
-        labels, coef_group = val.check_groups(self.groups, d)
-        tol, max_iter = params["tol"], params["max_iter"]
+        tol, max_iter = float(self.tol), int(self.max_iter)
         _order, members = val.group_members(coef_group, labels.shape[0])
         weights = np.sqrt([len(m) for m in members])
         # Solve on data of unit size (exact power-of-two rescaling): with w = unit w_s, the objective is y^2 times
@@ -168,8 +164,8 @@ class GroupLasso(RegressorMixin, BaseEstimator):
             refits = state["refits"] + 1 if state else 0
             ratio = state["ratio"] if state else None
             alpha_max = solver.alpha_max()
-            if ratio is None or refits % params["cv_every"] == 0 or alpha_max == 0.0:
-                alpha_s = _cross_validated_alpha(Xs, ys, members, weights, tol, params["cv"])
+            if ratio is None or refits % self.cv_every == 0 or alpha_max == 0.0:
+                alpha_s = _cross_validated_alpha(Xs, ys, members, weights, tol, int(self.cv))
                 ratio = alpha_s / alpha_max if alpha_max > 0.0 else None
             else:
                 alpha_s = ratio * alpha_max
@@ -177,12 +173,12 @@ class GroupLasso(RegressorMixin, BaseEstimator):
             w = solver.solve(alpha_s)
             converged = True
         elif self.alpha is not None:
-            alpha_s = _in_range(params["alpha"] / (scale.x * scale.y), "alpha", scale)
+            alpha_s = _in_range(float(self.alpha) / (scale.x * scale.y), "alpha", scale)
             w = solver.solve(alpha_s)
             converged = True
         else:
-            alpha_s, w, converged, gap_tol = self._search_alpha(solver, _in_range(params["k"] / unit, "k", scale),
-                                                                params["k_tol"], max_iter)
+            alpha_s, w, converged, gap_tol = self._search_alpha(solver, _in_range(float(self.k) / unit, "k", scale),
+                                                                float(self.k_tol), max_iter)
 
         _primal, gap_s = duality_gap(Xs, ys, w, alpha_s, members)
         if not gap_s <= gap_tol * solver.scale:
@@ -191,7 +187,7 @@ class GroupLasso(RegressorMixin, BaseEstimator):
         gap = gap_s * scale.y**2
         if not converged:
             warnings.warn(f"GroupLasso: not converged (duality gap {gap:.2e}, penalty "
-                          f"{group_penalty(w, members):.6g})", ConvergenceWarning, stacklevel=2)
+                          f"{group_penalty(w, members):.6g})", ConvergenceWarning, stacklevel=3)
         self.n_features_in_ = d
         self.group_labels_ = labels
         self.coef_ = w

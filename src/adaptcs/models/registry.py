@@ -1,11 +1,13 @@
-"""Method names of the experiments (docs/experiments.md) mapped to estimators (:class:`Method`).
+"""Method names of the experiments (docs/experiments.md) mapped to estimators and what the figures, tables and
+the workflow need to know of them (:class:`Method`).
 
 A method is made from the group labels it is told about and a :class:`PriorInfo` (what the paper gives every
 method: the sparsity level, the slab variance and the noise variance), turned into the method's own
 hyper-parameters as in docs/model.md section 5; the method's fixed choices and then the user's overrides go
-on top. Overrides can be checked without data (:meth:`Method.check_params`), through the same check that
-``fit`` runs first (each estimator's ``_check_hyperparameters``). Adding a method is one entry in
-:data:`METHODS`.
+on top. Overrides can be checked without data (:meth:`Method.check_params`), through the same checks that
+``fit`` runs first (the declared ``_parameter_constraints`` and ``_check_extra``). Adding a method is one entry in
+:data:`METHODS` (or :func:`register_method` from a plugin module); its place in :data:`METHODS` is its place in
+every figure and table.
 """
 
 from __future__ import annotations
@@ -19,9 +21,15 @@ import numpy as np
 from adaptcs.models._ep import LEARNABLE
 from adaptcs.models.empirical_bayes import LearnedPrior
 from adaptcs.models.flas import FLAS, UngroupedFLAS
-from adaptcs.models.gibbs import BayesianGroupLasso, GroupHorseshoe, GroupSpikeSlabGibbs
+from adaptcs.models.gibbs import (
+    PAPER_BURN_IN,
+    PAPER_N_SAMPLES,
+    BayesianGroupLasso,
+    GroupHorseshoe,
+    GroupSpikeSlabGibbs,
+)
 from adaptcs.models.group_ard import GroupARD
-from adaptcs.models.group_lasso import GroupLasso
+from adaptcs.models.group_lasso import GroupLasso, group_penalty
 from adaptcs.models.matching import bg_lasso_gamma, horseshoe_tau
 from adaptcs.models.spike_slab_ep import GroupSpikeSlabEP, SpikeSlabEP
 from adaptcs.models.variational_garrote import UngroupedVariationalGarrote, VariationalGarrote
@@ -62,15 +70,42 @@ _PLACEHOLDER_PRIOR = PriorInfo(p0_group=0.5, p0_coef=0.5, v0=1.0, noise_var=1.0)
 @dataclass(frozen=True)
 class Method:
     """A method of the experiments: its estimator, the hyper-parameters it derives per problem from the prior
-    knowledge, the choices fixed for it (the user's ``method_params`` go on top of both), and how it runs
-    without an oracle.
+    knowledge, the choices fixed for it (the user's ``method_params`` go on top of both), how it runs
+    without an oracle, and how figures and the workflow treat it.
 
     Calling it with ``(groups, prior, **overrides)`` makes the estimator.
 
-    ``learned`` is what the method does with ``hyperparameters="learned"`` (:func:`make_estimator`): parameters
-    that make it learn from the data (e.g. ``{"learn": ("noise_var",)}``), or :data:`LEARNED_PRIOR` for a
-    method whose prior is matched to GSS-EP's learned values (:class:`~adaptcs.models.empirical_bayes.
-    LearnedPrior`).
+    Attributes
+    ----------
+    estimator : type
+        The scikit-learn style estimator class.
+    from_prior : callable
+        ``(groups, prior) -> dict``: its hyper-parameters from the paper's prior knowledge (docs/model.md, 5).
+    fixed : dict
+        Parameters fixed for the method (the user's ``method_params`` override them).
+    grouped : bool
+        Whether the estimator takes the group labels (ungrouped methods do not).
+    learned : dict or str
+        What the method does with ``hyperparameters="learned"`` (:func:`make_estimator`): parameters that make
+        it learn from the data (e.g. ``{"learn": ("noise_var",)}``), or :data:`LEARNED_PRIOR` for a method whose
+        prior is matched to GSS-EP's learned values (:class:`~adaptcs.models.empirical_bayes.LearnedPrior`).
+    color : str
+        Matplotlib colour of its boxes and curves (its learned variant is drawn darker).
+    designs_rows : bool
+        Whether the estimator exposes a posterior covariance (``cov_matvec``), so that it can choose its own rows
+        (methods without one run only strategies that do not need it).
+    note : callable, optional
+        ``(method_params) -> str``: a line figures add to its label (e.g. the sweeps of a shortened sampler run);
+        empty for nothing.
+    calibrate : callable, optional
+        ``(problems, method_params) -> (method_params, record)``: with the oracle protocol, on an experiment that
+        has calibration problems (:meth:`adaptcs.experiments.base.Experiment.calibration_problems`, a list of
+        ``(X, y, w_true, groups)``), the parameters to run a setting with and what to record of the choice
+        (unchanged, and nothing recorded, when the user's ``method_params`` already decide them).
+    calibrates : tuple of str
+        The parameters ``calibrate`` chooses (a user value for one of them turns it off).
+    calibration_note : str
+        How ``calibrate`` chooses, for the effective config.
     """
 
     estimator: type
@@ -78,6 +113,12 @@ class Method:
     fixed: dict = field(default_factory=dict)
     grouped: bool = True
     learned: dict | str = field(default_factory=dict)
+    color: str = "C7"
+    designs_rows: bool = False
+    note: Callable[[dict], str] | None = None
+    calibrate: Callable[[list, dict], tuple[dict, dict]] | None = None
+    calibrates: tuple[str, ...] = ()
+    calibration_note: str = ""
 
     def __call__(self, groups, prior: PriorInfo, **overrides):
         params = self.from_prior(groups, prior) | self.fixed | overrides
@@ -102,13 +143,28 @@ class Method:
                 out[name] = PER_PROBLEM if name in per_problem else defaults[name]
         return out
 
+    def calibrated(self, experiment, setting: int, hyperparameters: str, method_params: dict) -> tuple[dict, dict]:
+        """The parameters of a job of ``experiment``'s ``setting`` (``method_params`` with what :attr:`calibrate`
+        chooses, for the oracle protocol on an experiment with calibration problems) and the record of the choice
+        (empty when nothing was calibrated)."""
+        if self.calibrate is None or hyperparameters != "oracle" or experiment.calibration is None:
+            return method_params, {}
+        return self.calibrate(experiment.calibration_problems(setting), method_params)
+
+    def label_note(self, method_params: dict) -> str:
+        """The extra label line of :attr:`note` ("" for none)."""
+        return self.note(method_params) if self.note is not None else ""
+
     def check_params(self, overrides: dict) -> None:
         """Refuse unknown or invalid ``overrides`` without data (ValueError naming the parameter)."""
         known = self.parameter_names()
         unknown = sorted(set(overrides) - set(known))
         if unknown:
             raise ValueError(f"unknown parameter(s) {unknown}; {self.estimator.__name__} takes {known}")
-        self(_PLACEHOLDER_GROUPS, _PLACEHOLDER_PRIOR, **overrides)._check_hyperparameters()
+        estimator = self(_PLACEHOLDER_GROUPS, _PLACEHOLDER_PRIOR, **overrides)
+        estimator._validate_params()  # the declared constraints, as fit checks them (scikit-learn)
+        if hasattr(estimator, "_check_extra"):  # and what a constraint cannot say (adaptcs.models._base)
+            estimator._check_extra()
 
 
 def _spike_slab(groups, prior: PriorInfo) -> dict:
@@ -138,26 +194,83 @@ def _bayesian_group_lasso(groups, prior: PriorInfo) -> dict:
             "noise_var": prior.noise_var}
 
 
+def _sweeps(method_params: dict) -> str:
+    """The sweeps of a sampler run other than the paper's 11,000 (figures label such runs)."""
+    if "n_samples" not in method_params and "burn_in" not in method_params:
+        return ""
+    sweeps = method_params.get("n_samples", PAPER_N_SAMPLES) + method_params.get("burn_in", PAPER_BURN_IN)
+    return f"{sweeps:,} sweeps" if sweeps != PAPER_N_SAMPLES + PAPER_BURN_IN else ""
+
+
+# G-LASSO's bound k per setting (the paper chose the best k for each digit): the grid is these multiples of the
+# median group penalty sum_g sqrt(d_g) |w_g| of the calibration signals, scored by the mean relative error of
+# their reconstructions.
+G_LASSO_K_FACTORS = (0.5, 0.7, 1.0, 1.4)
+
+
+def _group_lasso_k(problems: list, method_params: dict) -> tuple[dict, dict]:
+    """The paper protocol's G-LASSO bound for a setting, chosen on its calibration problems (unless the user set
+    ``k`` or ``alpha``); records ``{k: mean relative error}`` over the grid."""
+    if {"k", "alpha"} & set(method_params):
+        return method_params, {}
+    groups = problems[0][3]
+    members = [np.flatnonzero(groups == g) for g in range(int(groups.max()) + 1)]
+    scale = float(np.median([group_penalty(w, members) for _X, _y, w, _groups in problems]))
+    grid = [factor * scale for factor in G_LASSO_K_FACTORS]
+    errors = np.zeros(len(grid))
+    for X, y, w, groups in problems:
+        for i, k in enumerate(grid):
+            coef = GroupLasso(groups, k=k).fit(X, y).coef_
+            errors[i] += np.linalg.norm(coef - w) / np.linalg.norm(w) / len(problems)
+    scores = {round(k, 3): round(float(e), 4) for k, e in zip(grid, errors, strict=True)}
+    return ({**method_params, "k": float(grid[int(np.argmin(errors))])},
+            {"g_lasso_k_errors": {f"{key:g}": error for key, error in scores.items()}})
+
+
 _LEARN_ALL = {"learn": LEARNABLE}  # type-II maximum likelihood of p0, v0 and the noise variance
 
 METHODS: dict[str, Method] = {
-    "gss_ep": Method(GroupSpikeSlabEP, _spike_slab, learned=_LEARN_ALL),
-    "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL),
-    "g_ard": Method(GroupARD, _noise_only, learned={"learn": ("noise_var",)}),
-    # The paper's constrained form with k = 8, the best of the values it tried on E1; without an oracle, the
-    # penalty is chosen by 5-fold cross-validation.
-    "g_lasso": Method(GroupLasso, _nothing, fixed={"k": 8.0}, learned={"k": "cv"}),
-    "gss_mcmc": Method(GroupSpikeSlabGibbs, _spike_slab, learned=LEARNED_PRIOR),
-    "g_hs": Method(GroupHorseshoe, _horseshoe, learned=LEARNED_PRIOR),
-    "bg_lasso": Method(BayesianGroupLasso, _bayesian_group_lasso, learned=LEARNED_PRIOR),
+    "gss_ep": Method(GroupSpikeSlabEP, _spike_slab, learned=_LEARN_ALL, color="C0", designs_rows=True),
+    "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL, color="C1",
+                    designs_rows=True),
+    "g_ard": Method(GroupARD, _noise_only, learned={"learn": ("noise_var",)}, color="C3", designs_rows=True),
+    # The paper's constrained form with k = 8, the best of the values it tried on E1, or chosen per setting where
+    # the experiment has calibration problems (E4-E6: per digit); without an oracle, the penalty is chosen by
+    # 5-fold cross-validation.
+    "g_lasso": Method(GroupLasso, _nothing, fixed={"k": 8.0}, learned={"k": "cv"}, color="C4",
+                      calibrate=_group_lasso_k, calibrates=("k",),
+                      calibration_note="chosen per setting on its calibration problems (the best of "
+                                       f"{len(G_LASSO_K_FACTORS)} multiples of their median group penalty; the "
+                                       "choice is recorded in each run file)"),
+    "gss_mcmc": Method(GroupSpikeSlabGibbs, _spike_slab, learned=LEARNED_PRIOR, color="C2", designs_rows=True,
+                       note=_sweeps),
+    "g_hs": Method(GroupHorseshoe, _horseshoe, learned=LEARNED_PRIOR, color="C5", designs_rows=True, note=_sweeps),
+    "bg_lasso": Method(BayesianGroupLasso, _bayesian_group_lasso, learned=LEARNED_PRIOR, color="C6",
+                       designs_rows=True, note=_sweeps),
     # The seed baselines. VG (variational garrote) has no posterior covariance over w, so it runs with random rows
-    # only (the workflow gives methods without cov_matvec no "design" runs); gamma is matched to the spike-and-slab
-    # prior (p0, v0, noise). FLAS (MAP + exact Laplace covariance) designs rows from its Laplace covariance.
-    "vg": Method(VariationalGarrote, _spike_slab, learned=LEARNED_PRIOR),
-    "vg_ungrouped": Method(UngroupedVariationalGarrote, _ungrouped_spike_slab, grouped=False, learned=LEARNED_PRIOR),
-    "flas": Method(FLAS, _spike_slab, learned=LEARNED_PRIOR),
-    "flas_ungrouped": Method(UngroupedFLAS, _ungrouped_spike_slab, grouped=False, learned=LEARNED_PRIOR),
+    # only; gamma is matched to the spike-and-slab prior (p0, v0, noise). FLAS (MAP + exact Laplace covariance)
+    # designs rows from its Laplace covariance.
+    "vg": Method(VariationalGarrote, _spike_slab, learned=LEARNED_PRIOR, color="C7"),
+    "vg_ungrouped": Method(UngroupedVariationalGarrote, _ungrouped_spike_slab, grouped=False, learned=LEARNED_PRIOR,
+                           color="C8"),
+    "flas": Method(FLAS, _spike_slab, learned=LEARNED_PRIOR, color="C9", designs_rows=True),
+    "flas_ungrouped": Method(UngroupedFLAS, _ungrouped_spike_slab, grouped=False, learned=LEARNED_PRIOR,
+                             color="#e7ba52", designs_rows=True),
 }
+
+
+def register_method(name: str, method: Method) -> None:
+    """Add a method under ``name`` (ValueError if the name is taken); it comes last in figures and tables."""
+    if name in METHODS:
+        raise ValueError(f"a method named {name!r} is registered already")
+    METHODS[name] = method
+
+
+def check_method(name: str) -> Method:
+    """The registry entry of ``name`` (ValueError naming the known methods otherwise)."""
+    if name not in METHODS:
+        raise ValueError(f"method must be one of {sorted(METHODS)}; got {name!r}")
+    return METHODS[name]
 
 
 def variant_label(method: str, hyperparameters: str) -> str:
@@ -187,11 +300,9 @@ def make_estimator(method: str, groups, prior: PriorInfo, *, hyperparameters: st
     **overrides
         Estimator parameters that replace the derived ones (e.g. ``tol``, ``max_iter``).
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {sorted(METHODS)}; got {method!r}")
+    spec = check_method(method)
     if hyperparameters not in HYPERPARAMETERS:
         raise ValueError(f"hyperparameters must be one of {HYPERPARAMETERS}; got {hyperparameters!r}")
-    spec = METHODS[method]
     if hyperparameters == "oracle":
         return spec(groups, prior, **overrides)
     if spec.learned == LEARNED_PRIOR:

@@ -17,31 +17,37 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 from scipy.special import expit, logit
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
 from adaptcs.models import _ep_learning as lrn
+from adaptcs.models._base import GroupRegressor
 from adaptcs.models._ep import (
     LEARN_METHODS,
     LEARNABLE,
     MAX_SIGNAL_TO_NOISE,
     SCHEDULES,
+    EPProblem,
     EPSites,
-    _run_ep,
+    Hyper,
     _warn_unless_converged,
 )
-from adaptcs.models._gaussian import GaussianPosteriorMixin, LinearGaussianModel
+from adaptcs.models._ep_learning import WarmStart
+from adaptcs.models._gaussian import GaussianPosteriorMixin
 from adaptcs.models._scaling import DataScale
 
 log = logging.getLogger(__name__)
 
 
-class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
+class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
     """Group spike-and-slab linear regression fitted by EP (the paper's GSS-EP).
 
     Parameters
@@ -121,7 +127,10 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     fixed_point_residual_ : float
         The last change divided by the damping used for it (same units as ``tol``).
     sites_ : EPSites
-        The fitted sites, in the units of the coefficients (used by ``warm_start``).
+        The fitted sites, in the units of the coefficients (``warm_state_.sites``).
+    warm_state_ : WarmStart
+        What the next fit starts from with ``warm_start``: the sites and, when learned, the hyper-parameters and
+        the refits since the last search from scratch.
     p0_, v0_, noise_var_ : float (p0_: or ndarray of shape (G,), as ``p0`` was given)
         The hyper-parameters of the fit: learned ones, or the given ones.
     n_ep_fits_ : int
@@ -159,7 +168,13 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
     (512,)
     """
 
-    _parameter_constraints = constraints.spike_slab(SCHEDULES, LEARN_METHODS)
+    _parameter_constraints = {
+        "groups": constraints.GROUPS, "p0": constraints.PROBABILITY, "v0": constraints.POSITIVE,
+        "noise_var": constraints.POSITIVE, "damping": constraints.FRACTION, "damping_decay": constraints.FRACTION,
+        "tol": constraints.POSITIVE, "max_iter": constraints.COUNT, "v_inf_ratio": constraints.POSITIVE,
+        "warm_start": constraints.BOOLEAN, "warm_schedule": [StrOptions(set(SCHEDULES))],
+        "learn": constraints.NAMES, "learn_method": [StrOptions(set(LEARN_METHODS))], "cv": constraints.FOLDS,
+        "restart_every": constraints.COUNT, "verbose": ["verbose"]}
 
     def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4,
                  max_iter=1000, v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(),
@@ -181,36 +196,16 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         self.restart_every = restart_every
         self.verbose = verbose
 
-    def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
-        """Sorted distinct labels (G,) and the group index of each coefficient (d,)."""
-        return val.check_groups(self.groups, d)
+    def _check_extra(self, n_groups: int | None = None) -> None:
+        """One ``p0`` per group (or one for all), each inside (0, 1); names in ``learn``."""
+        val.check_probability(self.p0, n_groups, "p0")
+        self._learned_names()
 
-    def _check_hyperparameters(self) -> dict:
-        """Every parameter but the group labels, validated without data (ValueError naming a bad one)."""
-        self._validate_params()
-        return {"p0": val.check_probability(self.p0, None, "p0"), "v0": val.check_positive_scalar(self.v0, "v0"),
-                "noise_var": val.check_positive_scalar(self.noise_var, "noise_var"),
-                "damping": val.check_fraction(self.damping, "damping"),
-                "damping_decay": val.check_fraction(self.damping_decay, "damping_decay"),
-                "tol": val.check_positive_scalar(self.tol, "tol"),
-                "max_iter": val.check_count(self.max_iter, "max_iter"),
-                "v_inf_ratio": val.check_positive_scalar(self.v_inf_ratio, "v_inf_ratio"),
-                "warm_start": val.check_bool(self.warm_start, "warm_start"),
-                "warm_schedule": val.check_choice(self.warm_schedule, SCHEDULES, "warm_schedule"),
-                "learn": self._check_learn(),
-                "learn_method": val.check_choice(self.learn_method, LEARN_METHODS, "learn_method"),
-                "cv": val.check_count(self.cv, "cv", minimum=2),
-                "restart_every": val.check_count(self.restart_every, "restart_every")}
-
-    def _check_learn(self) -> tuple[str, ...]:
+    def _learned_names(self) -> tuple[str, ...]:
+        """``learn`` as a tuple of names from :data:`LEARNABLE` (one name may be given as a string)."""
         return val.check_names(self.learn, LEARNABLE, "learn")
 
-    def _check_params(self, d: int):
-        params = self._check_hyperparameters()
-        labels, coef_group = self._resolve_groups(d)
-        p0 = val.check_probability(self.p0, labels.shape[0], "p0")
-        return labels, coef_group, p0, params["v0"], params["noise_var"]
-
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Run EP to convergence (or ``max_iter``).
 
@@ -225,78 +220,97 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_fit_data(self, X, y)
+        X, y, labels, coef_group = self._fit_prologue(X, y)
         started = time.perf_counter()
         d = X.shape[1]
-        labels, coef_group, p0, v0, noise_var = self._check_params(d)
-        progress = self._progress()
-        prior_logit = logit(p0)  # p3_g, shape (G,)
-        # Work on data of unit size (exact power-of-two rescaling); see the class Notes.
+        name = type(self).__name__
+        p0 = val.check_probability(self.p0, labels.shape[0], "p0")  # one per group
+        learn = self._learned_names()
+        # Scaling on entry: EP works on data of unit size (an exact power-of-two rescaling; see the class Notes).
         scale = DataScale.of(X, y)
-        unit, unit2 = scale.coef, scale.coef2
-        v0_s = scale.scaled_variance(v0, "v0")
-        v_inf = float(self.v_inf_ratio) * v0_s
-
-        warm = self.warm_start and hasattr(self, "sites_")
-        if warm:
-            if self.sites_.var.shape[0] != d:
-                raise ValueError(f"warm_start: the previous fit had {self.sites_.var.shape[0]} coefficients, "
-                                 f"X has {d} columns")
-            sites = EPSites(self.sites_.var / unit2, self.sites_.mean / unit, self.sites_.logit.copy())
+        warm = self._warm_state(d) if self.warm_start else None
+        if learn:  # p0_g = expit(level + offsets_g): the level is learned, the offsets (prior knowledge) are kept
+            level = float(logit(np.mean(p0)))
+            offsets = logit(p0) - level if np.ndim(self.p0) else np.zeros_like(p0)
         else:
-            sites = EPSites.initial(p0[coef_group], v0_s)
+            level, offsets = 0.0, logit(p0)
+        start = Hyper(level, float(self.v0), float(self.noise_var)).scaled(scale)
+        if warm is not None:
+            sites = EPSites(warm.sites.var / scale.coef2, warm.sites.mean / scale.coef, warm.sites.logit.copy())
+        else:
+            sites = EPSites.initial(p0[coef_group], start.v0)
+        problem = EPProblem(X / scale.x, y / scale.y, coef_group, offsets, v_inf_ratio=float(self.v_inf_ratio),
+                            damping=float(self.damping), damping_decay=float(self.damping_decay),
+                            progress=self._progress())
+        self._check_prior_scale(problem, start)
+        tracked = warm is not None and warm.tracks(learn, self.learn_method, d)
+        try:
+            learned, refits = lrn.infer(
+                problem, start, sites, learn, tol=float(self.tol), max_iter=int(self.max_iter),
+                schedule=self.warm_schedule if warm is not None else "decay", method=self.learn_method,
+                cv=int(self.cv), warm=replace(warm, hyper=warm.hyper.scaled(scale)) if tracked else None,
+                restart_every=int(self.restart_every))
+        except ValueError as exc:
+            raise ValueError(f"{name}: {'learning ' + ', '.join(learn) + ': ' if learn else ''}{exc}") from None
+        run = learned.run
+        if not learned.converged:
+            warnings.warn(f"{name}: learning {', '.join(learn)} did not converge ({learned.message}); the fit is "
+                          "marked not converged", ConvergenceWarning, stacklevel=3)
+        _warn_unless_converged(name, run, self.tol, self.max_iter)
 
-        model = LinearGaussianModel(X / scale.x, y / scale.y, scale.scaled_noise(noise_var))
-        prior_snr = model.signal_to_noise(np.full(d, v0_s))
+        # Scaling on exit: everything back in the data's units.
+        hyper = learned.hyper.unscaled(scale)
+        self.n_features_in_ = d
+        self.group_labels_ = labels
+        self.warm_state_ = WarmStart(EPSites(run.sites.var * scale.coef2, run.sites.mean * scale.coef,
+                                             run.sites.logit), hyper if learn else None, learn, refits)
+        self.coef_ = run.post.mean * scale.coef
+        self.coef_var_ = run.post.var * scale.coef2
+        self.group_prob_ = run.group_prob
+        self.log_evidence_ = run.log_evidence - problem.n * np.log(scale.y)
+        self.n_iter_ = run.n_iter
+        self.converged_ = run.converged and learned.converged
+        self.fixed_point_residual_ = float(run.residual)
+        p0_fit = expit(learned.hyper.level + offsets) if "p0" in learn else p0
+        self.p0_ = float(p0_fit[0]) if np.ndim(self.p0) == 0 else p0_fit
+        self.v0_ = float(hyper.v0) if learn else float(self.v0)
+        self.noise_var_ = float(hyper.noise_var) if learn else float(self.noise_var)
+        self.n_ep_fits_ = learned.n_ep_fits
+        self.learn_converged_ = learned.converged
+        self._posterior = run.post
+        self._cov_unit = scale.coef2
+        self._noise_var = self.noise_var_
+        if self.verbose:
+            log.info("%s: n=%d rows, d=%d; %s after %d iterations%s in %.2f s; log evidence %.4g%s", name,
+                     problem.n, d, "converged" if self.converged_ else "NOT converged", run.n_iter,
+                     f" (last of {learned.n_ep_fits} EP runs)" if learned.n_ep_fits > 1 else "",
+                     time.perf_counter() - started, self.log_evidence_,
+                     f"; learned p0 {np.mean(self.p0_):.3g}, v0 {self.v0_:.3g}, noise variance "
+                     f"{self.noise_var_:.3g}" if learn else "")
+        return self
+
+    @property
+    def sites_(self) -> EPSites:
+        """The fitted sites, in the units of the coefficients (what ``warm_start`` starts from)."""
+        check_is_fitted(self, "warm_state_")
+        return self.warm_state_.sites
+
+    def _warm_state(self, d: int) -> WarmStart | None:
+        """The last fit's state, if there is one (ValueError if it had another number of coefficients)."""
+        warm = getattr(self, "warm_state_", None)
+        if warm is not None and warm.sites.var.shape[0] != d:
+            raise ValueError(f"warm_start: the previous fit had {warm.sites.var.shape[0]} coefficients, X has {d} "
+                             "columns")
+        return warm
+
+    def _check_prior_scale(self, problem: EPProblem, start: Hyper) -> None:
+        """Refuse a prior signal-to-noise ratio that double precision cannot resolve (wrong units)."""
+        prior_snr = problem.model(start.noise_var).signal_to_noise(np.full(problem.X.shape[1], start.v0))
         if not 1.0 / MAX_SIGNAL_TO_NOISE < prior_snr < MAX_SIGNAL_TO_NOISE:
             raise ValueError(f"{type(self).__name__}: v0 * |x_i|^2 / noise_var = {prior_snr:.3g} for the most "
                              f"informative row, outside what double precision can resolve "
                              f"({1 / MAX_SIGNAL_TO_NOISE:.0e} to {MAX_SIGNAL_TO_NOISE:.0e}); v0 or noise_var is "
                              "probably in the wrong units")
-
-        learn = self._check_learn()
-        if learn:
-            run, (level, offsets, v0_s, noise_s), n_fits, learn_ok = self._learn(model, sites, p0, coef_group, v0_s,
-                                                                                  scale, learn, progress)
-            p0_fit = expit(level + offsets) if "p0" in learn else p0
-            v0, noise_var = v0_s * unit2, noise_s * scale.y**2
-        else:
-            try:
-                run = _run_ep(model, sites, prior_logit, coef_group, v0_s, v_inf, damping=float(self.damping),
-                              damping_decay=float(self.damping_decay), tol=float(self.tol),
-                              max_iter=int(self.max_iter), schedule=self.warm_schedule if warm else "decay",
-                              progress=progress)
-            except ValueError as exc:
-                raise ValueError(f"{type(self).__name__}: {exc}") from None
-            p0_fit, n_fits, learn_ok = p0, 1, True
-        _warn_unless_converged(type(self).__name__, run, self.tol, self.max_iter)
-        log_ev = run.log_evidence - model.n * np.log(scale.y)
-
-        self.n_features_in_ = d
-        self.group_labels_ = labels
-        self.sites_ = EPSites(run.sites.var * unit2, run.sites.mean * unit, run.sites.logit)
-        self.coef_ = run.post.mean * unit
-        self.coef_var_ = run.post.var * unit2
-        self.group_prob_ = run.group_prob
-        self.log_evidence_ = log_ev
-        self.n_iter_ = run.n_iter
-        self.converged_ = run.converged and learn_ok
-        self.fixed_point_residual_ = float(run.residual)
-        self.p0_ = float(p0_fit[0]) if np.ndim(self.p0) == 0 else p0_fit
-        self.v0_ = float(v0)
-        self.noise_var_ = float(noise_var)
-        self.n_ep_fits_ = n_fits
-        self.learn_converged_ = learn_ok
-        self._posterior = run.post
-        self._cov_unit = unit2
-        self._noise_var = noise_var
-        if self.verbose:
-            log.info("%s: n=%d rows, d=%d; %s after %d iterations%s in %.2f s; log evidence %.4g%s",
-                     type(self).__name__, model.n, d, "converged" if self.converged_ else "NOT converged",
-                     run.n_iter, f" (last of {n_fits} EP runs)" if n_fits > 1 else "", time.perf_counter() - started,
-                     log_ev, f"; learned p0 {np.mean(self.p0_):.3g}, v0 {self.v0_:.3g}, noise variance "
-                     f"{self.noise_var_:.3g}" if learn else "")
-        return self
 
     def _progress(self):
         """The EP progress callback of ``verbose`` >= 2: a log line every 25 iterations (None otherwise)."""
@@ -310,62 +324,6 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, RegressorMixin, BaseEstimator):
                          change, float(self.tol), residual, damping)
 
         return progress
-
-    def _learn(self, model, sites, p0, coef_group, v0_s, scale, learn, progress=None):
-        """Learn the hyper-parameters in ``learn`` (on unit-size data) and run EP at them.
-
-        Returns the final EP run, (level, offsets, v0, noise variance) on unit-size data, the number of EP runs
-        and whether the learning converged.
-        """
-        name = type(self).__name__
-        # p0_g = expit(level + offsets_g): the level is learned, the offsets (prior knowledge) are kept.
-        level = float(logit(np.mean(p0)))
-        offsets = logit(p0) - level if np.ndim(self.p0) else np.zeros_like(p0)
-        problem = lrn.EPProblem(model.X, model.y, coef_group, offsets, v_inf_ratio=float(self.v_inf_ratio),
-                                damping=float(self.damping), damping_decay=float(self.damping_decay),
-                                progress=progress)
-        start = lrn.Hyper(level, v0_s, model.noise_var)
-        warm = (self.warm_start and self.learn_method == "evidence" and hasattr(self, "_learned")
-                and self._learned["d"] == model.d and self._learned["learn"] == learn)
-        try:
-            if self.learn_method == "cv":
-                learned = lrn.learn_cv(problem, start, learn, int(self.cv))
-                n_fits = learned.n_ep_fits
-            elif warm:  # sequential design: from the last fit's values and sites, a full restart now and then
-                prev = self._learned
-                start = lrn.Hyper(prev["level"], scale.scaled_variance(prev["v0"], "v0"),
-                                  scale.scaled_noise(prev["noise_var"]))
-                self._learned["refits"] += 1
-                learned = lrn.learn_warm(problem, start, sites, learn)
-                n_fits = 0 if learned is None else learned.n_ep_fits
-                if learned is None or self._learned["refits"] % int(self.restart_every) == 0:
-                    fresh = lrn.learn_evidence(problem, start, learn, lrn.WARM_EP)
-                    n_fits += fresh.n_ep_fits
-                    if learned is None or fresh.run.log_evidence > learned.run.log_evidence:
-                        learned = fresh
-            else:
-                learned = lrn.learn_evidence(problem, start, learn)
-                n_fits = learned.n_ep_fits
-        except ValueError as exc:
-            raise ValueError(f"{name}: learning {', '.join(learn)}: {exc}") from None
-        hyper = learned.hyper
-        run = problem.run(hyper, learned.run.sites, tol=float(self.tol), max_iter=int(self.max_iter))
-        if run is None:  # cannot happen at a point where EP just ran; kept as a clear error
-            raise ValueError(f"{name}: the posterior cannot be factorised at the learned hyper-parameters")
-        converged, message = learned.converged, learned.message
-        if warm:  # theta is tracked from row to row: learned when it is (nearly) its own EM update at this fit
-            step = lrn.em_step(problem, hyper, run, learn) if run.failure is None and np.all(run.cavity.valid) \
-                else np.inf
-            converged = step < lrn.TRACK_TOL
-            message = f"an EM-like step from the tracked values would still move them by {step:.3g} > " \
-                      f"{lrn.TRACK_TOL:g} in log units"
-        if not converged:
-            warnings.warn(f"{name}: learning {', '.join(learn)} did not converge ({message}); the fit is "
-                          "marked not converged", ConvergenceWarning, stacklevel=3)
-        refits = self._learned["refits"] if warm else 0
-        self._learned = {"d": model.d, "learn": learn, "level": hyper.level, "refits": refits,
-                         "v0": hyper.v0 * scale.coef2, "noise_var": hyper.noise_var * scale.y**2}
-        return run, (hyper.level, offsets, hyper.v0, hyper.noise_var), n_fits + 1, converged
 
 
 class SpikeSlabEP(GroupSpikeSlabEP):

@@ -25,15 +25,18 @@ spike-and-slab prior with slab variance v0 ("matched"), chosen by K-fold cross-v
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, logit
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
+from adaptcs.models._base import GroupRegressor
 
 M_LOW, M_HIGH = 1e-10, 1.0 - 1e-8  # m is kept inside (0, 1): the dual stays finite
 START_M = 1e-6
@@ -210,7 +213,7 @@ class _VGProblem:
         return best, iterations
 
 
-class VariationalGarrote(RegressorMixin, BaseEstimator):
+class VariationalGarrote(GroupRegressor):
     """The variational garrote with group selectors (Kappen & Gomez 2014; grouped variant).
 
     Parameters
@@ -295,7 +298,12 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
     ((512,), (128,))
     """
 
-    _parameter_constraints = constraints.garrote(GAMMA_SELECTIONS, FORMS)
+    _parameter_constraints = {"groups": constraints.GROUPS, "p0": constraints.PROBABILITY, "v0": constraints.POSITIVE,
+                              "noise_var": constraints.POSITIVE_OR_NONE,
+                              "gamma_selection": [StrOptions(set(GAMMA_SELECTIONS)), Real],
+                              "n_gamma": constraints.FOLDS, "cv": constraints.FOLDS, "tol": constraints.POSITIVE,
+                              "max_iter": constraints.COUNT,
+                              "form": [StrOptions(set(FORMS))], "random_state": ["random_state"]}
 
     def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, gamma_selection="matched", n_gamma=30, cv=5,
                  tol=1e-6, max_iter=2000, form="auto", random_state=None):
@@ -311,25 +319,17 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
         self.form = form
         self.random_state = random_state
 
-    def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
-        return val.check_groups(self.groups, d)
-
-    def _check_hyperparameters(self) -> dict:
-        self._validate_params()
+    def _check_extra(self, n_groups: int | None = None) -> None:
+        """A finite gamma; a seed; one ``p0`` per group (or one for all), each inside (0, 1)."""
         selection = self.gamma_selection
         if not (isinstance(selection, str) and selection in GAMMA_SELECTIONS):
             if isinstance(selection, bool) or not isinstance(selection, (int, float)) or not np.isfinite(selection):
                 raise ValueError(f"gamma_selection must be one of {GAMMA_SELECTIONS} or a finite number; "
                                  f"got {selection!r}")
         val.check_random_state(self.random_state)
-        return {"p0": val.check_probability(self.p0, None, "p0"), "v0": val.check_positive_scalar(self.v0, "v0"),
-                "noise_var": None if self.noise_var is None else val.check_positive_scalar(self.noise_var,
-                                                                                          "noise_var"),
-                "n_gamma": val.check_count(self.n_gamma, "n_gamma", minimum=2),
-                "cv": val.check_count(self.cv, "cv", minimum=2), "tol": val.check_positive_scalar(self.tol, "tol"),
-                "max_iter": val.check_count(self.max_iter, "max_iter"),
-                "form": val.check_choice(self.form, FORMS, "form")}
+        val.check_probability(self.p0, n_groups, "p0")
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Follow the gamma path on (X, y) and keep the solution at the selected gamma.
 
@@ -342,20 +342,19 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        X, y = val.check_fit_data(self, X, y)
-        params = self._check_hyperparameters()
-        labels, coef_group = self._resolve_groups(X.shape[1])
+        X, y, labels, coef_group = self._fit_prologue(X, y)
         G = labels.shape[0]
-        p0 = val.check_probability(self.p0, G, "p0")
-        beta = None if params["noise_var"] is None else 1.0 / params["noise_var"]
-        problem = self._problem(X, y, coef_group, G, beta, params)
+        p0 = val.check_probability(self.p0, G, "p0")  # one per group
+        noise_var = None if self.noise_var is None else float(self.noise_var)
+        beta = None if noise_var is None else 1.0 / noise_var
+        problem = self._problem(X, y, coef_group, G, beta)
         selection = self.gamma_selection
         cv_mse = None
         if selection == "matched":
-            s2 = params["noise_var"] if beta is not None else float(np.mean(y * y))  # a scale when beta is free
+            s2 = noise_var if beta is not None else float(np.mean(y * y))  # a scale when beta is free
             log_odds = logit(p0)
             target = float(np.mean(log_odds))
-            offsets = (log_odds - target) + problem.basis.occam_offsets(params["v0"] / s2)
+            offsets = (log_odds - target) + problem.basis.occam_offsets(float(self.v0) / s2)
             start = problem.gamma_min(offsets)
             below, above, span = MATCHED_GRID
             grid = np.concatenate([np.linspace(min(start, target - 1.0), target, below),
@@ -365,13 +364,13 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
             offsets = np.zeros(G)
             start = problem.gamma_min(offsets)
             if selection == "cv":
-                grid = np.linspace(start, max(0.0, start + 1.0), params["n_gamma"])
+                grid = np.linspace(start, max(0.0, start + 1.0), int(self.n_gamma))
             else:
-                grid = np.linspace(min(start, float(selection) - 1.0), float(selection), params["n_gamma"])
+                grid = np.linspace(min(start, float(selection) - 1.0), float(selection), int(self.n_gamma))
             report = grid.size - 1
         iterations = 0
         if selection == "cv":
-            cv_mse, iterations = self._cross_validate(X, y, coef_group, G, beta, params, grid, offsets)
+            cv_mse, iterations = self._cross_validate(X, y, coef_group, G, beta, grid, offsets)
             report = int(np.argmin(cv_mse))
         solutions, path_iterations = problem.path(grid, offsets, lowest=0 if selection == "cv" else report)
         iterations += path_iterations
@@ -398,19 +397,19 @@ class VariationalGarrote(RegressorMixin, BaseEstimator):
                            and all(s.converged for s in solutions[chosen:] if s is not None))
         return self
 
-    def _problem(self, X, y, coef_group, G, beta, params) -> _VGProblem:
-        return _VGProblem(X, y, coef_group, G, beta, params["form"], params["tol"], params["max_iter"])
+    def _problem(self, X, y, coef_group, G, beta) -> _VGProblem:
+        return _VGProblem(X, y, coef_group, G, beta, self.form, float(self.tol), int(self.max_iter))
 
-    def _cross_validate(self, X, y, coef_group, G, beta, params, grid, offsets) -> tuple[np.ndarray, int]:
+    def _cross_validate(self, X, y, coef_group, G, beta, grid, offsets) -> tuple[np.ndarray, int]:
         """Mean held-out squared error per grid point over K folds (+inf where a fold's path did not get)."""
         n = X.shape[0]
         rng = np.random.default_rng(self.random_state)
-        folds = np.array_split(rng.permutation(n), params["cv"])
+        folds = np.array_split(rng.permutation(n), int(self.cv))
         mse = np.zeros(grid.size)
         iterations = 0
         for test in folds:
             train = np.setdiff1d(np.arange(n), test)
-            fold = self._problem(X[train], y[train], coef_group, G, beta, params)
+            fold = self._problem(X[train], y[train], coef_group, G, beta)
             solutions, its = fold.path(grid, offsets)
             iterations += its
             for i, sol in enumerate(solutions):

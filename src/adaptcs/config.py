@@ -1,0 +1,174 @@
+"""A workflow config resolved once: every experiment entry with its defaults filled in, checked beyond the schema.
+
+The schema (``workflow/schemas/config.schema.yaml``) checks types; this module checks what only the registries
+know: experiment and method names, the keys each experiment takes, settings, replicates, design steps,
+strategies, hyper-parameters and ``method_params`` (without data). Every message names the config key. The
+Snakemake workflow, the command line and the benchmarks all read a config through here, so they agree on what
+a config means. ``plugins`` (modules of your own that register experiments, kinds or methods) are imported first.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from adaptcs.experiments.base import COMMON_KEYS, Experiment
+from adaptcs.experiments.registry import experiment_from_config
+from adaptcs.experiments.strategies import STRATEGIES, allowed_strategies
+from adaptcs.models.registry import HYPERPARAMETERS, METHODS
+
+# The schema the workflow validates configs against (the package's copy is a link to workflow/schemas/).
+SCHEMA = Path(__file__).with_name("config.schema.yaml")
+
+
+@dataclass(frozen=True)
+class ExperimentRun:
+    """What a config asks of one experiment, defaults filled in.
+
+    Attributes
+    ----------
+    experiment : Experiment
+        Its definition, with the entry's data options.
+    replicates : int
+        Replicates 0 .. replicates - 1 of every setting.
+    methods, hyperparameters, strategies : tuple of str
+    settings : tuple of int
+        Indices into ``experiment.settings``.
+    n_steps : int
+        Design steps.
+    """
+
+    experiment: Experiment
+    replicates: int
+    methods: tuple[str, ...]
+    settings: tuple[int, ...]
+    hyperparameters: tuple[str, ...]
+    strategies: tuple[str, ...]
+    n_steps: int
+
+    def strategies_of(self, method: str) -> list[str]:
+        """The strategies ``method`` runs: all, but those that need a posterior covariance only if it has one."""
+        designs = METHODS[method].designs_rows
+        return [s for s in self.strategies if designs or not STRATEGIES[s].needs_covariance]
+
+    def as_dict(self) -> dict:
+        """The resolved entry as ``effective_config.yaml`` records it."""
+        return {"replicates": self.replicates, "methods": list(self.methods), "settings": list(self.settings),
+                "hyperparameters": list(self.hyperparameters), "strategies": list(self.strategies),
+                "n_steps": self.n_steps, "data_options": dict(self.experiment.options)}
+
+
+def load_plugins(config: dict) -> None:
+    """Import the config's ``plugins`` (module names) and call each one's ``register()`` once per process."""
+    for name in config.get("plugins", []):
+        if name in _LOADED:
+            continue
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise ValueError(f"config: plugins: cannot import {name!r} ({exc})") from None
+        register = getattr(module, "register", None)
+        if not callable(register):
+            raise ValueError(f"config: plugins: module {name!r} has no register() function")
+        register()
+        _LOADED.add(name)
+
+
+_LOADED: set[str] = set()
+
+
+def load_config(path) -> dict:
+    """A config file as the workflow reads it: YAML, validated against the schema with its defaults filled in."""
+    from snakemake.utils import validate
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such config file")
+    config = yaml.safe_load(path.read_text())
+    validate(config, str(SCHEMA))
+    return config
+
+
+def _checked(where: str, check, *args):
+    """``check(*args)``; a ValueError gets ``where`` in front of its message."""
+    try:
+        return check(*args)
+    except ValueError as exc:
+        raise ValueError(f"{where}{exc}") from None
+
+
+def resolve_experiment(config: dict, name: str) -> ExperimentRun:
+    """The config's entry ``experiments.<name>`` with defaults filled in from the experiment's definition."""
+    entry = config["experiments"][name]
+    key = f"config: experiments.{name}"
+    experiment = _checked("config: ", experiment_from_config, name, entry, config)
+    unknown = sorted(set(entry) - set(COMMON_KEYS) - set(experiment.config_keys))
+    if unknown:
+        raise ValueError(f"{key}: {name} does not take {unknown}; it takes "
+                         f"{sorted(set(COMMON_KEYS) | set(experiment.config_keys))}")
+    settings = experiment.setting_indices(entry)
+    bad = [s for s in settings if not 0 <= s < len(experiment.settings)]
+    if bad:
+        raise ValueError(f"{key}.settings has {bad}; {name} has settings 0..{len(experiment.settings) - 1} "
+                         f"({list(experiment.settings)})")
+    _checked(f"{key}.", experiment.check_replicates, entry["replicates"], settings)
+    unknown = [m for m in entry["methods"] if m not in METHODS]
+    if unknown:
+        raise ValueError(f"{key}.methods has unknown {unknown}; known: {list(METHODS)}")
+    hyperparameters = list(entry.get("hyperparameters", experiment.default_hyperparameters))
+    bad = [h for h in hyperparameters if h not in HYPERPARAMETERS] or \
+        [h for h in set(hyperparameters) if hyperparameters.count(h) > 1]
+    if bad or not hyperparameters:
+        raise ValueError(f"{key}.hyperparameters must be a non-empty list of distinct values from "
+                         f"{list(HYPERPARAMETERS)}; got {hyperparameters}")
+    if "oracle" in hyperparameters:
+        _checked(f"{key}.hyperparameters: ", experiment.check_oracle)
+    strategies = list(entry.get("strategies", experiment.strategies))
+    refused = [s for s in strategies if s not in allowed_strategies(experiment)]
+    if refused:
+        raise ValueError(f"{key}.strategies: {name} cannot run {refused}; it takes {allowed_strategies(experiment)}")
+    n_steps = _checked(f"{key}.", experiment.check_n_steps, entry.get("n_steps"))
+    return ExperimentRun(experiment, entry["replicates"], tuple(entry["methods"]), tuple(settings),
+                         tuple(hyperparameters), tuple(strategies), n_steps)
+
+
+def check_method_params(config: dict) -> None:
+    """Refuse unknown or invalid ``method_params`` before any job runs (ValueError naming method and key)."""
+    for method, params in config.get("method_params", {}).items():
+        users = [e for e, entry in config["experiments"].items() if method in entry["methods"]]
+        where = f"config: method_params.{method} (used by {', '.join(users) or 'no experiment'})"
+        if method not in METHODS:
+            raise ValueError(f"{where}: unknown method; known: {list(METHODS)}")
+        if not isinstance(params, dict):
+            raise ValueError(f"{where}: must be a mapping of parameter names to values; got {params!r}")
+        _checked(f"{where}: ", METHODS[method].check_params, params)
+
+
+def resolve(config: dict) -> dict[str, ExperimentRun]:
+    """Every experiment of the config, resolved (plugins loaded and ``method_params`` checked first)."""
+    load_plugins(config)
+    check_method_params(config)
+    return {name: resolve_experiment(config, name) for name in config["experiments"]}
+
+
+def effective_config(config: dict, runs: dict[str, ExperimentRun] | None = None) -> dict:
+    """What a run of ``config`` does, defaults resolved: each experiment's grid and design steps, and every
+    parameter of each method used (the user's, the method's fixed choices, or the estimator's defaults)."""
+    runs = resolve(config) if runs is None else runs
+    methods = [m for m in METHODS if any(m in run.methods for run in runs.values())]
+    overrides = config.get("method_params", {})
+    params = {m: METHODS[m].effective_params(overrides.get(m, {})) for m in sorted(methods)}
+    for method in methods:
+        calibrated = [name for name, run in runs.items() if method in run.methods and "oracle" in run.hyperparameters
+                      and run.experiment.calibration is not None]
+        entry = METHODS[method]
+        if entry.calibrate is None or not calibrated or set(entry.calibrates) & set(overrides.get(method, {})):
+            continue
+        for name in entry.calibrates:
+            params[method][name] = (f"{params[method][name]} where not calibrated; on {', '.join(calibrated)} "
+                                    f"{entry.calibration_note}")
+    return {"config": config, "experiments": {name: run.as_dict() for name, run in runs.items()},
+            "method_params": params}
