@@ -5,6 +5,7 @@ captions. Nothing outside this file knows them: the config names this module und
 ``register()`` adds them (docs/architecture.md, "How to add a method / an experiment").
 """
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -170,7 +171,7 @@ def test_a_plugin_kind_is_checked_like_any_experiment(plugins):
 def _snakemake(tmp_path, *args):
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({**CONFIG, "results": str(tmp_path / "out")}))
-    env = {**__import__("os").environ, "PYTHONPATH": str(HERE)}  # where the plugin module is found
+    env = {**os.environ, "PYTHONPATH": str(HERE)}  # where the plugin module is found
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--nolock", "--configfile", str(config), *args],
                           cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

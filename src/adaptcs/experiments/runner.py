@@ -20,9 +20,9 @@ from adaptcs.data.synthetic import problem_rng
 from adaptcs.design import run_sequential_design
 from adaptcs.experiments.base import Experiment
 from adaptcs.experiments.case import case_estimator
-from adaptcs.experiments.registry import get_experiment
+from adaptcs.experiments.registry import EXPERIMENTS, get_experiment
 from adaptcs.experiments.strategies import allowed_strategies, check_strategy
-from adaptcs.experiments.synthetic import SYNTHETIC
+from adaptcs.experiments.synthetic import SyntheticExperiment
 from adaptcs.metrics import image_quality
 from adaptcs.models.registry import HYPERPARAMETERS, check_method, variant_label
 from adaptcs.results import FITTED, JobResult
@@ -189,12 +189,13 @@ def _checkpoints(result, wanted_n, d: int) -> np.ndarray:
 
 def run_synthetic_job(experiment: str, setting_index: int, method: str, strategy: str, replicates,
                       *, method_params: dict | None = None, progress: bool = False, **overrides) -> JobResult:
-    """:func:`run_job` for E1-E3; ``overrides`` may set ``n_steps``."""
+    """:func:`run_job` for the synthetic experiments (E1-E3); ``overrides`` may set ``n_steps``."""
     unknown = set(overrides) - {"n_steps"}
     if unknown:
         raise ValueError(f"unknown experiment parameter(s): {sorted(unknown)}")
-    if experiment not in SYNTHETIC:
-        raise ValueError(f"experiment must be one of {sorted(SYNTHETIC)}; got {experiment!r}")
+    if not isinstance(EXPERIMENTS.get(experiment), SyntheticExperiment):
+        synthetic = [name for name, e in EXPERIMENTS.items() if isinstance(e, SyntheticExperiment)]
+        raise ValueError(f"experiment must be one of {synthetic}; got {experiment!r}")
     return run_job(experiment, setting_index, method, strategy, replicates, method_params=method_params,
                    progress=progress, n_steps=overrides.get("n_steps"))
 

@@ -46,11 +46,7 @@ NATURAL_TRAINING = ("brick", "grass", "gravel", "immunohistochemistry", "retina"
                     "hubble_deep_field", "horse", "microaneurysms")
 N_PCA_CROPS = 2000
 MNIST_DIGIT = 3
-STRATEGIES = ("design", "random", "topdown", "pca")
-# strategies given to the design loop as a fixed sequence of rows
-SEQUENCES = ("topdown", "pca")
-
-
+STRATEGIES = ("design", "random", "topdown", "pca")  # topdown and pca: rows fixed in advance (fixed_rows)
 WAVELET_OPTIONS = ("source", "cache_dir", "path", "groups", "basis")  # the config's mnist block and the basis
 
 

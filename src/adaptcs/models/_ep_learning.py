@@ -53,6 +53,7 @@ class Learned:
     n_ep_fits: int
     converged: bool  # the joint iteration reached its fixed point (or CV scored every grid point)
     message: str = ""
+    refits: int = 0  # warm refits since the last learning from scratch (sequential design)
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,7 @@ def learn_cv(problem: EPProblem, start: Hyper, learn, n_folds: int, seed: int = 
 
 def infer(problem: EPProblem, start: Hyper, sites: EPSites, learn, *, tol: float, max_iter: int,
           schedule: str = "decay", method: str = "evidence", cv: int = 5, warm: WarmStart | None = None,
-          restart_every: int = 4) -> tuple[Learned, int]:
+          restart_every: int = 4) -> Learned:
     """A GSS-EP fit on unit-size data: learn the hyper-parameters named in ``learn`` (none: the given ``start``),
     then run EP at them to ``tol``.
 
@@ -329,9 +330,9 @@ def infer(problem: EPProblem, start: Hyper, sites: EPSites, learn, *, tol: float
 
     Returns
     -------
-    (Learned, refits)
-        ``Learned.converged`` says whether the learning converged (True without learning); ``refits`` counts warm
-        refits since the last fit from scratch.
+    Learned
+        The hyper-parameters and the final run; ``converged`` says whether the learning converged (True without
+        learning), ``refits`` counts warm refits since the last learning from scratch.
 
     Raises
     ------
@@ -339,7 +340,7 @@ def infer(problem: EPProblem, start: Hyper, sites: EPSites, learn, *, tol: float
         Where EP cannot start, or learning fails at every point it tries.
     """
     if not learn:
-        return Learned(start, problem.run(start, sites, tol=tol, max_iter=max_iter, schedule=schedule), 1, True), 0
+        return Learned(start, problem.run(start, sites, tol=tol, max_iter=max_iter, schedule=schedule), 1, True)
     refits = 0
     if method == "cv":
         learned = learn_cv(problem, start, learn, cv)
@@ -364,4 +365,4 @@ def infer(problem: EPProblem, start: Hyper, sites: EPSites, learn, *, tol: float
         converged = step < TRACK_TOL
         message = f"an EM-like step from the tracked values would still move them by {step:.3g} > {TRACK_TOL:g} in " \
                   "log units"
-    return Learned(hyper, run, n_fits + 1, converged, message), refits
+    return Learned(hyper, run, n_fits + 1, converged, message, refits)

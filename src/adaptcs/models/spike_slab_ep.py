@@ -245,7 +245,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self._check_prior_scale(problem, start)
         tracked = warm is not None and warm.tracks(learn, self.learn_method, d)
         try:
-            learned, refits = lrn.infer(
+            learned = lrn.infer(
                 problem, start, sites, learn, tol=float(self.tol), max_iter=int(self.max_iter),
                 schedule=self.warm_schedule if warm is not None else "decay", method=self.learn_method,
                 cv=int(self.cv), warm=replace(warm, hyper=warm.hyper.scaled(scale)) if tracked else None,
@@ -263,7 +263,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self.n_features_in_ = d
         self.group_labels_ = labels
         self.warm_state_ = WarmStart(EPSites(run.sites.var * scale.coef2, run.sites.mean * scale.coef,
-                                             run.sites.logit), hyper if learn else None, learn, refits)
+                                             run.sites.logit), hyper if learn else None, learn, learned.refits)
         self.coef_ = run.post.mean * scale.coef
         self.coef_var_ = run.post.var * scale.coef2
         self.group_prob_ = run.group_prob
@@ -273,8 +273,8 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self.fixed_point_residual_ = float(run.residual)
         p0_fit = expit(learned.hyper.level + offsets) if "p0" in learn else p0
         self.p0_ = float(p0_fit[0]) if np.ndim(self.p0) == 0 else p0_fit
-        self.v0_ = float(hyper.v0) if learn else float(self.v0)
-        self.noise_var_ = float(hyper.noise_var) if learn else float(self.noise_var)
+        self.v0_ = float(hyper.v0)  # the given values when nothing is learned (power-of-two scaling is exact)
+        self.noise_var_ = float(hyper.noise_var)
         self.n_ep_fits_ = learned.n_ep_fits
         self.learn_converged_ = learned.converged
         self._posterior = run.post
