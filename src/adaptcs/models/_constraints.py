@@ -13,6 +13,7 @@ from sklearn.utils._param_validation import Interval
 
 POSITIVE = [Interval(Real, 0, np.inf, closed="neither")]  # finite and > 0
 POSITIVE_OR_NONE = [*POSITIVE, None]
+POSITIVE_OR_ARRAY = [*POSITIVE, "array-like"]  # one value, or one per scale label (checked afterwards)
 FRACTION = [Interval(Real, 0, 1, closed="right")]  # (0, 1]
 PROBABILITY = [Interval(Real, 0, 1, closed="neither"), "array-like"]  # one value, or one per group
 COUNT = [Interval(Integral, 1, None, closed="left")]

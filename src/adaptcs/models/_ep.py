@@ -62,8 +62,9 @@ class EPSites:
     logit: np.ndarray
 
     @classmethod
-    def initial(cls, p0_per_coef: np.ndarray, v0: float) -> EPSites:
-        """Sites at the start of EP: ``vt = p0 v0`` (the prior's variance), ``mt = 0``, ``pt = 0``."""
+    def initial(cls, p0_per_coef: np.ndarray, v0) -> EPSites:
+        """Sites at the start of EP: ``vt = p0 v0`` (the prior's variance), ``mt = 0``, ``pt = 0``; ``v0`` one
+        value or one per coefficient."""
         d = p0_per_coef.shape[0]
         return cls(var=p0_per_coef * v0, mean=np.zeros(d), logit=np.zeros(d))
 
@@ -77,23 +78,38 @@ class Hyper:
     """The hyper-parameters of GSS-EP, travelling as one object (in the units of the data they belong to; EP
     works on unit-size data, :meth:`scaled` and :meth:`unscaled` convert).
 
+    A prior with structure (a slab variance and a spike probability per wavelet scale, say) has several prior
+    classes: the groups of class k have ``p0_g = expit(level_k + offset_g)`` and the coefficients of slab class
+    l the slab variance ``v0_l r_j`` (:class:`EPProblem` holds the classes, the offsets and the profile ``r``).
+    Without structure there is one class of each.
+
     Attributes
     ----------
-    level : float
-        Common prior log-odds: ``p0_g = expit(level + offset_g)`` (offsets: :attr:`EPProblem.offsets`).
-    v0 : float
-        Slab variance.
+    level : ndarray, shape (K_p,)
+        Prior log-odds level of each prior class of groups.
+    v0 : ndarray, shape (K_v,)
+        Slab variance of each slab class of coefficients.
     noise_var : float
         Noise variance.
     """
 
-    level: float
-    v0: float
+    level: np.ndarray
+    v0: np.ndarray
     noise_var: float
 
+    def __post_init__(self):
+        object.__setattr__(self, "level", np.atleast_1d(np.asarray(self.level, dtype=np.float64)))
+        object.__setattr__(self, "v0", np.atleast_1d(np.asarray(self.v0, dtype=np.float64)))
+        object.__setattr__(self, "noise_var", float(self.noise_var))
+
     def phi(self) -> np.ndarray:
-        """The coordinates learning works in: (level, log v0, log s2)."""
-        return np.array([self.level, np.log(self.v0), np.log(self.noise_var)])
+        """The coordinates learning works in: (levels, log v0s, log s2), shape (K_p + K_v + 1,)."""
+        return np.concatenate([self.level, np.log(self.v0), [np.log(self.noise_var)]])
+
+    @classmethod
+    def from_phi(cls, phi: np.ndarray, n_levels: int) -> Hyper:
+        """The hyper-parameters at coordinates ``phi`` (:meth:`phi`) with ``n_levels`` prior classes."""
+        return cls(phi[:n_levels], np.exp(phi[n_levels:-1]), float(np.exp(phi[-1])))
 
     def scaled(self, scale) -> Hyper:
         """On the unit-size data of ``scale`` (:class:`adaptcs.models._scaling.DataScale`)."""
@@ -104,8 +120,15 @@ class Hyper:
         return Hyper(self.level, self.v0 * scale.coef2, self.noise_var * scale.y**2)
 
 
+def class_sums(values: np.ndarray, classes: np.ndarray, n_classes: int) -> np.ndarray:
+    """``sum(values[classes == k])`` for k < ``n_classes`` (entries of class -1 are left out), shape (n_classes,).
+
+    Summed with :func:`numpy.sum` class by class (not ``bincount``), so one class gives exactly ``np.sum``."""
+    return np.array([np.sum(values[classes == k]) for k in range(n_classes)])
+
+
 class EPProblem:
-    """Unit-size data, group structure and EP settings: runs EP at any hyper-parameters.
+    """Unit-size data, group structure, prior structure and EP settings: runs EP at any hyper-parameters.
 
     Parameters
     ----------
@@ -113,17 +136,31 @@ class EPProblem:
     y : ndarray, shape (n,)
     coef_group : ndarray of int, shape (d,)
     offsets : ndarray, shape (G,)
-        Fixed per-group prior log-odds: ``logit p0_g = level + offsets_g`` (learning moves the level only, so
-        group-specific prior knowledge is kept).
+        Fixed per-group prior log-odds: ``logit p0_g = level_k(g) + offsets_g`` (learning moves the levels only,
+        so group-specific prior knowledge is kept).
+    group_class : ndarray of int, shape (G,), optional
+        Prior class of each group, 0..K_p-1, or -1 for a group that is always on (``p0 = 1``: a Gaussian prior,
+        e.g. a wavelet approximation). Default: one class.
+    coef_slab : ndarray of int, shape (d,), optional
+        Slab class of each coefficient, 0..K_v-1. Default: one class.
+    slab_profile : ndarray, shape (d,), optional
+        Fixed factors ``r_j`` of the slab variances: coefficient j's is ``v0[coef_slab_j] r_j``. Default: ones.
     v_inf_ratio, damping, damping_decay : float
         As in :class:`adaptcs.models.GroupSpikeSlabEP`.
     progress : callable, optional
         Passed to every EP run (see :func:`run_ep`).
     """
 
-    def __init__(self, X, y, coef_group, offsets, *, v_inf_ratio: float, damping: float, damping_decay: float,
-                 progress=None):
+    def __init__(self, X, y, coef_group, offsets, *, group_class=None, coef_slab=None, slab_profile=None,
+                 v_inf_ratio: float, damping: float, damping_decay: float, progress=None):
         self.X, self.y, self.coef_group, self.offsets = X, y, coef_group, offsets
+        G, d = offsets.shape[0], X.shape[1]
+        self.group_class = np.zeros(G, dtype=np.intp) if group_class is None else np.asarray(group_class, np.intp)
+        self.coef_slab = np.zeros(d, dtype=np.intp) if coef_slab is None else np.asarray(coef_slab, np.intp)
+        self.slab_profile = np.ones(d) if slab_profile is None else np.asarray(slab_profile, np.float64)
+        self.n_levels = int(self.group_class.max(initial=-1)) + 1
+        self.n_slabs = int(self.coef_slab.max(initial=-1)) + 1
+        self.always_on = self.group_class < 0
         self.v_inf_ratio, self.damping, self.damping_decay = v_inf_ratio, damping, damping_decay
         self.progress = progress
         self.n = X.shape[0]
@@ -133,28 +170,42 @@ class EPProblem:
 
     def rows(self, index: np.ndarray) -> EPProblem:
         """The same problem on a subset of the rows."""
-        return EPProblem(self.X[index], self.y[index], self.coef_group, self.offsets, v_inf_ratio=self.v_inf_ratio,
+        return EPProblem(self.X[index], self.y[index], self.coef_group, self.offsets, group_class=self.group_class,
+                         coef_slab=self.coef_slab, slab_profile=self.slab_profile, v_inf_ratio=self.v_inf_ratio,
                          damping=self.damping, damping_decay=self.damping_decay, progress=self.progress)
 
     def prior_logit(self, hyper: Hyper) -> np.ndarray:
-        """Prior log-odds of every group at ``hyper``, shape (G,)."""
-        return hyper.level + self.offsets
+        """Prior log-odds of every group at ``hyper``, shape (G,) (+inf for a group that is always on)."""
+        if not self.always_on.any():
+            return hyper.level[self.group_class] + self.offsets
+        logits = hyper.level[np.maximum(self.group_class, 0)] + self.offsets if self.n_levels else self.offsets
+        return np.where(self.always_on, np.inf, logits)
 
-    def mean_p0(self, level: float) -> float:
-        """Mean prior probability of a group at ``level``."""
-        return float(np.mean(expit(level + self.offsets)))
+    def slab_var(self, hyper: Hyper) -> np.ndarray:
+        """The slab variance of every coefficient at ``hyper``, shape (d,)."""
+        return hyper.v0[self.coef_slab] * self.slab_profile
 
-    def level_for(self, mean_p0: float) -> float:
-        """The level whose mean prior probability is ``mean_p0`` (monotone; exact without offsets)."""
-        if not np.any(self.offsets):
+    def mean_p0(self, level: float, k: int = 0) -> float:
+        """Mean prior probability of the groups of prior class ``k`` at ``level``."""
+        return float(np.mean(expit(level + self.offsets[self.group_class == k])))
+
+    def level_for(self, mean_p0: float, k: int = 0) -> float:
+        """The level of prior class ``k`` whose mean prior probability is ``mean_p0`` (monotone; exact without
+        offsets)."""
+        if not np.any(self.offsets[self.group_class == k]):
             return float(logit(mean_p0))
-        return float(brentq(lambda lv: self.mean_p0(lv) - mean_p0, -60.0, 60.0, xtol=1e-12))
+        return float(brentq(lambda lv: self.mean_p0(lv, k) - mean_p0, -60.0, 60.0, xtol=1e-12))
 
-    def tied_v0(self, level: float, noise_var: float) -> float:
-        """The slab variance that makes the prior's mean y_i^2 equal the data's (docs/learning.md)."""
-        prob = expit(level + self.offsets)[self.coef_group]
+    def levels_for(self, mean_p0: float) -> np.ndarray:
+        """Every prior class at the level whose mean prior probability is ``mean_p0``, shape (K_p,)."""
+        return np.array([self.level_for(mean_p0, k) for k in range(self.n_levels)])
+
+    def tied_v0(self, level, noise_var: float) -> np.ndarray:
+        """Slab variances, one value for every slab class, that make the prior's mean y_i^2 equal the data's
+        (docs/learning.md); shape (K_v,)."""
+        prob = expit(self.prior_logit(Hyper(level, np.ones(self.n_slabs), noise_var)))[self.coef_group]
         signal = max(self.mean_y2 - noise_var, 1e-3 * self.mean_y2)
-        return signal / float(self._column_power @ prob)
+        return np.full(self.n_slabs, signal / float(self._column_power @ (prob * self.slab_profile)))
 
     def model(self, noise_var: float) -> LinearGaussianModel:
         """The Gaussian part of the model at noise variance ``noise_var`` (cached per value)."""
@@ -169,7 +220,7 @@ class EPProblem:
         """EP at ``hyper`` from ``sites`` (the prior's when None): :func:`run_ep`. ValueError if the posterior
         cannot be factorised at the start."""
         if sites is None:
-            sites = EPSites.initial(expit(self.prior_logit(hyper))[self.coef_group], hyper.v0)
+            sites = EPSites.initial(expit(self.prior_logit(hyper))[self.coef_group], self.slab_var(hyper))
         return run_ep(self, hyper, sites, tol=tol, max_iter=max_iter, schedule=schedule, adapt=adapt)
 
     def try_run(self, hyper: Hyper, sites: EPSites | None = None, *, tol: float, max_iter: int) -> EPRun | None:
@@ -207,8 +258,9 @@ def _cavity(post, sites: EPSites, coef_group_logit) -> _Cavity:
     return _Cavity(var=var, mean=mean, logit=coef_group_logit - sites.logit, valid=valid)
 
 
-def _matched_sites(cav: _Cavity, v0: float, v_inf: float) -> EPSites:
-    """Sites that match the moments of (exact spike-and-slab factor) x (cavity), for every j.
+def _matched_sites(cav: _Cavity, v0: np.ndarray, v_inf: np.ndarray) -> EPSites:
+    """Sites that match the moments of (exact spike-and-slab factor) x (cavity), for every j (slab variances
+    ``v0`` and clamped variances ``v_inf``, shape (d,)).
 
     Where the matched site variance is not positive, it is set to ``v_inf`` and the site mean is chosen so
     the moment-matched posterior mean is kept: ``mt = mc - a (vt + vc)``.
@@ -239,7 +291,7 @@ def _damped(old: EPSites, new: EPSites, valid: np.ndarray, xi: float) -> EPSites
 
 
 def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity,
-                  prior_logit: np.ndarray, coef_group: np.ndarray, v0: float) -> float:
+                  prior_logit: np.ndarray, coef_group: np.ndarray, v0: np.ndarray) -> float:
     """EP approximation of ``log p(y | X)`` (the paper's eq. 28; docs/model.md section 2), rearranged for accuracy.
 
     The Gaussian terms of eq. 28 (``log s1``, the sites' ``-1/2 log(2 pi vt) - mt^2 / (2 vt)``, ``d/2 log 2 pi``,
@@ -389,9 +441,11 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
                  ill_conditioned=ill_conditioned, converged=converged, log_evidence=log_ev)
 
 
-def _at(problem: EPProblem, hyper: Hyper) -> tuple[LinearGaussianModel, np.ndarray, float, float]:
-    """What one iteration needs of ``hyper``: the Gaussian model, the groups' prior log-odds, v0 and v_inf."""
-    return problem.model(hyper.noise_var), problem.prior_logit(hyper), hyper.v0, problem.v_inf_ratio * hyper.v0
+def _at(problem: EPProblem, hyper: Hyper) -> tuple[LinearGaussianModel, np.ndarray, np.ndarray, np.ndarray]:
+    """What one iteration needs of ``hyper``: the Gaussian model, the groups' prior log-odds, and the slab and
+    clamped variances of every coefficient."""
+    v0 = problem.slab_var(hyper)
+    return problem.model(hyper.noise_var), problem.prior_logit(hyper), v0, problem.v_inf_ratio * v0
 
 
 def _warn_unless_converged(name: str, run: EPRun, tol: float, max_iter: int) -> None:

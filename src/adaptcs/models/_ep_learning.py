@@ -10,7 +10,10 @@ docs/learning.md. theta = (p0, v0, s2), of which any subset is learned:
 * **cv**: the same grid, scored by the held-out squared error of the posterior mean over K folds of the rows.
 
 With group-specific prior knowledge (``p0`` one value per group) the offsets ``logit p0_g - level`` are kept and
-only the common level is learned. Everything here works on unit-size data (see :mod:`._scaling`).
+only the common level is learned. A prior with classes (one p0 and one v0 per wavelet scale, say:
+:class:`~adaptcs.models._ep.EPProblem`) learns one level per prior class and one slab variance per slab class by
+the same EM-like steps, each summed over its own class; the coarse search moves all classes together. Everything
+here works on unit-size data (see :mod:`._scaling`).
 
 :func:`infer` is the one path of every GSS-EP fit: with nothing to learn it is one EP run at the given values.
 """
@@ -23,10 +26,15 @@ import numpy as np
 from scipy.special import expit
 from sklearn.model_selection import KFold
 
-from adaptcs.models._ep import LEARNABLE, EPProblem, EPRun, EPSites, Hyper, _log_normal_at_zero
+from adaptcs.models._ep import LEARNABLE, EPProblem, EPRun, EPSites, Hyper, _log_normal_at_zero, class_sums
 
 GRID_P0 = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)
 GRID_NOISE = (0.6, 0.3, 0.1, 0.03)  # times mean(y^2), visited in this (decreasing) order
+# With a prior per scale, the EM-like steps creep along a ridge of the evidence (small fine-scale coefficients
+# against noise: docs/learning.md, "Per scale"); after every joint run that stops short of its fixed point, the
+# EM-like step from where it stopped is taken 2, 4, 8, ... times while the evidence grows, at most this many rounds:
+EXTRAPOLATION_ROUNDS = 10
+EXTRAPOLATION_STEPS = tuple(2.0 ** np.arange(1, 11))
 P0_RANGE = (1e-4, 0.9)  # the learned mean prior probability is kept inside
 NOISE_RANGE = (1e-6, 1.0)  # the learned noise variance, times mean(y^2)
 V0_RANGE = (1e-3, 1e3)  # the learned slab variance, relative to the tied value at the learned p0 and s2
@@ -93,7 +101,7 @@ def grid(problem: EPProblem, start: Hyper, learn) -> list[list[Hyper]]:
     Dimensions not learned keep their starting value; v0 is tied to (p0, s2) when it is learned. The starting
     point is a chain of its own, so that learning never ends worse than where it began.
     """
-    levels = [problem.level_for(p) for p in GRID_P0] if "p0" in learn else [start.level]
+    levels = [problem.levels_for(p) for p in GRID_P0] if "p0" in learn else [start.level]
     noises = [f * problem.mean_y2 for f in GRID_NOISE] if "noise_var" in learn else [start.noise_var]
     chains = []
     for level in levels:
@@ -101,10 +109,10 @@ def grid(problem: EPProblem, start: Hyper, learn) -> list[list[Hyper]]:
     return chains + [[start]]
 
 
-def _slab_responsibility(cav, v0: float):
+def _slab_responsibility(cav, v0: np.ndarray):
     """Cavity moments where valid, and the slab responsibility r1 and E[w_j^2 | slab] of the tilted
-    distributions (cavity times the exact spike-and-slab factor)."""
-    vc, mc, pc = cav.var[cav.valid], cav.mean[cav.valid], cav.logit[cav.valid]
+    distributions (cavity times the exact spike-and-slab factor), for slab variances ``v0`` of shape (d,)."""
+    vc, mc, pc, v0 = cav.var[cav.valid], cav.mean[cav.valid], cav.logit[cav.valid], v0[cav.valid]
     slab = vc + v0
     r1 = expit(pc + _log_normal_at_zero(mc, slab) - _log_normal_at_zero(mc, vc))
     second_moment = vc * v0 / slab + (mc * v0 / slab) ** 2
@@ -118,54 +126,65 @@ def _explained(problem: EPProblem, post) -> float:
 
 
 def evidence_gradient(problem: EPProblem, hyper: Hyper, run: EPRun) -> np.ndarray:
-    """Gradient of the EP log evidence in (level, log v0, log s2) at an EP fixed point (docs/learning.md, "Gradient").
+    """Gradient of the EP log evidence in :meth:`Hyper.phi`'s coordinates (levels, log v0s, log s2) at an EP fixed
+    point (docs/learning.md, "Gradient").
 
     Exact (the total derivative) at a fixed point where every site matches moments; not where some site is
     clamped at ``v_inf`` (then only an approximation).
 
     Returns
     -------
-    ndarray, shape (3,)
+    ndarray, shape (K_p + K_v + 1,)
+        3 values without prior classes.
     """
     p0_g = expit(problem.prior_logit(hyper))
-    d_level = float(np.sum(run.group_prob - p0_g))
-    vc, mc, slab, r1, _ = _slab_responsibility(run.cavity, hyper.v0)
-    d_log_v0 = float(np.sum(r1 * 0.5 * hyper.v0 * (mc * mc / slab**2 - 1.0 / slab)))
+    d_level = class_sums(run.group_prob - p0_g, problem.group_class, problem.n_levels)
+    v0 = problem.slab_var(hyper)
+    vc, mc, slab, r1, _ = _slab_responsibility(run.cavity, v0)
+    d_log_v0 = class_sums(r1 * 0.5 * v0[run.cavity.valid] * (mc * mc / slab**2 - 1.0 / slab),
+                          problem.coef_slab[run.cavity.valid], problem.n_slabs)
     d_log_s2 = -0.5 * problem.n + _explained(problem, run.post) / (2.0 * hyper.noise_var)
-    return np.array([d_level, d_log_v0, d_log_s2])
+    return np.concatenate([d_level, d_log_v0, [d_log_s2]])
 
 
 def em_update(problem: EPProblem, hyper: Hyper, post, cavity, group_prob: np.ndarray, learn) -> Hyper:
     """One EM-like step (docs/learning.md) from the EP posterior ``post``, its ``cavity`` and group probabilities at
-    ``hyper``; the learned values only change.
+    ``hyper``; the learned values only change, each prior and slab class from its own groups and coefficients.
 
-    p0 <- mean_g q(z_g);  s2 <- (|y - X m|^2 + tr(X V X^T)) / n;
-    v0 <- sum_j r1_j E[w_j^2 | slab] / sum_j r1_j  under the tilted distributions (cavity x exact prior factor).
+    p0_k <- mean over the groups of class k of q(z_g);  s2 <- (|y - X m|^2 + tr(X V X^T)) / n;
+    v0_l <- sum_j r1_j E[w_j^2 | slab] / r_j / sum_j r1_j  over the coefficients of slab class l, under the
+    tilted distributions (cavity x exact prior factor; ``r_j`` the fixed profile).
     """
     level, v0, s2 = hyper.level, hyper.v0, hyper.noise_var
     if "p0" in learn:
-        level = problem.level_for(float(np.clip(np.mean(group_prob), *P0_RANGE)))
+        level = np.array([problem.level_for(float(np.clip(np.mean(group_prob[problem.group_class == k]), *P0_RANGE)),
+                                            k) for k in range(problem.n_levels)])
     if "noise_var" in learn:
         s2 = float(np.clip(_explained(problem, post) / problem.n, NOISE_RANGE[0] * problem.mean_y2,
                            NOISE_RANGE[1] * problem.mean_y2))
     if "v0" in learn:
-        _vc, _mc, _slab, r1, second_moment = _slab_responsibility(cavity, hyper.v0)
-        if np.sum(r1) > 0.0:
-            v0 = float(np.sum(r1 * second_moment) / np.sum(r1))
+        _vc, _mc, _slab, r1, second_moment = _slab_responsibility(cavity, problem.slab_var(hyper))
+        valid = cavity.valid
+        classes = problem.coef_slab[valid]
+        weight = class_sums(r1, classes, problem.n_slabs)
+        moment = class_sums(r1 * second_moment / problem.slab_profile[valid], classes, problem.n_slabs)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v0 = np.where(weight > 0.0, moment / weight, v0)
         tied = problem.tied_v0(level, s2)
-        v0 = float(np.clip(v0, V0_RANGE[0] * tied, V0_RANGE[1] * tied))
+        v0 = np.clip(v0, V0_RANGE[0] * tied, V0_RANGE[1] * tied)
     return Hyper(level, v0, s2)
 
 
-def _mask(learn) -> np.ndarray:
-    """Which of (level, log v0, log s2) are learned; shape (3,)."""
-    return np.array([name in learn for name in LEARNABLE])
+def _mask(problem: EPProblem, learn) -> np.ndarray:
+    """Which coordinates of :meth:`Hyper.phi` are learned; shape (K_p + K_v + 1,)."""
+    sizes = {"p0": problem.n_levels, "v0": problem.n_slabs, "noise_var": 1}
+    return np.concatenate([np.full(sizes[name], name in learn) for name in LEARNABLE])
 
 
 def em_step(problem: EPProblem, hyper: Hyper, run: EPRun, learn) -> float:
     """The size of the EM-like step (:func:`em_update`) from ``hyper`` at its EP fit ``run``: the largest change
-    of a learned value in (level, log v0, log s2). Zero at a type-II fixed point."""
-    mask = _mask(learn)
+    of a learned value in :meth:`Hyper.phi`'s coordinates. Zero at a type-II fixed point."""
+    mask = _mask(problem, learn)
     target = em_update(problem, hyper, run.post, run.cavity, run.group_prob, learn)
     return float(np.max(np.abs(target.phi() - hyper.phi())[mask], initial=0.0))
 
@@ -173,18 +192,18 @@ def em_step(problem: EPProblem, hyper: Hyper, run: EPRun, learn) -> float:
 def joint_run(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, *, tol: float,
               max_iter: int) -> EPRun | None:
     """EP with the learned hyper-parameters moving along with the sites: every iteration also takes a damped
-    EM-like step (:func:`em_update`, in (level, log v0, log s2), weighted like the site update), so one run
+    EM-like step (:func:`em_update`, in :meth:`Hyper.phi`'s coordinates, weighted like the site update), so one run
     reaches the joint fixed point (sites matched at theta, theta the EM update of itself).
 
     Returns the run, its final hyper-parameters ``run.hyper`` (None if the posterior cannot be factorised at the
     start).
     """
-    mask = _mask(learn)
+    mask = _mask(problem, learn)
 
     def adapt(current: Hyper, post, cav, group_prob, weight) -> tuple[Hyper, float]:
         target = em_update(problem, current, post, cav, group_prob, learn)
         phi = current.phi() + weight * np.where(mask, target.phi() - current.phi(), 0.0)
-        moved = Hyper(float(phi[0]), float(np.exp(phi[1])), float(np.exp(phi[2])))
+        moved = Hyper.from_phi(phi, problem.n_levels)
         return moved, float(np.max(np.abs(phi - current.phi()))) * tol / THETA_TOL  # in the units of tol
 
     try:
@@ -205,7 +224,7 @@ def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, EPRun
     -------
     (hyper, run, n_fits) at the point with the largest evidence.
     """
-    levels = [problem.level_for(p) for p in sorted(GRID_P0, reverse=True)] if "p0" in learn else [start.level]
+    levels = [problem.levels_for(p) for p in sorted(GRID_P0, reverse=True)] if "p0" in learn else [start.level]
     learn_noise = "noise_var" in learn
     first_noises = [f * problem.mean_y2 for f in SEARCH_NOISE] if learn_noise else [start.noise_var]
 
@@ -254,13 +273,58 @@ def _joint(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, ep=RE
     return Learned(run.hyper, run, 1, run.converged, message)
 
 
+def _clipped(problem: EPProblem, phi: np.ndarray) -> np.ndarray:
+    """``phi`` with the levels and the noise variance inside :data:`P0_RANGE` and :data:`NOISE_RANGE`."""
+    phi = phi.copy()
+    k = problem.n_levels
+    phi[:k] = np.clip(phi[:k], np.log(P0_RANGE[0] / (1 - P0_RANGE[0])), np.log(P0_RANGE[1] / (1 - P0_RANGE[1])))
+    phi[-1] = np.clip(phi[-1], np.log(NOISE_RANGE[0] * problem.mean_y2), np.log(NOISE_RANGE[1] * problem.mean_y2))
+    return phi
+
+
+def _extrapolated(problem: EPProblem, learned: Learned, learn) -> tuple[Hyper, EPRun, int] | None:
+    """The best point along the EM-like step from ``learned`` taken 2, 4, 8, ... times (EM acceleration by a line
+    search on the evidence), or None if none has a larger evidence. Returns (hyper, run, EP fits)."""
+    end = learned.hyper.phi()
+    target = em_update(problem, learned.hyper, learned.run.post, learned.run.cavity, learned.run.group_prob, learn)
+    direction = np.where(_mask(problem, learn), target.phi() - end, 0.0)
+    best, n_fits = None, 0
+    best_ev, sites = learned.run.log_evidence, learned.run.sites
+    for t in EXTRAPOLATION_STEPS:
+        hyper = Hyper.from_phi(_clipped(problem, end + t * direction), problem.n_levels)
+        run = problem.try_run(hyper, sites, **SEARCH_EP)
+        n_fits += 1
+        if not _usable(run) or run.log_evidence <= best_ev:
+            break
+        best, best_ev, sites = (hyper, run), run.log_evidence, run.sites
+    return None if best is None else (*best, n_fits)
+
+
 def learn_evidence(problem: EPProblem, start: Hyper, learn, ep=REFINE_EP) -> Learned:
-    """Coarse search, then EP with EM-like steps from its best point to the joint fixed point (type-II ML)."""
+    """Coarse search, then EP with EM-like steps from its best point to the joint fixed point (type-II ML).
+
+    With a prior per scale, a joint run that stops short of its fixed point is followed by a line search along
+    the EM-like step from where it stopped (:func:`_extrapolated`) and a new joint run from the best point, while
+    that helps."""
     hyper, run, n_fits = coarse_search(problem, start, learn)
     learned = _joint(problem, hyper, run.sites, learn, ep)
     if learned is None:  # the joint iteration broke down: keep the best point of the search, not converged
         return Learned(hyper, run, n_fits + 1, False, "EP failed while refining the hyper-parameters")
-    return replace(learned, n_ep_fits=n_fits + 1)
+    n_fits += 1
+    rounds = EXTRAPOLATION_ROUNDS if problem.n_slabs > 1 or problem.n_levels > 1 else 0
+    for _ in range(rounds):
+        if learned.converged:
+            break
+        found = _extrapolated(problem, learned, learn)
+        if found is None:
+            break
+        hyper, run, fits = found
+        again = _joint(problem, hyper, run.sites, learn, ep)
+        n_fits += fits + 1
+        if again is None or again.run.log_evidence < run.log_evidence:
+            break
+        learned = again
+    return replace(learned, n_ep_fits=n_fits)
 
 
 def learn_warm(problem: EPProblem, start: Hyper, sites: EPSites, learn) -> Learned | None:

@@ -62,19 +62,22 @@ class DataScale:
                              f"size {self.y:g}): rescale X or y")
         return float(unit2)
 
-    def scaled_variance(self, var: float, name: str) -> float:
-        """A prior variance of the coefficients in scaled units; ``ValueError`` if it leaves the float range."""
+    def scaled_variance(self, var, name: str):
+        """A prior variance of the coefficients in scaled units (one value or an array of them); ``ValueError``
+        if it leaves the float range."""
         return self._divide(var, self.coef, name)
 
     def scaled_noise(self, noise_var: float) -> float:
         """The noise variance in scaled units; ``ValueError`` if it leaves the float range."""
         return self._divide(noise_var, self.y, "noise_var")
 
-    def _divide(self, value: float, unit: float, name: str) -> float:
+    def _divide(self, value, unit: float, name: str):
         """``value / unit^2``, squared in numpy so that extreme units give inf or 0 (refused), not OverflowError."""
         with np.errstate(over="ignore", under="ignore"):
-            scaled = np.float64(value) / np.float64(unit) ** 2
-        if not (np.isfinite(scaled) and scaled > 0.0):
-            raise ValueError(f"{name}={value:g} is out of floating-point range relative to the data (X of size "
-                             f"{self.x:g}, y of size {self.y:g}): rescale X, y or {name}")
-        return float(scaled)
+            scaled = np.asarray(value, dtype=np.float64) / np.float64(unit) ** 2
+        if not np.all(np.isfinite(scaled) & (scaled > 0.0)):
+            shown = f"{value:g}" if np.ndim(value) == 0 else f"{np.min(value):g}..{np.max(value):g}"
+            raise ValueError(f"{name}={shown} is out of floating-point range "
+                             f"relative to the data (X of size {self.x:g}, y of size {self.y:g}): rescale X, y or "
+                             f"{name}")
+        return float(scaled) if np.ndim(value) == 0 else scaled

@@ -40,7 +40,7 @@ class ExactPosterior:
     log_evidence: float
 
 
-def exact_group_spike_slab(X, y, groups, p0, v0: float, noise_var: float) -> ExactPosterior:
+def exact_group_spike_slab(X, y, groups, p0, v0, noise_var: float) -> ExactPosterior:
     """Enumerate every group pattern and return the exact posterior.
 
     Parameters
@@ -51,8 +51,10 @@ def exact_group_spike_slab(X, y, groups, p0, v0: float, noise_var: float) -> Exa
         Group labels (mapped to 0..G-1 in sorted order).
     p0 : float or array-like of shape (G,)
         Prior probability of each group being active.
-    v0, noise_var : float
-        Slab variance and noise variance.
+    v0 : float or array-like of shape (d,)
+        Slab variance, one for all or one per coefficient (a prior per scale).
+    noise_var : float
+        Noise variance.
     """
     X, y = val.check_design(X, y)
     n, d = X.shape
@@ -61,7 +63,9 @@ def exact_group_spike_slab(X, y, groups, p0, v0: float, noise_var: float) -> Exa
     if G > MAX_GROUPS:
         raise ValueError(f"groups: exact enumeration of 2^{G} patterns is too expensive (at most {MAX_GROUPS})")
     p0 = val.check_probability(p0, G, "p0")
-    v0 = val.check_positive_scalar(v0, "v0")
+    v0 = np.broadcast_to(np.asarray(v0, dtype=np.float64), (d,))
+    if not np.all(np.isfinite(v0) & (v0 > 0.0)):
+        raise ValueError("v0 must be finite and > 0 (one value or one per coefficient)")
     s2 = val.check_positive_scalar(noise_var, "noise_var")
 
     patterns = np.array(list(itertools.product([0, 1], repeat=G)), dtype=bool)  # (2^G, G)
@@ -71,17 +75,18 @@ def exact_group_spike_slab(X, y, groups, p0, v0: float, noise_var: float) -> Exa
     for k, z in enumerate(patterns):
         active = z[coef_group]
         XS = X[:, active]
-        cov_y = s2 * np.eye(n) + v0 * XS @ XS.T
+        v0_S = v0[active]
+        cov_y = s2 * np.eye(n) + (XS * v0_S) @ XS.T
         chol = np.linalg.cholesky(cov_y)
         alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, y))
         log_lik = -0.5 * (n * np.log(2 * np.pi) + 2 * np.sum(np.log(np.diag(chol))) + y @ alpha)
         log_prior = np.sum(np.where(z, np.log(p0), np.log1p(-p0)))
         log_weights[k] = log_lik + log_prior
         if active.any():
-            mean_S = v0 * XS.T @ alpha
-            # Var[w_S | y, z] = v0 I - v0^2 X_S^T cov_y^{-1} X_S (diagonal only)
+            mean_S = v0_S * (XS.T @ alpha)
+            # Var[w_S | y, z] = D - D X_S^T cov_y^{-1} X_S D, D = diag(v0_S) (diagonal only)
             half = np.linalg.solve(chol, XS)
-            var_S = v0 - v0**2 * np.sum(half * half, axis=0)
+            var_S = v0_S - v0_S**2 * np.sum(half * half, axis=0)
             means[k, active] = mean_S
             second[k, active] = var_S + mean_S**2
     log_evidence = float(logsumexp(log_weights))

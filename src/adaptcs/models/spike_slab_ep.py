@@ -20,7 +20,7 @@ import warnings
 from dataclasses import replace
 
 import numpy as np
-from scipy.special import expit, logit
+from scipy.special import expit
 from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
@@ -29,6 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
 from adaptcs.models import _ep_learning as lrn
+from adaptcs.models import _ep_prior as ep_prior
 from adaptcs.models._base import GroupRegressor
 from adaptcs.models._ep import (
     LEARN_METHODS,
@@ -54,13 +55,24 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
     ----------
     groups : array-like, shape (d,)
         Group label of each coefficient (any sortable labels; group g is the g-th label in sorted order).
-    p0 : float or array-like of shape (G,)
+    p0 : float or array-like of shape (G,) or (S,)
         Prior probability that a group is active; one value per group (in sorted label order) encodes
-        prior knowledge of likely groups. Strictly inside (0, 1). The default 0.5 assumes no sparsity: give
-        the value you know or learn it (``learn``).
-    v0 : float
-        Slab variance: prior variance of each coefficient of an active group, in signal units squared. The
-        default 1 suits signals of order one; give it or learn it.
+        prior knowledge of likely groups; with ``scales``, one value per scale label (sorted; label 0's is not
+        used: it is always on). Strictly inside (0, 1). The default 0.5 assumes no sparsity: give the value you
+        know or learn it (``learn``).
+    v0 : float or array-like of shape (S,)
+        Slab variance: prior variance of each coefficient of an active group, in signal units squared; with
+        ``scales``, one value or one per scale label. The default 1 suits signals of order one; give it or learn
+        it.
+    scales : array-like of int, shape (d,), optional
+        A prior per scale (docs/model.md, "Priors per scale"): one non-negative integer label per coefficient,
+        the same within a group, e.g. ``basis.scales()`` of a wavelet basis. Every label has its own spike
+        probability and slab variance; label 0 (the approximation) is always on (a Gaussian prior). None (the
+        default): one p0 (or one per group) and one v0 for all coefficients.
+    scale_learning : {"each", "profile"}
+        With ``scales`` and ``learn``: "each" learns one p0 and one v0 per label (type-II ML); "profile" keeps the
+        given per-label values as a profile and learns a common level of the log-odds and a common multiplier of
+        the slab variances.
     noise_var : float
         Noise variance ``sigma0^2``, in measurement units squared. The default 1 is a placeholder; give it or
         learn it. There is no intercept: remove any offset of ``y`` first (docs/model.md, section 1).
@@ -132,7 +144,10 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         What the next fit starts from with ``warm_start``: the sites and, when learned, the hyper-parameters and
         the refits since the last search from scratch.
     p0_, v0_, noise_var_ : float (p0_: or ndarray of shape (G,), as ``p0`` was given)
-        The hyper-parameters of the fit: learned ones, or the given ones.
+        The hyper-parameters of the fit: learned ones, or the given ones. With ``scales``, ``p0_`` and ``v0_`` have
+        one value per scale label (shape (S,), in the order of ``scale_labels_``; ``p0_`` is 1 for label 0).
+    scale_labels_ : ndarray of int, shape (S,)
+        With ``scales``: the distinct scale labels, sorted.
     n_ep_fits_ : int
         EP runs done by this fit (1 without learning).
     learn_converged_ : bool
@@ -169,19 +184,22 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
     """
 
     _parameter_constraints = {
-        "groups": constraints.GROUPS, "p0": constraints.PROBABILITY, "v0": constraints.POSITIVE,
+        "groups": constraints.GROUPS, "p0": constraints.PROBABILITY, "v0": constraints.POSITIVE_OR_ARRAY,
+        "scales": [None, "array-like"], "scale_learning": [StrOptions(set(ep_prior.SCALE_LEARNING))],
         "noise_var": constraints.POSITIVE, "damping": constraints.FRACTION, "damping_decay": constraints.FRACTION,
         "tol": constraints.POSITIVE, "max_iter": constraints.COUNT, "v_inf_ratio": constraints.POSITIVE,
         "warm_start": constraints.BOOLEAN, "warm_schedule": [StrOptions(set(SCHEDULES))],
         "learn": constraints.NAMES, "learn_method": [StrOptions(set(LEARN_METHODS))], "cv": constraints.FOLDS,
         "restart_every": constraints.COUNT, "verbose": ["verbose"]}
 
-    def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4,
-                 max_iter=1000, v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(),
-                 learn_method="evidence", cv=5, restart_every=4, verbose=0):
+    def __init__(self, groups=None, *, p0=0.5, v0=1.0, scales=None, scale_learning="each", noise_var=1.0,
+                 damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000, v_inf_ratio=300.0, warm_start=False,
+                 warm_schedule="adaptive", learn=(), learn_method="evidence", cv=5, restart_every=4, verbose=0):
         self.groups = groups
         self.p0 = p0
         self.v0 = v0
+        self.scales = scales
+        self.scale_learning = scale_learning
         self.noise_var = noise_var
         self.damping = damping
         self.damping_decay = damping_decay
@@ -197,8 +215,16 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self.verbose = verbose
 
     def _check_extra(self, n_groups: int | None = None) -> None:
-        """One ``p0`` per group (or one for all), each inside (0, 1); names in ``learn``."""
-        val.check_probability(self.p0, n_groups, "p0")
+        """One ``p0`` per group (or one for all), each inside (0, 1), or with ``scales`` one ``p0`` and ``v0`` per
+        scale label; names in ``learn``."""
+        if self.scales is None:
+            val.check_probability(self.p0, n_groups, "p0")
+            if np.ndim(self.v0) != 0:
+                raise ValueError("v0 must be one value unless scales are given (one v0 per scale label)")
+        else:
+            n_scales = ep_prior.check_scales(self.scales)[0].shape[0]
+            val.check_probability(self.p0, n_scales, "p0 (one per scale label)")
+            ep_prior.check_per_scale(self.v0, n_scales, "v0")
         self._learned_names()
 
     def _learned_names(self) -> tuple[str, ...]:
@@ -224,26 +250,24 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         started = time.perf_counter()
         d = X.shape[1]
         name = type(self).__name__
-        p0 = val.check_probability(self.p0, labels.shape[0], "p0")  # one per group
         learn = self._learned_names()
+        prior = ep_prior.prior_classes(self.p0, self.v0, coef_group, labels.shape[0], scales=self.scales,
+                                       scale_learning=self.scale_learning, learning=bool(learn))
         # Scaling on entry: EP works on data of unit size (an exact power-of-two rescaling; see the class Notes).
         scale = DataScale.of(X, y)
         warm = self._warm_state(d) if self.warm_start else None
-        if learn:  # p0_g = expit(level + offsets_g): the level is learned, the offsets (prior knowledge) are kept
-            level = float(logit(np.mean(p0)))
-            offsets = logit(p0) - level if np.ndim(self.p0) else np.zeros_like(p0)
-        else:
-            level, offsets = 0.0, logit(p0)
-        start = Hyper(level, float(self.v0), float(self.noise_var)).scaled(scale)
+        start = Hyper(prior.level, prior.v0, float(self.noise_var)).scaled(scale)
+        problem = EPProblem(X / scale.x, y / scale.y, coef_group, prior.offsets, group_class=prior.group_class,
+                            coef_slab=prior.coef_slab, slab_profile=prior.slab_profile,
+                            v_inf_ratio=float(self.v_inf_ratio), damping=float(self.damping),
+                            damping_decay=float(self.damping_decay), progress=self._progress())
         if warm is not None:
             sites = EPSites(warm.sites.var / scale.coef2, warm.sites.mean / scale.coef, warm.sites.logit.copy())
         else:
-            sites = EPSites.initial(p0[coef_group], start.v0)
-        problem = EPProblem(X / scale.x, y / scale.y, coef_group, offsets, v_inf_ratio=float(self.v_inf_ratio),
-                            damping=float(self.damping), damping_decay=float(self.damping_decay),
-                            progress=self._progress())
+            sites = EPSites.initial(prior.p0_group[coef_group], problem.slab_var(start))
         self._check_prior_scale(problem, start)
-        tracked = warm is not None and warm.tracks(learn, self.learn_method, d)
+        tracked = warm is not None and warm.tracks(learn, self.learn_method, d) \
+            and warm.hyper.phi().shape == start.phi().shape
         try:
             learned = lrn.infer(
                 problem, start, sites, learn, tol=float(self.tol), max_iter=int(self.max_iter),
@@ -271,9 +295,14 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self.n_iter_ = run.n_iter
         self.converged_ = run.converged and learned.converged
         self.fixed_point_residual_ = float(run.residual)
-        p0_fit = expit(learned.hyper.level + offsets) if "p0" in learn else p0
-        self.p0_ = float(p0_fit[0]) if np.ndim(self.p0) == 0 else p0_fit
-        self.v0_ = float(hyper.v0)  # the given values when nothing is learned (power-of-two scaling is exact)
+        if self.scales is None:
+            p0_fit = expit(problem.prior_logit(learned.hyper)) if "p0" in learn else prior.p0_group
+            self.p0_ = float(p0_fit[0]) if np.ndim(self.p0) == 0 else p0_fit
+            self.v0_ = float(hyper.v0[0])  # the given value when nothing is learned (power-of-two scaling is exact)
+        else:
+            self.scale_labels_ = prior.scale_labels
+            self.p0_ = prior.per_scale(per_group=expit(problem.prior_logit(learned.hyper)))
+            self.v0_ = prior.per_scale(per_coef=problem.slab_var(hyper))
         self.noise_var_ = float(hyper.noise_var)
         self.n_ep_fits_ = learned.n_ep_fits
         self.learn_converged_ = learned.converged
@@ -285,7 +314,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
                      problem.n, d, "converged" if self.converged_ else "NOT converged", run.n_iter,
                      f" (last of {learned.n_ep_fits} EP runs)" if learned.n_ep_fits > 1 else "",
                      time.perf_counter() - started, self.log_evidence_,
-                     f"; learned p0 {np.mean(self.p0_):.3g}, v0 {self.v0_:.3g}, noise variance "
+                     f"; learned p0 {np.mean(self.p0_):.3g}, v0 {np.mean(self.v0_):.3g}, noise variance "
                      f"{self.noise_var_:.3g}" if learn else "")
         return self
 
@@ -305,7 +334,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
 
     def _check_prior_scale(self, problem: EPProblem, start: Hyper) -> None:
         """Refuse a prior signal-to-noise ratio that double precision cannot resolve (wrong units)."""
-        prior_snr = problem.model(start.noise_var).signal_to_noise(np.full(problem.X.shape[1], start.v0))
+        prior_snr = problem.model(start.noise_var).signal_to_noise(problem.slab_var(start))
         if not 1.0 / MAX_SIGNAL_TO_NOISE < prior_snr < MAX_SIGNAL_TO_NOISE:
             raise ValueError(f"{type(self).__name__}: v0 * |x_i|^2 / noise_var = {prior_snr:.3g} for the most "
                              f"informative row, outside what double precision can resolve "
@@ -331,10 +360,13 @@ class SpikeSlabEP(GroupSpikeSlabEP):
 
     Parameters
     ----------
-    p0 : float or array-like of shape (d,)
-        Prior probability that a coefficient is non-zero (default 0.5: no sparsity assumed; give it or learn it).
-    v0 : float
-        Slab variance, in signal units squared.
+    p0 : float or array-like of shape (d,) or (S,)
+        Prior probability that a coefficient is non-zero (default 0.5: no sparsity assumed; give it or learn it);
+        with ``scales``, one per scale label.
+    v0 : float or array-like of shape (S,)
+        Slab variance, in signal units squared; with ``scales``, one value or one per scale label.
+    scales, scale_learning
+        As in :class:`GroupSpikeSlabEP` (every coefficient a group of its own).
     noise_var : float
         Variance of the measurement noise, in measurement units squared.
     **options
@@ -357,10 +389,11 @@ class SpikeSlabEP(GroupSpikeSlabEP):
 
     _parameter_constraints = constraints.without_groups(GroupSpikeSlabEP._parameter_constraints)
 
-    def __init__(self, *, p0=0.5, v0=1.0, noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4,
-                 max_iter=1000, v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(),
-                 learn_method="evidence", cv=5, restart_every=4, verbose=0):
-        super().__init__(None, p0=p0, v0=v0, noise_var=noise_var, damping=damping, damping_decay=damping_decay, tol=tol,
+    def __init__(self, *, p0=0.5, v0=1.0, scales=None, scale_learning="each", noise_var=1.0, damping=0.9,
+                 damping_decay=0.99, tol=1e-4, max_iter=1000, v_inf_ratio=300.0, warm_start=False,
+                 warm_schedule="adaptive", learn=(), learn_method="evidence", cv=5, restart_every=4, verbose=0):
+        super().__init__(None, p0=p0, v0=v0, scales=scales, scale_learning=scale_learning, noise_var=noise_var,
+                         damping=damping, damping_decay=damping_decay, tol=tol,
                          max_iter=max_iter, v_inf_ratio=v_inf_ratio, warm_start=warm_start,
                          warm_schedule=warm_schedule, learn=learn, learn_method=learn_method, cv=cv,
                          restart_every=restart_every, verbose=verbose)
