@@ -223,3 +223,60 @@ def test_bad_scale_priors_are_refused(kwargs, message):
     X = np.random.default_rng(0).normal(size=(5, 6))
     with pytest.raises(ValueError, match=message):
         GroupSpikeSlabEP([0, 0, 1, 1, 2, 2], **kwargs).fit(X, X[:, 0])
+
+
+# --- measurements that leave coefficients untouched (a subset of a basis) -------------------------------------
+
+
+def selection_problem(rng, measured_fraction=0.6, noise_var=0.01, scale=8.0):
+    """Rows that each measure one coefficient (times ``scale``): 6 groups of 3 coefficients in 3 scales, some
+    coefficients never measured. Returns X, y, groups, scales, w, the measured mask."""
+    groups = np.repeat(np.arange(6), 3)
+    scales = np.repeat([0, 1, 1, 2, 2, 2], 3)
+    w = rng.normal(size=18) * np.array([2.0, 1.0, 0.3])[scales] * (rng.random(6) < 0.6)[groups]
+    measured = rng.random(18) < measured_fraction
+    measured[0] = True
+    X = scale * np.eye(18)[measured]
+    y = X @ w + rng.normal(0.0, np.sqrt(noise_var), X.shape[0])
+    return X, y, groups, scales, w, measured
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_subset_of_basis_rows_is_exact(seed):
+    """Rows that select coefficients decouple the groups, so EP is exact (against enumeration), also for the
+    coefficients no row touches: mean 0 and variance P(z_g = 1 | y) v0_g (the limit site)."""
+    rng = np.random.default_rng(seed)
+    X, y, groups, scales, _w, measured = selection_problem(rng)
+    p0_scale, v0_scale = np.array([0.5, 0.5, 0.3]), np.array([4.0, 1.0, 0.1])
+    p0_group = np.where(scales[::3] == 0, 1.0 - 1e-15, p0_scale[scales[::3]])
+    exact = exact_group_spike_slab(X, y, groups, p0_group, v0_scale[scales], 0.01)
+    ep = GroupSpikeSlabEP(groups, scales=scales, p0=p0_scale, v0=v0_scale, noise_var=0.01, tol=1e-12,
+                          max_iter=5000).fit(X, y)
+    assert ep.converged_ and np.isfinite(ep.log_evidence_)
+    np.testing.assert_allclose(ep.coef_, exact.mean, atol=1e-9)
+    np.testing.assert_allclose(ep.coef_var_, exact.var, rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(ep.group_prob_, exact.group_prob, atol=1e-9)
+    assert ep.log_evidence_ == pytest.approx(exact.log_evidence, abs=1e-8)
+    unmeasured = ~measured
+    np.testing.assert_array_equal(ep.coef_[unmeasured], 0.0)
+    np.testing.assert_allclose(ep.coef_var_[unmeasured], (ep.group_prob_[groups] * v0_scale[scales])[unmeasured],
+                               rtol=1e-8)
+
+
+def test_learning_works_from_a_subset_of_basis_rows():
+    """Learning every hyper-parameter from rows that leave most coefficients unmeasured (it failed at every point
+    of the coarse search before the limit site): the fit converges and the noise variance is found."""
+    rng = np.random.default_rng(3)
+    counts = (4, 16, 64, 256)
+    X, y, groups, scales, w, _active = scale_problem(rng, 10, counts=counts, p0=(1.0, 0.6, 0.3, 0.1),
+                                                     v0=(4.0, 1.0, 0.25, 0.0625), noise_var=0.01)
+    d = groups.shape[0]
+    order = np.argsort(scales, kind="stable")  # the top-down scan: coarse scales first
+    X = np.eye(d)[order[:d // 4]]
+    y = X @ w + rng.normal(0.0, 0.1, X.shape[0])
+    est = GroupSpikeSlabEP(groups, scales=scales, learn=ALL).fit(X, y)
+    assert est.converged_ and np.isfinite(est.log_evidence_)
+    assert est.noise_var_ == pytest.approx(0.01, rel=0.5)
+    unmeasured = np.ones(d, dtype=bool)
+    unmeasured[order[:d // 4]] = False
+    assert np.all(est.coef_[unmeasured] == 0.0)

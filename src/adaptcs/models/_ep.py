@@ -30,6 +30,9 @@ RESIDUAL_FACTOR = 10.0
 # variances may have lost MAX_VARIANCE_ERROR relative accuracy to cancellation (about eps * signal-to-noise).
 MAX_SIGNAL_TO_NOISE = 1e20
 MAX_VARIANCE_ERROR = 1e-3
+# A column whose energy is below this fraction of the largest column's is one no row touches (a coefficient left
+# out of a basis-aligned scan, up to the rounding of the transform): its site is the limit site (docs/model.md).
+UNTOUCHED = 1e-20
 # The adaptive schedule of warm refits: when the best undamped change of the last STALL_WINDOW iterations is not
 # below STALL_FACTOR times the best before them, EP is not approaching a fixed point (it circles one: parallel EP
 # has slowly damped oscillating modes after some new rows), and the damping decays by COOL_DECAY per iteration
@@ -166,6 +169,7 @@ class EPProblem:
         self.n = X.shape[0]
         self.mean_y2 = float(np.mean(y * y))
         self._column_power = np.mean(X * X, axis=0)  # (d,): mean_i x_ij^2
+        self.untouched = self._column_power <= UNTOUCHED * np.max(self._column_power, initial=0.0)
         self._models: dict[float, LinearGaussianModel] = {}
 
     def rows(self, index: np.ndarray) -> EPProblem:
@@ -238,14 +242,21 @@ def _log_normal_at_zero(mean: np.ndarray, var: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Cavity:
-    var: np.ndarray  # vc, shape (d,); only meaningful where ``valid``
+    var: np.ndarray  # vc, shape (d,); only meaningful where ``valid`` (inf where ``limit``)
     mean: np.ndarray  # mc
     logit: np.ndarray  # pc
     valid: np.ndarray  # bool, cavity variance finite and positive
+    limit: np.ndarray  # bool, a coefficient no row touches: a flat cavity (the limit vc -> inf)
+
+    @property
+    def usable(self) -> np.ndarray:
+        """Sites with a cavity EP can use: a valid one or the flat limit."""
+        return self.valid | self.limit
 
 
-def _cavity(post, sites: EPSites, coef_group_logit) -> _Cavity:
-    """Remove each site from the posterior marginals (docs/model.md section 2)."""
+def _cavity(post, sites: EPSites, coef_group_logit, limit: np.ndarray) -> _Cavity:
+    """Remove each site from the posterior marginals (docs/model.md section 2); the coefficients in ``limit`` (no
+    row touches them) get the flat cavity."""
     marg_mean, marg_var = post.mean, post.var
     # 1/V_jj - 1/vt_j, written so it does not cancel when V_jj is within rounding of vt_j.
     with np.errstate(divide="ignore", invalid="ignore"):  # a variance lost to rounding (0) gives no cavity
@@ -255,7 +266,10 @@ def _cavity(post, sites: EPSites, coef_group_logit) -> _Cavity:
     var = 1.0 / safe_prec
     mean = var * (marg_mean / np.where(valid, marg_var, 1.0) - sites.mean / sites.var)
     valid &= np.isfinite(var) & np.isfinite(mean)
-    return _Cavity(var=var, mean=mean, logit=coef_group_logit - sites.logit, valid=valid)
+    if limit.any():
+        valid &= ~limit
+        var, mean = np.where(limit, np.inf, var), np.where(limit, 0.0, mean)
+    return _Cavity(var=var, mean=mean, logit=coef_group_logit - sites.logit, valid=valid, limit=limit)
 
 
 def _matched_sites(cav: _Cavity, v0: np.ndarray, v_inf: np.ndarray) -> EPSites:
@@ -263,8 +277,17 @@ def _matched_sites(cav: _Cavity, v0: np.ndarray, v_inf: np.ndarray) -> EPSites:
     ``v0`` and clamped variances ``v_inf``, shape (d,)).
 
     Where the matched site variance is not positive, it is set to ``v_inf`` and the site mean is chosen so
-    the moment-matched posterior mean is kept: ``mt = mc - a (vt + vc)``.
+    the moment-matched posterior mean is kept: ``mt = mc - a (vt + vc)``. Where the cavity is flat (``limit``: no
+    row touches the coefficient), the tilted distribution is the prior given the rest of the group, and the site
+    its moments: ``vt = sigmoid(pc) v0``, ``mt = 0``, ``pt = 0`` (no information about the group).
     """
+    if cav.limit.any():
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            matched = _matched_sites(_Cavity(np.where(cav.limit, 1.0, cav.var), cav.mean, cav.logit, cav.valid,
+                                             np.zeros_like(cav.limit)), v0, v_inf)
+        lim = cav.limit
+        return EPSites(var=np.where(lim, expit(cav.logit) * v0, matched.var), mean=np.where(lim, 0.0, matched.mean),
+                       logit=np.where(lim, 0.0, matched.logit))
     vc, mc, pc = cav.var, cav.mean, cav.logit
     slab_var = vc + v0
     pt = _log_normal_at_zero(mc, slab_var) - _log_normal_at_zero(mc, vc)
@@ -306,10 +329,14 @@ def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity
     resid = model.y - model.X @ m
     quad = float(resid @ resid) / model.noise_var + float(np.sum((m - mt) ** 2 / vt))
     log_gauss = -0.5 * (model.n * _LOG_2PI + post.log_det_marginal() + quad)
+    if cav.limit.any():  # a flat cavity: the site's terms cancel but for -log_bern_norm (docs/model.md)
+        vc, mc = np.where(cav.limit, 1.0, vc), np.where(cav.limit, 0.0, mc)
     log_kappa = np.logaddexp(log_expit(pc) + _log_normal_at_zero(mc, vc + v0),
                              log_expit(-pc) + _log_normal_at_zero(mc, vc))
     log_bern_norm = np.logaddexp(log_expit(pt) + log_expit(pc), log_expit(-pt) + log_expit(-pc))
     log_sites = log_kappa - log_bern_norm - _log_normal_at_zero(mc - mt, vt + vc)
+    if cav.limit.any():
+        log_sites = np.where(cav.limit, -log_bern_norm, log_sites)
     G = prior_logit.shape[0]
     sum_on = np.bincount(coef_group, weights=log_expit(pt), minlength=G)
     sum_off = np.bincount(coef_group, weights=log_expit(-pt), minlength=G)
@@ -388,8 +415,8 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
     residuals: list[float] = []
     cooling = False
     for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
-        cav = _cavity(post, sites, group_logit[coef_group])
-        new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.valid, xi)
+        cav = _cavity(post, sites, group_logit[coef_group], problem.untouched)
+        new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable, xi)
         hyper_change = 0.0
         if adapt is not None:
             hyper, hyper_change = adapt(hyper, post, cav, group_prob, xi)
@@ -429,10 +456,10 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
     converged = stopped and failure is None and residual < RESIDUAL_FACTOR * tol
     snr = model.signal_to_noise(sites.var)
     ill_conditioned = snr if snr * np.finfo(float).eps > MAX_VARIANCE_ERROR else None
-    cav = _cavity(post, sites, group_logit[coef_group])
-    if ill_conditioned is not None or not np.all(cav.valid):  # not an EP fixed point to be trusted
+    cav = _cavity(post, sites, group_logit[coef_group], problem.untouched)
+    if ill_conditioned is not None or not np.all(cav.usable):  # not an EP fixed point to be trusted
         converged = False
-    if failure is None and np.all(cav.valid):
+    if failure is None and np.all(cav.usable):
         log_ev = _log_evidence(model, post, sites, cav, prior_logit, coef_group, v0)
     else:
         log_ev = float("nan")
@@ -465,7 +492,7 @@ def _warn_unless_converged(name: str, run: EPRun, tol: float, max_iter: int) -> 
     elif not run.stopped:
         warnings.warn(f"{name}: EP did not converge in {max_iter} iterations (last change {run.change:.3g} > "
                       f"tol={tol})", ConvergenceWarning, stacklevel=4)
-    if run.failure is None and not np.all(run.cavity.valid):
-        warnings.warn(f"{name}: {np.count_nonzero(~run.cavity.valid)} site(s) have no valid cavity at the end of EP "
+    if run.failure is None and not np.all(run.cavity.usable):
+        warnings.warn(f"{name}: {np.count_nonzero(~run.cavity.usable)} site(s) have no valid cavity at the end of EP "
                       "(posterior variances lost to rounding); log_evidence_ is NaN and the fit is marked not "
                       "converged", ConvergenceWarning, stacklevel=4)

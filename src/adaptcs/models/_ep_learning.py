@@ -110,12 +110,20 @@ def grid(problem: EPProblem, start: Hyper, learn) -> list[list[Hyper]]:
 
 
 def _slab_responsibility(cav, v0: np.ndarray):
-    """Cavity moments where valid, and the slab responsibility r1 and E[w_j^2 | slab] of the tilted
-    distributions (cavity times the exact spike-and-slab factor), for slab variances ``v0`` of shape (d,)."""
-    vc, mc, pc, v0 = cav.var[cav.valid], cav.mean[cav.valid], cav.logit[cav.valid], v0[cav.valid]
+    """Cavity moments where usable (:attr:`_Cavity.usable`), and the slab responsibility r1 and E[w_j^2 | slab] of
+    the tilted distributions (cavity times the exact spike-and-slab factor), for slab variances ``v0`` of shape
+    (d,). A flat cavity (no row touches the coefficient) gives the limits r1 = sigmoid(pc), E[w_j^2 | slab] = v0."""
+    usable = cav.usable
+    vc, mc, pc, v0 = cav.var[usable], cav.mean[usable], cav.logit[usable], v0[usable]
     slab = vc + v0
-    r1 = expit(pc + _log_normal_at_zero(mc, slab) - _log_normal_at_zero(mc, vc))
-    second_moment = vc * v0 / slab + (mc * v0 / slab) ** 2
+    if not cav.limit.any():
+        r1 = expit(pc + _log_normal_at_zero(mc, slab) - _log_normal_at_zero(mc, vc))
+        second_moment = vc * v0 / slab + (mc * v0 / slab) ** 2
+        return vc, mc, slab, r1, second_moment
+    limit = cav.limit[usable]
+    with np.errstate(invalid="ignore"):
+        r1 = np.where(limit, expit(pc), expit(pc + _log_normal_at_zero(mc, slab) - _log_normal_at_zero(mc, vc)))
+        second_moment = np.where(limit, v0, vc * v0 / slab + (mc * v0 / slab) ** 2)
     return vc, mc, slab, r1, second_moment
 
 
@@ -141,8 +149,9 @@ def evidence_gradient(problem: EPProblem, hyper: Hyper, run: EPRun) -> np.ndarra
     d_level = class_sums(run.group_prob - p0_g, problem.group_class, problem.n_levels)
     v0 = problem.slab_var(hyper)
     vc, mc, slab, r1, _ = _slab_responsibility(run.cavity, v0)
-    d_log_v0 = class_sums(r1 * 0.5 * v0[run.cavity.valid] * (mc * mc / slab**2 - 1.0 / slab),
-                          problem.coef_slab[run.cavity.valid], problem.n_slabs)
+    usable = run.cavity.usable
+    d_log_v0 = class_sums(r1 * 0.5 * v0[usable] * (mc * mc / slab**2 - 1.0 / slab),  # 0 for a flat cavity
+                          problem.coef_slab[usable], problem.n_slabs)
     d_log_s2 = -0.5 * problem.n + _explained(problem, run.post) / (2.0 * hyper.noise_var)
     return np.concatenate([d_level, d_log_v0, [d_log_s2]])
 
@@ -164,7 +173,7 @@ def em_update(problem: EPProblem, hyper: Hyper, post, cavity, group_prob: np.nda
                            NOISE_RANGE[1] * problem.mean_y2))
     if "v0" in learn:
         _vc, _mc, _slab, r1, second_moment = _slab_responsibility(cavity, problem.slab_var(hyper))
-        valid = cavity.valid
+        valid = cavity.usable
         classes = problem.coef_slab[valid]
         weight = class_sums(r1, classes, problem.n_slabs)
         moment = class_sums(r1 * second_moment / problem.slab_profile[valid], classes, problem.n_slabs)
@@ -425,7 +434,7 @@ def infer(problem: EPProblem, start: Hyper, sites: EPSites, learn, *, tol: float
     run = problem.run(hyper, learned.run.sites, tol=tol, max_iter=max_iter)
     converged, message = learned.converged, learned.message
     if warm is not None and method != "cv":  # theta is tracked: learned when it is (nearly) its own EM update here
-        step = em_step(problem, hyper, run, learn) if run.failure is None and np.all(run.cavity.valid) else np.inf
+        step = em_step(problem, hyper, run, learn) if run.failure is None and np.all(run.cavity.usable) else np.inf
         converged = step < TRACK_TOL
         message = f"an EM-like step from the tracked values would still move them by {step:.3g} > {TRACK_TOL:g} in " \
                   "log units"

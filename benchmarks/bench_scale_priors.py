@@ -1,0 +1,129 @@
+"""One slab variance for every wavelet scale against a prior per scale, on E7's natural photographs.
+
+For each of E7's natural images (32 x 32 by default, Haar, E7's 64 random initial rows and noise variance 0.01)
+and each prior, with every hyper-parameter learned from the measurements:
+
+- ``one``: today's E7 prior (one p0, one v0 for every coefficient);
+- ``each``: ``scales=basis.scales()``, one p0 and one v0 per scale learned (the approximation always on);
+- ``profile``: the fixed profile ``v0_s = v0 2^(-2 alpha (s - 1))`` (alpha = 1.2, the approximation 100 v0), the
+  common multiplier and level learned (docs/model.md, "Priors per scale").
+
+Non-adaptive rows (random, top-down, PCA) are fitted cold at n = d/8 and d/4; ``design`` runs the sequential
+design loop (d/256 rows per step, warm learned refits). Rows, noise draws and initial rows are the same for every
+prior (paired). Prints the mean +- standard error of the relative error of the image, the paired differences
+against ``one`` with the number of images that improved, the learned noise variances and the CPU seconds.
+
+Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale_priors.py`` (``--images 4``, ``--side 64``,
+``--priors one each``, ``--strategies random topdown pca``, ``--no-design``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from sklearn.base import clone
+from threadpoolctl import threadpool_limits
+
+from adaptcs.design import run_sequential_design
+from adaptcs.experiments import case_estimator
+from adaptcs.experiments.wavelet import E7, NATURAL_IMAGES, sequence_rows, wavelet_case
+from adaptcs.measurement import sphere_rows
+from adaptcs.metrics import relative_error
+
+PRIORS = ("one", "each", "profile")
+STRATEGIES = ("design", "random", "topdown", "pca")
+ALPHA = 1.2  # decay of the per-scale second moments of photographs (MULTISCALE-PRIORS.md)
+
+
+def estimator(prior: str, case, basis):
+    """E7's learned GSS-EP, with the prior asked for."""
+    est = case_estimator("gss_ep", case, hyperparameters="learned")
+    if prior == "one":
+        return est
+    scales = basis.scales()
+    est = clone(est).set_params(scales=scales)
+    if prior == "profile":
+        labels = np.unique(scales)
+        profile = np.where(labels == 0, 100.0, 2.0 ** (-2 * ALPHA * (labels - 1)))
+        est.set_params(scale_learning="profile", v0=float(est.v0) * profile)
+    return est
+
+
+def run_image(setting: int, r: int, args) -> dict:
+    """Errors, learned noise variances and CPU seconds of every (prior, strategy, n) on image ``r``."""
+    case, basis = wavelet_case(setting, r)
+    x, d = case.problem.w_true, basis.d
+    X0, y0 = case.problem.X, case.problem.y
+    noise_rng = np.random.default_rng([7, setting, r, 99])
+    checkpoints = (d // 8, d // 4)
+    n_new = checkpoints[-1] - X0.shape[0]
+    noise = noise_rng.normal(0.0, np.sqrt(E7.noise_var), n_new)
+    fixed = {"random": sphere_rows(np.random.default_rng([7, setting, r, 98]), n_new, d)}
+    for strategy in ("topdown", "pca"):
+        fixed[strategy] = sequence_rows(strategy, E7.settings[setting], basis, n_new)
+    out = {}
+    for prior in args.priors:
+        est = estimator(prior, case, basis)
+        for strategy in args.strategies:
+            started = time.process_time()
+            if strategy == "design":
+                result = run_sequential_design(est, x, X0, y0, n_new // E7.batch_size(setting), strategy="design",
+                                               noise_var=E7.noise_var, row_norm=np.sqrt(d),
+                                               rng=np.random.default_rng([7, setting, r, 97]),
+                                               batch_size=E7.batch_size(setting), checkpoints=checkpoints,
+                                               basis=basis)
+                for n, coef in zip(result.checkpoint_n, result.checkpoint_coef, strict=True):
+                    out[prior, strategy, int(n)] = (relative_error(basis.synthesize(coef), x),
+                                                    result.hyperparameters.get("noise_var", np.nan))
+            else:
+                for n in checkpoints:
+                    rows = np.vstack([X0, fixed[strategy][:n - X0.shape[0]]])
+                    y = np.concatenate([y0, rows[X0.shape[0]:] @ x + noise[:n - X0.shape[0]]])
+                    fit = clone(est).fit(basis.analyze(rows), y)
+                    out[prior, strategy, n] = (relative_error(basis.synthesize(fit.coef_), x), fit.noise_var_)
+            out[prior, strategy, "cpu"] = time.process_time() - started
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=len(NATURAL_IMAGES))
+    parser.add_argument("--side", type=int, default=32, choices=(32, 64))
+    parser.add_argument("--priors", nargs="+", default=list(PRIORS), choices=PRIORS)
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    setting = next(i for i, s in enumerate(E7.settings) if s == {"images": "natural", "side": args.side})
+    warnings.simplefilter("ignore")
+    results = []
+    with threadpool_limits(args.threads):
+        for r in range(args.images):
+            results.append(run_image(setting, r, args))
+            print(f"image {r} ({NATURAL_IMAGES[r]}) done", flush=True)
+    d = args.side**2
+    print(f"\nE7 natural {args.side} x {args.side}, {args.images} images; relative error mean +- s.e. "
+          "[paired difference against 'one': mean +- s.e., images improved]; learned noise variance (truth 0.01) "
+          "median [min, max]; CPU s per image")
+    print("| prior | strategy | n | error | vs one | noise variance | CPU s |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for prior in args.priors:
+        for strategy in args.strategies:
+            for n in (d // 8, d // 4):
+                err = np.array([res[prior, strategy, n][0] for res in results])
+                noise = np.array([res[prior, strategy, n][1] for res in results])
+                se = err.std(ddof=1) / np.sqrt(len(err)) if len(err) > 1 else np.nan
+                versus = ""
+                if prior != "one" and "one" in args.priors:
+                    diff = err - np.array([res["one", strategy, n][0] for res in results])
+                    versus = (f"{diff.mean():+.3f} +- {diff.std(ddof=1) / np.sqrt(len(diff)):.3f} "
+                              f"[{np.sum(diff < 0)}/{len(diff)}]") if len(diff) > 1 else f"{diff.mean():+.3f}"
+                cpu = np.mean([res[prior, strategy, "cpu"] for res in results])
+                print(f"| {prior} | {strategy} | d/{d // n} | {err.mean():.3f} +- {se:.3f} | {versus} | "
+                      f"{np.median(noise):.3g} [{noise.min():.2g}, {noise.max():.2g}] | {cpu:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
