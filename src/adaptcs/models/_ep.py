@@ -246,7 +246,11 @@ class _Cavity:
     mean: np.ndarray  # mc
     logit: np.ndarray  # pc
     valid: np.ndarray  # bool, cavity variance finite and positive
-    limit: np.ndarray  # bool, a coefficient no row touches: a flat cavity (the limit vc -> inf)
+    limit: np.ndarray | None = None  # bool, a coefficient no row touches: a flat cavity (vc -> inf); None: none
+
+    def __post_init__(self):
+        if self.limit is None:
+            self.limit = np.zeros_like(self.valid)
 
     @property
     def usable(self) -> np.ndarray:
@@ -283,8 +287,8 @@ def _matched_sites(cav: _Cavity, v0: np.ndarray, v_inf: np.ndarray) -> EPSites:
     """
     if cav.limit.any():
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            matched = _matched_sites(_Cavity(np.where(cav.limit, 1.0, cav.var), cav.mean, cav.logit, cav.valid,
-                                             np.zeros_like(cav.limit)), v0, v_inf)
+            matched = _matched_sites(_Cavity(np.where(cav.limit, 1.0, cav.var), cav.mean, cav.logit, cav.valid),
+                                     v0, v_inf)
         lim = cav.limit
         return EPSites(var=np.where(lim, expit(cav.logit) * v0, matched.var), mean=np.where(lim, 0.0, matched.mean),
                        logit=np.where(lim, 0.0, matched.logit))
