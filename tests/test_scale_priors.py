@@ -242,11 +242,16 @@ def selection_problem(rng, measured_fraction=0.6, noise_var=0.01, scale=8.0):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_a_subset_of_basis_rows_is_exact(seed):
+@pytest.mark.parametrize("form", ["selection", "woodbury"])
+def test_a_subset_of_basis_rows_is_exact(seed, form):
     """Rows that select coefficients decouple the groups, so EP is exact (against enumeration), also for the
-    coefficients no row touches: mean 0 and variance P(z_g = 1 | y) v0_g (the limit site)."""
+    coefficients no row touches: mean 0 and variance P(z_g = 1 | y) v0_g (the limit site). "selection": the
+    diagonal posterior; "woodbury": the same rows with the first measured coefficient measured twice (a general
+    posterior, the limit sites within it)."""
     rng = np.random.default_rng(seed)
     X, y, groups, scales, _w, measured = selection_problem(rng)
+    if form == "woodbury":
+        X, y = np.vstack([X, 0.5 * X[:1]]), np.concatenate([y, 0.5 * y[:1] + rng.normal(0.0, 0.1)])
     p0_scale, v0_scale = np.array([0.5, 0.5, 0.3]), np.array([4.0, 1.0, 0.1])
     p0_group = np.where(scales[::3] == 0, 1.0 - 1e-15, p0_scale[scales[::3]])
     exact = exact_group_spike_slab(X, y, groups, p0_group, v0_scale[scales], 0.01)

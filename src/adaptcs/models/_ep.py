@@ -21,7 +21,7 @@ from scipy.optimize import brentq
 from scipy.special import expit, log_expit, logit
 from sklearn.exceptions import ConvergenceWarning
 
-from adaptcs.models._gaussian import LinearGaussianModel
+from adaptcs.models._gaussian import LinearGaussianModel, selected_columns
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 # converged_ needs the undamped change below RESIDUAL_FACTOR * tol (the damped one is below tol when EP stops)
@@ -170,6 +170,8 @@ class EPProblem:
         self.mean_y2 = float(np.mean(y * y))
         self._column_power = np.mean(X * X, axis=0)  # (d,): mean_i x_ij^2
         self.untouched = self._column_power <= UNTOUCHED * np.max(self._column_power, initial=0.0)
+        # rows that select coefficients (a subset of a basis): a diagonal posterior, O(n + d) per iteration
+        self._selection = selected_columns(X)
         self._models: dict[float, LinearGaussianModel] = {}
 
     def rows(self, index: np.ndarray) -> EPProblem:
@@ -177,6 +179,13 @@ class EPProblem:
         return EPProblem(self.X[index], self.y[index], self.coef_group, self.offsets, group_class=self.group_class,
                          coef_slab=self.coef_slab, slab_profile=self.slab_profile, v_inf_ratio=self.v_inf_ratio,
                          damping=self.damping, damping_decay=self.damping_decay, progress=self.progress)
+
+    def fitted(self, coef: np.ndarray) -> np.ndarray:
+        """``X coef``, shape (n,); O(n) when the rows select coefficients."""
+        if self._selection is not None:
+            columns, gains = self._selection
+            return gains * coef[columns]
+        return self.X @ coef
 
     def prior_logit(self, hyper: Hyper) -> np.ndarray:
         """Prior log-odds of every group at ``hyper``, shape (G,) (+inf for a group that is always on)."""
@@ -216,7 +225,8 @@ class EPProblem:
         if noise_var not in self._models:
             if len(self._models) > 64:
                 self._models.clear()
-            self._models[noise_var] = LinearGaussianModel(self.X, self.y, noise_var)
+            self._models[noise_var] = LinearGaussianModel(self.X, self.y, noise_var, selection=self._selection,
+                                                          form="auto" if self._selection is None else "selection")
         return self._models[noise_var]
 
     def run(self, hyper: Hyper, sites: EPSites | None = None, *, tol: float, max_iter: int, schedule: str = "decay",

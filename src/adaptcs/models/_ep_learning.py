@@ -129,7 +129,7 @@ def _slab_responsibility(cav, v0: np.ndarray):
 
 def _explained(problem: EPProblem, post) -> float:
     """``|y - X m|^2 + tr(X V X^T)``: the expected squared residual under the posterior; O(n d + n^3)."""
-    resid = problem.y - problem.X @ post.mean
+    resid = problem.y - problem.fitted(post.mean)
     return float(resid @ resid + max(post.trace_data(), 0.0))
 
 

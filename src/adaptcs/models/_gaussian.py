@@ -13,6 +13,9 @@ Two exact forms are provided and chosen by shape (:func:`LinearGaussianModel.pos
   ``log|V|`` all come from ``A`` and ``C``: O(n^2 d) per refactorisation, O(n d) per product, and no
   d x d matrix is ever formed.
 * Direct (n >= d): ``P = X^T X / s2 + diag(1 / l) = R R^T`` (one Cholesky of a d x d matrix).
+* Selection (every row measures one coefficient, no coefficient twice: a subset of an orthonormal basis in
+  coefficient space): ``V`` is diagonal, ``V_jj = l_j s2 / (s2 + g_j l_j)`` with ``g_j`` the squared gain of the row
+  that measures coefficient j (0 if none); O(n + d) per refactorisation, no n x n or d x d matrix.
 
 All inputs are assumed validated by the caller; the hot paths call BLAS/LAPACK without finiteness checks.
 """
@@ -37,21 +40,37 @@ class LinearGaussianModel:
         Measurements.
     noise_var : float
         Noise variance ``s2`` (> 0).
-    form : {"auto", "woodbury", "direct"}
-        Which exact form to use; "auto" takes Woodbury when n < d (the cheaper one).
+    form : {"auto", "woodbury", "direct", "selection"}
+        Which exact form to use; "auto" takes Woodbury when n < d (the cheaper one); "selection" needs rows that
+        select coefficients (:func:`selected_columns`).
+    selection : tuple of ndarray, optional
+        With ``form="selection"``: what :func:`selected_columns` returned for X, if the caller has it already (a
+        problem refitted at many noise levels checks once).
     """
 
-    def __init__(self, X: np.ndarray, y: np.ndarray, noise_var: float, form: str = "auto"):
+    def __init__(self, X: np.ndarray, y: np.ndarray, noise_var: float, form: str = "auto", selection=None):
         self.X = np.ascontiguousarray(X, dtype=np.float64)
         self.y = np.asarray(y, dtype=np.float64)
         self.noise_var = float(noise_var)
         self.n, self.d = self.X.shape
-        self.Xty = self.X.T @ self.y / self.noise_var  # shape (d,)
+        if form not in ("auto", "woodbury", "direct", "selection"):
+            raise ValueError(f"form must be 'auto', 'woodbury', 'direct' or 'selection'; got {form!r}")
+        if form == "selection" and selection is None:
+            selection = selected_columns(self.X)
+            if selection is None:
+                raise ValueError("form='selection' needs rows that each measure one coefficient, no coefficient "
+                                 "twice")
+        self.selection = selection if form == "selection" else None
+        if self.selection is not None:  # O(n), not O(n d)
+            columns, gains = self.selection
+            self.Xty = np.zeros(self.d)
+            self.Xty[columns] = gains * self.y / self.noise_var
+        else:
+            self.Xty = self.X.T @ self.y / self.noise_var  # shape (d,)
         self.yty = float(self.y @ self.y)
-        if form not in ("auto", "woodbury", "direct"):
-            raise ValueError(f"form must be 'auto', 'woodbury' or 'direct'; got {form!r}")
         self.use_woodbury = self.n < self.d if form == "auto" else form == "woodbury"
-        self._XtX = None if self.use_woodbury else (self.X.T @ self.X) / self.noise_var
+        self._XtX = None if self.use_woodbury or self.selection is not None else \
+            (self.X.T @ self.X) / self.noise_var
 
     def signal_to_noise(self, prior_var: np.ndarray) -> float:
         """``max_i sum_j X_ij^2 prior_var_j / s2``: the prior signal-to-noise ratio of the most informative row.
@@ -60,13 +79,86 @@ class LinearGaussianModel:
         Woodbury form) lose about ``eps * signal_to_noise`` of their relative accuracy.
         """
         with np.errstate(over="ignore"):
+            if self.selection is not None:
+                columns, gains = self.selection
+                return float(np.max(gains * gains * prior_var[columns]) / self.noise_var)
             return float(np.max((self.X * self.X) @ prior_var) / self.noise_var)
 
-    def posterior(self, prior_var: np.ndarray, shift: np.ndarray) -> WoodburyPosterior | DirectPosterior:
+    def posterior(self, prior_var: np.ndarray,
+                  shift: np.ndarray) -> WoodburyPosterior | DirectPosterior | SelectionPosterior:
         """Posterior for the diagonal term with variances ``prior_var`` (d,) and natural means ``shift`` (d,)."""
+        if self.selection is not None:
+            return SelectionPosterior(self, prior_var, shift)
         if self.use_woodbury:
             return WoodburyPosterior(self, prior_var, shift)
         return DirectPosterior(self, prior_var, shift)
+
+
+SELECTION_ROUNDING = 1e-12  # entries below this fraction of a row's largest count as zero (a transform's rounding)
+
+
+def selected_columns(X: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The coefficient each row measures and its gain, if every row measures exactly one coefficient and no
+    coefficient is measured twice (entries below :data:`SELECTION_ROUNDING` of the row's largest count as zero);
+    None otherwise. O(n d).
+
+    Returns
+    -------
+    columns : ndarray of intp, shape (n,)
+    gains : ndarray, shape (n,)
+        ``X[i, columns[i]]``.
+    """
+    n = X.shape[0]
+    if n == 0 or n > X.shape[1]:
+        return None
+    columns = np.argmax(np.abs(X), axis=1)
+    gains = X[np.arange(n), columns]
+    if np.any(gains == 0.0) or np.unique(columns).shape[0] != n:
+        return None
+    peak = np.abs(gains)
+    if np.count_nonzero(np.abs(X) > SELECTION_ROUNDING * peak[:, None]) != n:
+        return None
+    return columns, gains
+
+
+class SelectionPosterior:
+    """``N(m, V)`` when the rows select coefficients (:func:`selected_columns`): V is diagonal. Same attributes and
+    methods as :class:`WoodburyPosterior`, all O(n + d)."""
+
+    def __init__(self, model: LinearGaussianModel, prior_var: np.ndarray, shift: np.ndarray):
+        s2 = model.noise_var
+        columns, gains = model.selection
+        self.prior_var = prior_var
+        gain2 = np.zeros(model.d)
+        gain2[columns] = gains * gains
+        denom = s2 + gain2 * prior_var
+        self.var = prior_var * s2 / denom
+        self.var_reduction = prior_var * prior_var * gain2 / denom  # computed directly, as in the Woodbury form
+        self.eta = model.Xty + shift
+        self.mean = self.var * self.eta
+        self._gain2_rows, self._columns = gains * gains, columns
+        self._log_det_marginal = float(np.sum(np.log(s2 + self._gain2_rows * prior_var[columns])))
+
+    def matvec(self, v: np.ndarray) -> np.ndarray:
+        """``V v`` for v of shape (d,) or (d, k); O(d k)."""
+        return v * self.var if v.ndim == 1 else v * self.var[:, None]
+
+    def quad_rows(self, Z: np.ndarray) -> np.ndarray:
+        """``z^T V z`` for each row z of Z (k, d); returns shape (k,)."""
+        return (Z * Z) @ self.var
+
+    def trace_data(self) -> float:
+        """``tr(X V X^T) = sum_i g_i V_jj`` for the model's own rows; O(n)."""
+        return float(np.sum(self._gain2_rows * self.var[self._columns]))
+
+    def log_det_marginal(self) -> float:
+        """``log|K|``, ``K = s2 I + X L X^T`` (diagonal here)."""
+        return self._log_det_marginal
+
+    def log_det(self) -> float:
+        """``log|V| = sum_j log V_jj`` (-inf if some l is 0)."""
+        with np.errstate(divide="ignore"):
+            return float(np.sum(np.log(self.var)))
 
 
 class WoodburyPosterior:
