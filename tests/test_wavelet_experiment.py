@@ -7,7 +7,7 @@ import pytest
 
 from adaptcs.basis import make_basis
 from adaptcs.config import resolve_experiment
-from adaptcs.experiments import run_job
+from adaptcs.experiments import case_estimator, run_job
 from adaptcs.experiments.wavelet import E7, _natural_crops, pca_rows, sequence_rows, wavelet_case
 from adaptcs.jobs import resolve_jobs
 from adaptcs.models import GroupSpikeSlabEP
@@ -86,6 +86,19 @@ def test_e7_config_checks_and_grid():
     e3 = {"experiments": {"E3": {"replicates": 1, "methods": ["gss_ep"], "strategies": ["topdown"]}}}
     with pytest.raises(ValueError, match=r"E3 cannot run \['topdown'\]"):
         resolve_experiment(e3, "E3")
+
+
+def test_gss_ep_scales_takes_the_basis_scales_and_needs_a_basis():
+    """The per-scale GSS-EP method gets E7's basis scales; an experiment without a basis refuses it."""
+    case, basis = wavelet_case(0, 0)
+    est = case_estimator("gss_ep_scales", case, hyperparameters="learned")
+    np.testing.assert_array_equal(est.scales, basis.scales())
+    assert case_estimator("gss_ep", case, hyperparameters="learned").scales is None
+    job = run_job("E7", 0, "gss_ep_scales", "topdown", [0], hyperparameters="learned", n_steps=1)
+    assert job.errors.shape == (1, 2) and np.isfinite(job.errors).all()
+    e1 = {"experiments": {"E1": {"replicates": 1, "methods": ["gss_ep_scales"]}}}
+    with pytest.raises(ValueError, match="need coefficients of a basis"):
+        resolve_experiment(e1, "E1")
 
 
 def test_a_64_by_64_fit_never_forms_a_d_by_d_matrix():

@@ -118,6 +118,11 @@ def resolve_experiment(config: dict, name: str) -> ExperimentRun:
     unknown = [m for m in entry["methods"] if m not in METHODS]
     if unknown:
         raise ValueError(f"{key}.methods has unknown {unknown}; known: {list(METHODS)}")
+    no_basis = [s for s in settings if experiment.basis(s) is None]
+    refused = [m for m in entry["methods"] if METHODS[m].needs_basis]
+    if no_basis and refused:
+        raise ValueError(f"{key}.methods: {refused} need coefficients of a basis (a prior per scale); {name}'s "
+                         f"settings {no_basis} have none")
     hyperparameters = list(entry.get("hyperparameters", experiment.default_hyperparameters))
     bad = [h for h in hyperparameters if h not in HYPERPARAMETERS] or \
         [h for h in set(hyperparameters) if hyperparameters.count(h) > 1]

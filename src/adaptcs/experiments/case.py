@@ -57,7 +57,7 @@ def uninformed_prior(case: Case) -> PriorInfo:
         p0_group = 1.0 / (1.0 + np.exp(-(log_odds - log_odds.mean())))
     else:
         p0_group = UNINFORMED_P0
-    return PriorInfo(p0_group=p0_group, p0_coef=UNINFORMED_P0, v0=v0, noise_var=noise_var)
+    return PriorInfo(p0_group=p0_group, p0_coef=UNINFORMED_P0, v0=v0, noise_var=noise_var, scales=case.prior.scales)
 
 
 def uninformed_scale(X: np.ndarray, y: np.ndarray) -> tuple[float, float]:

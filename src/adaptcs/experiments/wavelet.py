@@ -277,7 +277,7 @@ def wavelet_case(setting_index: int, replicate: int, *, spec: WaveletExperiment 
     y = X @ x + rng.normal(0.0, np.sqrt(spec.noise_var), size=X.shape[0])
     groups = basis.groups()
     # no oracle (the images are not exactly sparse): only the noise variance, which an instrument can calibrate
-    prior = PriorInfo(p0_group=np.nan, p0_coef=np.nan, v0=np.nan, noise_var=spec.noise_var)
+    prior = PriorInfo(p0_group=np.nan, p0_coef=np.nan, v0=np.nan, noise_var=spec.noise_var, scales=basis.scales())
     problem = GroupSparseProblem(w_true=x, groups=groups, X=X, y=y, noise_var=spec.noise_var)
     return Case(problem, groups, prior, problem_seed, (KEY, setting_index, replicate, 1),
                 (KEY, setting_index, replicate, 2)), basis

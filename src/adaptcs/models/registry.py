@@ -53,12 +53,16 @@ class PriorInfo:
         Variance of the non-zero coefficients.
     noise_var : float
         Noise variance.
+    scales : ndarray of int, shape (d,), optional
+        The scale of every coefficient when they are coefficients of a basis (``basis.scales()``; 0 = the
+        approximation), for methods with a prior per scale (:attr:`Method.needs_basis`).
     """
 
     p0_group: float | np.ndarray
     p0_coef: float
     v0: float
     noise_var: float
+    scales: np.ndarray | None = None
 
 
 PER_PROBLEM = "from each problem's prior knowledge"
@@ -106,6 +110,9 @@ class Method:
         The parameters ``calibrate`` chooses (a user value for one of them turns it off).
     calibration_note : str
         How ``calibrate`` chooses, for the effective config.
+    needs_basis : bool
+        Whether it needs coefficients of a basis (a prior per scale, from :attr:`PriorInfo.scales`); experiments
+        without a basis refuse it.
     """
 
     estimator: type
@@ -119,6 +126,7 @@ class Method:
     calibrate: Callable[[list, dict], tuple[dict, dict]] | None = None
     calibrates: tuple[str, ...] = ()
     calibration_note: str = ""
+    needs_basis: bool = False
 
     def __call__(self, groups, prior: PriorInfo, **overrides):
         params = self.from_prior(groups, prior) | self.fixed | overrides
@@ -169,6 +177,11 @@ class Method:
 
 def _spike_slab(groups, prior: PriorInfo) -> dict:
     return {"p0": prior.p0_group, "v0": prior.v0, "noise_var": prior.noise_var}
+
+
+def _spike_slab_per_scale(groups, prior: PriorInfo) -> dict:
+    """GSS-EP's values with a prior per scale: p0 and v0 are where learning starts for every scale."""
+    return _spike_slab(groups, prior) | ({} if prior.scales is None else {"scales": prior.scales})
 
 
 def _ungrouped_spike_slab(groups, prior: PriorInfo) -> dict:
@@ -231,6 +244,10 @@ _LEARN_ALL = {"learn": LEARNABLE}  # type-II maximum likelihood of p0, v0 and th
 
 METHODS: dict[str, Method] = {
     "gss_ep": Method(GroupSpikeSlabEP, _spike_slab, learned=_LEARN_ALL, color="C0", designs_rows=True),
+    # GSS-EP with a spike probability and a slab variance per wavelet scale, learned (docs/model.md, "Priors per
+    # scale"); for coefficients of a basis (E7, user images).
+    "gss_ep_scales": Method(GroupSpikeSlabEP, _spike_slab_per_scale, learned=_LEARN_ALL, color="#08306b",
+                            designs_rows=True, needs_basis=True),
     "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL, color="C1",
                     designs_rows=True),
     "g_ard": Method(GroupARD, _noise_only, learned={"learn": ("noise_var",)}, color="C3", designs_rows=True),
