@@ -76,7 +76,7 @@ def run_image(setting: int, r: int, args) -> dict:
                                                batch_size=E7.batch_size(setting), checkpoints=checkpoints,
                                                basis=basis)
                 for n, coef in zip(result.checkpoint_n, result.checkpoint_coef, strict=True):
-                    out[prior, strategy, int(n)] = (relative_error(basis.synthesize(coef), x),
+                    out[prior, strategy, int(n)] = (relative_error(coef, x),  # already Psi^T c
                                                     result.hyperparameters.get("noise_var", np.nan))
             else:
                 for n in checkpoints:
