@@ -8,18 +8,22 @@ and each prior, with every hyper-parameter learned from the measurements:
 - ``profile``: the fixed profile ``v0_s = v0 2^(-2 alpha (s - 1))`` (alpha = 1.2, the approximation 100 v0), the
   common multiplier and level learned (docs/model.md, "Priors per scale").
 
-Non-adaptive rows (random, top-down, PCA) are fitted cold at n = d/8 and d/4; ``design`` runs the sequential
-design loop (d/256 rows per step, warm learned refits). Rows, noise draws and initial rows are the same for every
-prior (paired). Prints the mean +- standard error of the relative error of the image, the paired differences
-against ``one`` with the number of images that improved, the learned noise variances and the CPU seconds.
+Non-adaptive rows (random, top-down, PCA) are fitted cold at n = d/8 and d/4; ``design`` and ``predict`` (the
+wavelet prediction scan, Rousset et al. 2017) run the sequential loop (d/256 rows per step, warm learned
+refits). Rows, noise draws and initial rows are the same for every prior (paired). Prints the mean +- standard
+error of the relative error of the image, the paired differences against ``one`` with the number of images
+that improved, the learned noise variances and the CPU seconds; then, within each prior, designed rows against
+every other strategy (paired difference, images where design won).
 
 Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale_priors.py`` (``--images 4``, ``--side 64``,
-``--priors one each``, ``--strategies random topdown pca``, ``--no-design``).
+``--priors one each``, ``--strategies random topdown pca``; ``--json out.json`` keeps every image's numbers,
+``--tables a.json b.json`` prints the tables of saved runs merged, without running anything).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import warnings
 
@@ -34,7 +38,7 @@ from adaptcs.measurement import sphere_rows
 from adaptcs.metrics import relative_error
 
 PRIORS = ("one", "each", "profile")
-STRATEGIES = ("design", "random", "topdown", "pca")
+STRATEGIES = ("design", "random", "topdown", "pca", "predict")
 ALPHA = 1.2  # decay of the per-scale second moments of photographs (MULTISCALE-PRIORS.md)
 
 
@@ -69,8 +73,8 @@ def run_image(setting: int, r: int, args) -> dict:
         est = estimator(prior, case, basis)
         for strategy in args.strategies:
             started = time.process_time()
-            if strategy == "design":
-                result = run_sequential_design(est, x, X0, y0, n_new // E7.batch_size(setting), strategy="design",
+            if strategy in ("design", "predict"):
+                result = run_sequential_design(est, x, X0, y0, n_new // E7.batch_size(setting), strategy=strategy,
                                                noise_var=E7.noise_var, row_norm=np.sqrt(d),
                                                rng=np.random.default_rng([7, setting, r, 97]),
                                                batch_size=E7.batch_size(setting), checkpoints=checkpoints,
@@ -95,7 +99,20 @@ def main() -> None:
     parser.add_argument("--priors", nargs="+", default=list(PRIORS), choices=PRIORS)
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", help="write every image's numbers here")
+    parser.add_argument("--tables", nargs="+", metavar="JSON", help="print the tables of saved runs (merged)")
     args = parser.parse_args()
+    if args.tables:
+        results = load(args.tables, args)
+    else:
+        results = run(args)
+        if args.json:
+            save(results, args)
+    print_tables(results, args)
+
+
+def run(args) -> list[dict]:
+    """Every image's numbers (a dict per image keyed by (prior, strategy, n or "cpu"))."""
     setting = next(i for i, s in enumerate(E7.settings) if s == {"images": "natural", "side": args.side})
     warnings.simplefilter("ignore")
     results = []
@@ -103,6 +120,35 @@ def main() -> None:
         for r in range(args.images):
             results.append(run_image(setting, r, args))
             print(f"image {r} ({NATURAL_IMAGES[r]}) done", flush=True)
+    return results
+
+
+def save(results: list[dict], args) -> None:
+    rows = [{"image": r, "prior": k[0], "strategy": k[1], "n": k[2], "value": v}
+            for r, res in enumerate(results) for k, v in res.items()]
+    with open(args.json, "w") as f:
+        json.dump({"side": args.side, "rows": rows}, f)
+
+
+def load(paths: list[str], args) -> list[dict]:
+    """Saved runs merged (later files win); sets args.side, priors, strategies and images from them."""
+    results: dict[int, dict] = {}
+    for path in paths:
+        with open(path) as f:
+            saved = json.load(f)
+        args.side = saved["side"]
+        for row in saved["rows"]:
+            value = tuple(row["value"]) if isinstance(row["value"], list) else row["value"]
+            results.setdefault(row["image"], {})[row["prior"], row["strategy"], row["n"]] = value
+    merged = [results[r] for r in sorted(results)]
+    keys = set.intersection(*(set(res) for res in merged))
+    args.priors = [p for p in PRIORS if any(k[0] == p for k in keys)]
+    args.strategies = [s for s in STRATEGIES if any(k[1] == s for k in keys)]
+    args.images = len(merged)
+    return merged
+
+
+def print_tables(results: list[dict], args) -> None:
     d = args.side**2
     print(f"\nE7 natural {args.side} x {args.side}, {args.images} images; relative error mean +- s.e. "
           "[paired difference against 'one': mean +- s.e., images improved]; learned noise variance (truth 0.01) "
@@ -111,18 +157,45 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|")
     for prior in args.priors:
         for strategy in args.strategies:
+            if (prior, strategy, "cpu") not in results[0]:
+                continue
             for n in (d // 8, d // 4):
                 err = np.array([res[prior, strategy, n][0] for res in results])
                 noise = np.array([res[prior, strategy, n][1] for res in results])
                 se = err.std(ddof=1) / np.sqrt(len(err)) if len(err) > 1 else np.nan
                 versus = ""
-                if prior != "one" and "one" in args.priors:
+                if prior != "one" and ("one", strategy, n) in results[0]:
                     diff = err - np.array([res["one", strategy, n][0] for res in results])
                     versus = (f"{diff.mean():+.3f} +- {diff.std(ddof=1) / np.sqrt(len(diff)):.3f} "
                               f"[{np.sum(diff < 0)}/{len(diff)}]") if len(diff) > 1 else f"{diff.mean():+.3f}"
                 cpu = np.mean([res[prior, strategy, "cpu"] for res in results])
                 print(f"| {prior} | {strategy} | d/{d // n} | {err.mean():.3f} +- {se:.3f} | {versus} | "
                       f"{np.median(noise):.3g} [{noise.min():.2g}, {noise.max():.2g}] | {cpu:.1f} |")
+    if "design" in args.strategies and len(args.strategies) > 1:
+        print_design_against_fixed(results, args, d)
+
+
+def paired(a: np.ndarray, b: np.ndarray) -> str:
+    """``mean(a - b) +- s.e. [images where a < b]``."""
+    diff = a - b
+    se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else np.nan
+    return f"{diff.mean():+.3f} +- {se:.3f} [{np.sum(diff < 0)}/{len(diff)}]"
+
+
+def print_design_against_fixed(results: list[dict], args, d: int) -> None:
+    """Within each prior: designed rows minus each other strategy's rows, paired over the images."""
+    others = [s for s in args.strategies if s != "design"]
+    print("\nDesigned rows against the others, same prior: paired difference of the relative error "
+          "(negative: design better), mean +- s.e. [images where design won]")
+    print("| prior | n | " + " | ".join(f"design - {s}" for s in others) + " |")
+    print("|---|---:|" + "---:|" * len(others))
+    for prior in args.priors:
+        if (prior, "design", "cpu") not in results[0]:
+            continue
+        for n in (d // 8, d // 4):
+            design = np.array([res[prior, "design", n][0] for res in results])
+            cells = [paired(design, np.array([res[prior, s, n][0] for res in results])) for s in others]
+            print(f"| {prior} | d/{d // n} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

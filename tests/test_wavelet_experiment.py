@@ -86,6 +86,23 @@ def test_e7_config_checks_and_grid():
     e3 = {"experiments": {"E3": {"replicates": 1, "methods": ["gss_ep"], "strategies": ["topdown"]}}}
     with pytest.raises(ValueError, match=r"E3 cannot run \['topdown'\]"):
         resolve_experiment(e3, "E3")
+    e3["experiments"]["E3"]["strategies"] = ["predict"]
+    with pytest.raises(ValueError, match=r"E3 cannot run \['predict'\]"):
+        resolve_experiment(e3, "E3")
+
+
+def test_e7_prediction_scan_needs_a_wavelet_basis():
+    entry = {"replicates": 1, "settings": [0], "methods": ["gss_ep"], "n_steps": 2}
+    assert "predict" in resolve_experiment({"experiments": {"E7": entry}}, "E7").strategies
+    dct = {**entry, "basis": "dct"}
+    assert "predict" not in resolve_experiment({"experiments": {"E7": dct}}, "E7").strategies  # the default list
+    with pytest.raises(ValueError, match="scan the images of a wavelet basis"):
+        resolve_experiment({"experiments": {"E7": {**dct, "strategies": ["design", "predict"]}}}, "E7")
+    # the scan measures the 4 x 4 approximation first, in the top-down order (4 steps of 4 rows), then departs
+    job, topdown = (run_job("E7", 0, "g_ard", s, [0], hyperparameters="learned", n_steps=6) for s in ("predict",
+                                                                                                     "topdown"))
+    np.testing.assert_array_equal(job.errors[:, :5], topdown.errors[:, :5])
+    assert np.isfinite(job.errors).all() and job.errors[0, -1] != topdown.errors[0, -1]
 
 
 def test_gss_ep_scales_takes_the_basis_scales_and_needs_a_basis():

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from adaptcs.basis import WaveletBasis
 from adaptcs.experiments.base import COMMON_KEYS, Experiment
 from adaptcs.experiments.registry import experiment_from_config
 from adaptcs.experiments.strategies import STRATEGIES, allowed_strategies
@@ -135,6 +136,13 @@ def resolve_experiment(config: dict, name: str) -> ExperimentRun:
     refused = [s for s in strategies if s not in allowed_strategies(experiment)]
     if refused:
         raise ValueError(f"{key}.strategies: {name} cannot run {refused}; it takes {allowed_strategies(experiment)}")
+    needs_wavelet = [s for s in strategies if STRATEGIES[s].needs_wavelet_basis]
+    not_wavelet = [s for s in settings if not isinstance(experiment.basis(s), WaveletBasis)]
+    if needs_wavelet and not_wavelet and "strategies" not in entry:  # the default list, without what cannot run
+        strategies = [s for s in strategies if s not in needs_wavelet]
+    elif needs_wavelet and not_wavelet:
+        raise ValueError(f"{key}.strategies: {needs_wavelet} scan the images of a wavelet basis; {name}'s settings "
+                         f"{not_wavelet} have none (basis: haar, db2 or db4)")
     n_steps = _checked(f"{key}.", experiment.check_n_steps, entry.get("n_steps"))
     return ExperimentRun(experiment, entry["replicates"], tuple(entry["methods"]), tuple(settings),
                          tuple(hyperparameters), tuple(strategies), n_steps)

@@ -18,9 +18,10 @@ from sklearn.base import clone
 from adaptcs import _validation as val
 from adaptcs.design.binary import binary_rows
 from adaptcs.design.eigen import top_eigenvectors
+from adaptcs.design.prediction import check_prediction_basis, measured_coefficients, prediction_order
 from adaptcs.measurement import sphere_rows
 
-STRATEGIES = ("design", "random", "pool", "sequence")
+STRATEGIES = ("design", "random", "pool", "sequence", "predict")
 FIXED_ROWS = ("pool", "sequence")  # strategies that take their rows from ``pool``
 ROW_CONSTRAINTS = ("sphere", "binary")
 NO_MEASUREMENTS = "random (no measurements yet)"
@@ -103,17 +104,21 @@ class SequentialDesigner:
         Cloned at the first :meth:`tell` (the caller's object is left untouched); refits use
         ``warm_start=True`` when the estimator has that parameter. "design" and "pool" need ``cov_matvec``.
         With a ``basis`` it models the basis coefficients ``c`` of the signal ``x = Psi^T c``.
-    strategy : {"design", "random", "pool", "sequence"}
+    strategy : {"design", "random", "pool", "sequence", "predict"}
         "design": rows with the largest ``x^T V x`` under the posterior covariance V (its leading
         eigenvectors, or for binary rows see :mod:`adaptcs.design.binary`); "random": rows uniform on the
         sphere (or uniform random signs); "pool": the rows of ``pool`` with the largest ``x^T V x``, each
         measured at most once; "sequence": the rows of ``pool`` in their order (a design fixed in advance, such as
-        coarse-to-fine wavelet rows), each once. Before any measurement "design", "random" and "pool" give
+        coarse-to-fine wavelet rows), each once; "predict": the adaptive basis scan by wavelet prediction
+        (Rousset et al. 2017; needs a wavelet ``basis``): basis images, the approximation first, then the
+        unmeasured details predicted largest by interpolating the current estimate of the coarser scales
+        (:mod:`adaptcs.design.prediction`), each once. Before any measurement "design", "random" and "pool" give
         random rows (the prior covariance of an exchangeable prior is a multiple of the identity: every
-        direction is as good); "sequence" starts its sequence.
+        direction is as good); "sequence" and "predict" start their scans.
     row_norm : float, optional
         Euclidean norm of the rows asked for; default ``sqrt(d)`` (the norm of a +-1 row). Binary rows have
-        entries ``+-row_norm / sqrt(d)``. Not used by "pool", whose rows are used as given.
+        entries ``+-row_norm / sqrt(d)``. Not used by "pool", whose rows are used as given. "predict" rows are
+        basis images times ``row_norm``.
     batch_size : int
         Rows per :meth:`ask`.
     pool : array-like, shape (m, d), optional
@@ -173,6 +178,10 @@ class SequentialDesigner:
             pool = val.check_rows(pool, np.shape(pool)[-1], "pool")
         elif pool is not None:
             raise ValueError(f"pool is only used by strategies {FIXED_ROWS}; got strategy={strategy!r}")
+        if strategy == "predict":
+            check_prediction_basis(basis)
+            if row_constraint != "sphere":
+                raise ValueError("strategy='predict' measures basis images; row_constraint must be 'sphere'")
         if basis is not None:
             if row_constraint != "sphere":
                 raise ValueError("row_constraint='binary' cannot be combined with a basis (binary pixel rows are "
@@ -198,6 +207,8 @@ class SequentialDesigner:
         self._pool_used = None if pool is None else np.zeros(pool.shape[0], dtype=bool)
         self._A: np.ndarray | None = None  # rows told as the estimator sees them (coefficients with a basis)
         self._pool_model = None if pool is None or basis is None else basis.analyze(pool)
+        # coefficients measured directly by a basis-image row ("predict" never asks for them again)
+        self._basis_measured = None if strategy != "predict" else np.zeros(basis.d, dtype=bool)
 
     # -- what is known ---------------------------------------------------------------------------------------
     @property
@@ -260,7 +271,7 @@ class SequentialDesigner:
         start = time.process_time()
         scores, bound = np.full(k, np.nan), np.nan
         norm = self._row_norm(d)
-        started = self.estimator_ is not None or self.strategy == "sequence"
+        started = self.estimator_ is not None or self.strategy in ("sequence", "predict")
         chosen_by = self.strategy if started else NO_MEASUREMENTS
         if chosen_by == "random" or (chosen_by == NO_MEASUREMENTS and self.pool is None):
             if self.row_constraint == "binary":
@@ -275,6 +286,12 @@ class SequentialDesigner:
                 rows = self.basis.synthesize(rows)
         elif self.strategy == "sequence":
             rows = self.pool[np.flatnonzero(~self._pool_used)[:k]]
+        elif self.strategy == "predict":
+            coef = np.zeros(d) if self.estimator_ is None else np.asarray(self.estimator_.coef_, dtype=float)
+            chosen = prediction_order(self.basis, coef, self._basis_measured, k)
+            unit = np.zeros((k, d))
+            unit[np.arange(k), chosen] = norm
+            rows = self.basis.synthesize(unit)
         else:
             rows, scores = self._pool_rows(k)
         self.history_.append(Asked(n_told=self.n_told_, rows=rows.copy(), chosen_by=chosen_by, scores=scores,
@@ -347,6 +364,8 @@ class SequentialDesigner:
             failure = "non-finite estimate"
         self.estimator_, self.X_, self._A, self.y_ = est, X_all, A_all, y_all
         asked = self._match_asked(X_new)
+        if self._basis_measured is not None:
+            self._basis_measured |= measured_coefficients(A_new)
         if self._pool_used is not None:
             for row in X_new:
                 hit = np.flatnonzero(~self._pool_used & (self.pool == row).all(axis=1))

@@ -101,11 +101,13 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         Initial measurements.
     n_steps : int
         Number of steps; each adds ``batch_size`` rows.
-    strategy : {"design", "random", "pool", "sequence"}
+    strategy : {"design", "random", "pool", "sequence", "predict"}
         "design": the leading eigenvector(s) of the posterior covariance scaled to ``row_norm``;
         "random": rows uniform on the sphere of radius ``row_norm`` (like the initial rows);
         "pool": the rows of ``pool`` with the largest ``x^T V x``, each used at most once;
-        "sequence": the rows of ``pool`` in their order (a non-adaptive design fixed in advance).
+        "sequence": the rows of ``pool`` in their order (a non-adaptive design fixed in advance);
+        "predict": the adaptive basis scan by wavelet prediction (needs a wavelet ``basis``; see
+        :class:`adaptcs.design.SequentialDesigner`).
     noise_var : float
         Variance of the Gaussian noise added to every new measurement.
     row_norm : float

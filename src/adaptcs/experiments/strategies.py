@@ -21,9 +21,9 @@ class Strategy:
         What the rows are, for captions.
     line_style : str or tuple
         Matplotlib line style of its error curves.
-    loop : {"design", "random", "sequence"}
-        What :func:`adaptcs.design.run_sequential_design` does: designed rows, random rows, or the rows given in
-        order.
+    loop : {"design", "random", "sequence", "predict"}
+        What :func:`adaptcs.design.run_sequential_design` does: designed rows, random rows, the rows given in
+        order, or the wavelet prediction scan (which needs the experiment's wavelet basis).
     """
 
     name: str
@@ -41,12 +41,19 @@ class Strategy:
         """Whether the rows are fixed in advance and supplied by the experiment."""
         return self.loop == "sequence"
 
+    @property
+    def needs_wavelet_basis(self) -> bool:
+        """Whether the rows are images of a wavelet basis (the experiment must fit in one)."""
+        return self.loop == "predict"
+
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("design", "designed rows (the leading eigenvectors of the posterior covariance)", "-", "design"),
     Strategy("random", "random rows", "--", "random"),
     Strategy("topdown", "wavelet top-down rows (coarse scales first)", "-.", "sequence"),
     Strategy("pca", "PCA rows of training images", (0, (1, 1)), "sequence"),
+    Strategy("predict", "wavelet prediction scan (coarse to fine, the details predicted largest first; Rousset et "
+             "al. 2017)", (0, (3, 1, 1, 1, 1, 1)), "predict"),
 )}
 
 
@@ -58,5 +65,7 @@ def check_strategy(name: str) -> Strategy:
 
 
 def allowed_strategies(experiment) -> list[str]:
-    """The strategies an experiment can run: every adaptive one, and the fixed ones it supplies rows for."""
-    return [name for name, s in STRATEGIES.items() if not s.fixed or name in experiment.strategies]
+    """The strategies an experiment can run: every adaptive one, and those it lists that need rows it supplies
+    or a wavelet basis it fits in."""
+    return [name for name, s in STRATEGIES.items()
+            if not (s.fixed or s.needs_wavelet_basis) or name in experiment.strategies]

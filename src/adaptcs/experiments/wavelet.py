@@ -46,7 +46,7 @@ NATURAL_TRAINING = ("brick", "grass", "gravel", "immunohistochemistry", "retina"
                     "hubble_deep_field", "horse", "microaneurysms")
 N_PCA_CROPS = 2000
 MNIST_DIGIT = 3
-STRATEGIES = ("design", "random", "topdown", "pca")  # topdown and pca: rows fixed in advance (fixed_rows)
+STRATEGIES = ("design", "random", "topdown", "pca", "predict")  # topdown, pca: rows fixed in advance (fixed_rows)
 WAVELET_OPTIONS = ("source", "cache_dir", "path", "groups", "basis")  # the config's mnist block and the basis
 
 
@@ -290,4 +290,4 @@ def sequence_rows(strategy: str, setting: dict, basis, n_rows: int, data_options
     if strategy == "pca":
         options = tuple(sorted(_mnist_options(data_options).items())) if setting["images"] == "mnist" else ()
         return pca_rows(setting["images"], setting["side"], n_rows, options)
-    raise ValueError(f"E7 strategy must be one of {STRATEGIES}; got {strategy!r}")
+    raise ValueError(f"E7 supplies rows for topdown and pca; got {strategy!r}")
