@@ -1,0 +1,189 @@
+"""Basis scans: measurements that are images of an orthonormal basis (a single-pixel camera showing wavelet
+patterns), replayed in the order each strategy would have measured them.
+
+An instrument that measured every basis image (or a subset) gives one value per coefficient, ``c_j`` plus noise.
+:func:`replay_basis_scan` re-runs an acquisition on those values: each order chooses only among the coefficients
+that were measured, the estimator is refitted after every batch, and the reconstructions at the fractions asked
+are kept. Rows are basis vectors in coefficient space, so the estimator sees a selection (for GSS-EP and SS-EP
+the diagonal posterior: O(d) per sweep) and designed rows are the unmeasured coefficients of largest posterior
+variance (``x^T V x`` of a basis row is ``V_jj``): the basis is pooled implicitly, no candidate matrix.
+
+Orders: ``design`` (largest posterior variance), ``topdown`` (coefficient order, coarse scales first),
+``predict`` (the wavelet prediction scan, :mod:`adaptcs.design.prediction`) and ``random``. Every order
+measures the approximation subband first (nothing else is sensible before it, and all share it).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import clone
+
+from adaptcs import _validation as val
+from adaptcs.basis import Basis
+from adaptcs.design.prediction import check_prediction_basis, prediction_order
+
+REPLAY_ORDERS = ("design", "topdown", "predict", "random")
+
+
+@dataclass
+class ScanReplay:
+    """One order replayed on a basis scan.
+
+    Attributes
+    ----------
+    order : str
+    n : ndarray of int, shape (k,)
+        Coefficients measured at each kept reconstruction (the fractions asked, times d, rounded down).
+    coef : ndarray, shape (k, d)
+        The estimator's coefficients there.
+    measured : ndarray of int, shape (n[-1],)
+        The coefficients in the order they were measured.
+    converged : ndarray of int8, shape (k,)
+        1 converged, 0 not, -1 the estimator reports nothing.
+    noise_var : ndarray, shape (k,)
+        The estimator's noise variance there (NaN if it has none).
+    seconds : float
+        CPU time of the whole replay (fits and choices).
+    """
+
+    order: str
+    n: np.ndarray
+    coef: np.ndarray
+    measured: np.ndarray
+    converged: np.ndarray
+    noise_var: np.ndarray
+    seconds: float
+
+
+def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *, batch_size: int | None = None,
+                      rng=None) -> ScanReplay:
+    """Replay the acquisition ``order`` on the values of a basis scan.
+
+    Parameters
+    ----------
+    estimator : scikit-learn style estimator
+        Fitted on the coefficients (cloned; refits use ``warm_start=True`` when it has that parameter).
+        "design" needs ``coef_var_`` (the posterior marginal variances).
+    basis : Basis
+        The basis the scan measured ("predict": a wavelet basis).
+    values : array-like, shape (d,)
+        The measured value of every basis image of unit norm (``c_j`` plus noise); NaN for basis images that were
+        not measured (no order can choose them).
+    order : {"design", "topdown", "predict", "random"}
+    fractions : sequence of float in (0, 1]
+        Fractions of the d coefficients at which to keep the reconstruction (at most the measured fraction).
+    batch_size : int, optional
+        Coefficients added per refit; default ``max(1, d // 256)`` (E7's step).
+    rng : None, int or numpy.random.Generator
+        The "random" order.
+
+    Returns
+    -------
+    ScanReplay
+    """
+    if order not in REPLAY_ORDERS:
+        raise ValueError(f"order must be one of {REPLAY_ORDERS}; got {order!r}")
+    d = basis.d
+    values = np.asarray(values, dtype=float)
+    if values.shape != (d,):
+        raise ValueError(f"values must have one entry per basis image, shape ({d},); got {values.shape}")
+    if np.isinf(values).any():
+        raise ValueError("values must be finite (NaN marks a basis image that was not measured)")
+    available = ~np.isnan(values)
+    checkpoints = _checkpoints(fractions, d, int(available.sum()))
+    batch_size = max(1, d // 256) if batch_size is None else val.check_count(batch_size, "batch_size")
+    rng = val.check_random_generator(rng)
+    if order == "predict":
+        check_prediction_basis(basis)
+    approximation = np.flatnonzero((basis.scales() == 0) & available)
+    permutation = rng.permutation(d)
+    est = clone(estimator)
+    if "warm_start" in est.get_params():
+        est.set_params(warm_start=True)
+    started = time.process_time()
+    chosen: list[int] = []
+    taken = ~available  # never chosen: not measured, or chosen already
+    kept = {"n": [], "coef": [], "converged": [], "noise_var": []}
+    while len(chosen) < checkpoints[-1]:
+        target = min(c for c in checkpoints if c > len(chosen))
+        k = min(batch_size, target - len(chosen))
+        first = [j for j in approximation if not taken[j]][:k]
+        if first:
+            new = np.array(first)
+        elif order == "topdown":
+            new = np.flatnonzero(~taken)[:k]
+        elif order == "random":
+            new = permutation[~taken[permutation]][:k]
+        elif order == "predict":
+            new = prediction_order(basis, est.coef_, taken, k)
+        else:
+            variance = getattr(est, "coef_var_", None)
+            if variance is None:
+                raise ValueError(f"order='design' needs the posterior variances coef_var_; "
+                                 f"{type(est).__name__} has none")
+            new = np.argsort(-np.where(taken, -np.inf, variance), kind="stable")[:k]
+        taken[new] = True
+        chosen.extend(int(j) for j in new)
+        rows = np.zeros((len(chosen), d))
+        rows[np.arange(len(chosen)), chosen] = 1.0
+        est.fit(rows, values[chosen])
+        if len(chosen) in checkpoints:
+            flag = getattr(est, "converged_", None)
+            kept["n"].append(len(chosen))
+            kept["coef"].append(np.asarray(est.coef_, dtype=float).copy())
+            kept["converged"].append(-1 if flag is None else int(bool(flag)))
+            kept["noise_var"].append(float(getattr(est, "noise_var_", np.nan)))
+    return ScanReplay(order=order, n=np.asarray(kept["n"], dtype=np.int64), coef=np.asarray(kept["coef"]),
+                      measured=np.asarray(chosen, dtype=np.int64),
+                      converged=np.asarray(kept["converged"], dtype=np.int8),
+                      noise_var=np.asarray(kept["noise_var"]), seconds=time.process_time() - started)
+
+
+def _checkpoints(fractions, d: int, n_available: int) -> list[int]:
+    fractions = np.atleast_1d(np.asarray(fractions, dtype=float))
+    if fractions.size == 0 or np.any(~(fractions > 0)) or np.any(fractions > 1):
+        raise ValueError(f"fractions must be in (0, 1]; got {fractions.tolist()}")
+    counts = sorted({max(1, int(f * d)) for f in fractions})
+    if counts[-1] > n_available:
+        raise ValueError(f"a fraction {counts[-1] / d:.3g} of the coefficients is asked for; only {n_available} of "
+                         f"{d} were measured")
+    return counts
+
+
+def photon_basis_scan(basis: Basis, image, photons: float, rng=None) -> np.ndarray:
+    """Simulate a single-pixel camera measuring every basis image with photon (Poisson) noise.
+
+    A pattern with negative entries is shown as its positive and its negative part (two exposures), and each
+    exposure counts photons: ``n_pm ~ Poisson(photons * a_pm . x)``. The value of basis image ``a`` (unit norm) is
+    ``(n_+ - n_-) / photons``: unbiased for ``c = a . x``, with variance ``(a_+ . x + a_- . x) / photons`` (coarse
+    patterns, which cover more pixels, are noisier).
+
+    Parameters
+    ----------
+    basis : Basis
+    image : array-like, shape (d,)
+        Intensities (non-negative), flattened.
+    photons : float
+        Expected photon count per unit of ``a_pm . x``.
+    rng : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    ndarray, shape (d,)
+        One value per basis image, in the basis's coefficient order.
+    """
+    image = np.asarray(image, dtype=float)
+    if image.shape != (basis.d,) or np.any(image < 0) or not np.all(np.isfinite(image)):
+        raise ValueError(f"image must be {basis.d} finite non-negative intensities; got shape {image.shape}")
+    photons = val.check_positive_scalar(photons, "photons")
+    rng = val.check_random_generator(rng)
+    values = np.empty(basis.d)
+    for start in range(0, basis.d, 512):  # basis images in blocks: never a d x d matrix at large d
+        stop = min(start + 512, basis.d)
+        patterns = basis.synthesize(np.eye(stop - start, basis.d, k=start))
+        positive, negative = np.maximum(patterns, 0.0) @ image, np.maximum(-patterns, 0.0) @ image
+        values[start:stop] = (rng.poisson(photons * positive) - rng.poisson(photons * negative)) / photons
+    return values

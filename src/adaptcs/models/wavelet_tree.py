@@ -1,0 +1,340 @@
+"""A hidden Markov tree of group spike-and-slab states over the wavelet quadtree, exact on basis scans.
+
+Prior (Crouse, Nowak & Baraniuk 1998; TSW-CS, He & Carin 2009; here with E7's groups): each detail group ``g``
+(the four children of one parent coefficient) has a state ``z_g``; its parent group is the group of that parent
+coefficient, so the groups form a quadtree (the coarsest detail groups are its roots). States are a Markov chain
+down the tree, per scale ``s``::
+
+    P(z_g = 1 | z_parent = 1) = p_on[s],   P(z_g = 1 | z_parent = 0) = p_off[s],   P(z_root = 1) = p_on[1]
+    c_j | z_g = 1 ~ N(0, v0[s]),   c_j | z_g = 0 ~ N(0, v_small[s]);   approximation ~ N(0, v0[0]), always on.
+
+``v_small = 0`` is an exact spike; natural images are compressible rather than sparse, and a small variance for
+the "off" state (Crouse et al.'s two-state mixture) keeps their small details from being explained as noise.
+
+Measurements must each measure one coefficient (``y_i = g_i c_{j(i)} + e_i``, ``e_i ~ N(0, s2)``; a basis scan,
+a coefficient may be measured more than once). The likelihood then factorises over coefficients, and the
+posterior of the states is exact by sum-product on the tree (an upward and a downward pass, O(d)); the
+coefficients given the states are Gaussian in closed form. Hyper-parameters (``p_on``, ``p_off``, ``v0``,
+``v_small`` per scale and the noise variance) are learned by exact EM (Baum-Welch on the tree), which increases
+the evidence at every step. A fine detail's posterior variance thus depends on its parent's measured value: the spike
+probability of the children of a large coefficient rises, that of the children of a negligible one falls.
+
+Other rows (random projections) are not handled here: the prior per scale of :class:`GroupSpikeSlabEP` is the
+model for them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.base import _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval
+
+from adaptcs import _validation as val
+from adaptcs.basis import WaveletBasis
+from adaptcs.models._base import GroupRegressor
+
+_LOG_2PI = float(np.log(2.0 * np.pi))
+PROBABILITY_BOUNDS = (1e-6, 1.0 - 1e-6)  # EM keeps transition probabilities inside these
+NOISE_FLOOR = 1e-10  # learned noise variance stays above this fraction of the mean squared measurement
+
+
+class WaveletTree:
+    """The quadtree of a wavelet basis's groups.
+
+    Attributes
+    ----------
+    coef_group : ndarray of intp, shape (d,)
+        Group index of each coefficient (the basis's groups, relabelled 0..G-1 in coefficient order).
+    group_scale : ndarray of int, shape (G,)
+        Scale of each group (0: the approximation).
+    parent : ndarray of intp, shape (G,)
+        Parent group of each detail group; -1 for the roots (the coarsest details) and the approximation.
+    levels : list of ndarray
+        Detail group indices per scale, coarse to fine.
+    """
+
+    def __init__(self, basis: WaveletBasis):
+        if not isinstance(basis, WaveletBasis):
+            raise ValueError(f"the wavelet tree needs a wavelet basis (haar, db2, db4); got {type(basis).__name__}")
+        _, self.coef_group = np.unique(basis.groups(), return_inverse=True)
+        scales = basis.scales()
+        n_groups = int(self.coef_group.max()) + 1
+        self.group_scale = np.zeros(n_groups, dtype=np.int64)
+        self.group_scale[self.coef_group] = scales
+        # coefficient index of (level, row, col, orientation) in the basis's order: position-major, h v d
+        sides = [basis.side >> (basis.level - j) for j in range(basis.level)]
+        start, index = sides[0] ** 2, {}
+        for level, s in enumerate(sides, start=1):
+            index[level] = start + 3 * np.arange(s * s).reshape(s, s)
+            start += 3 * s * s
+        self.parent = np.full(n_groups, -1, dtype=np.int64)
+        for level in range(2, basis.level + 1):
+            s = sides[level - 1]
+            rows, cols = np.divmod(np.arange(s * s), s)
+            for o in range(3):
+                child = index[level][rows, cols] + o
+                parent_coef = index[level - 1][rows // 2, cols // 2] + o
+                self.parent[self.coef_group[child]] = self.coef_group[parent_coef]
+        self.levels = [np.flatnonzero(self.group_scale == s) for s in range(1, basis.level + 1)]
+
+
+class WaveletTreeSpikeSlab(GroupRegressor):
+    """Group spike-and-slab prior with a hidden Markov tree over the wavelet quadtree, exact on basis scans.
+
+    Parameters
+    ----------
+    basis : WaveletBasis
+        The basis whose coefficients are fitted (its groups and scales give the tree).
+    p_on, p_off : float or array-like of shape (L,)
+        ``P(z = 1 | parent on)`` and ``P(z = 1 | parent off)`` per detail scale 1..L (a float: every scale);
+        the starting point when learned.
+    v0 : float or array-like of shape (L + 1,), optional
+        Slab variance per scale 0..L; default from the data (the mean square of each scale's measurements).
+    v_small : float or array-like of shape (L + 1,)
+        Variance of the "off" state per scale (entry 0 unused); 0 is an exact spike. Learned only if ``learn``
+        names it (then a zero start becomes ``v0 / 100``).
+    noise_var : float, optional
+        Noise variance; default a tenth of the median square of the finest measured details.
+    learn : tuple of {"p_on", "p_off", "v0", "v_small", "noise_var"}
+        What EM learns (default all but ``v_small``).
+    max_iter : int
+        EM iterations.
+    tol : float
+        Converged when, in one iteration, no probability moves by more than ``tol`` and no variance by more than
+        ``tol`` in log units.
+    warm_start : bool
+        Start EM from the previous fit's hyper-parameters.
+
+    Attributes
+    ----------
+    coef_ : ndarray, shape (d,)
+        Posterior mean.
+    coef_var_ : ndarray, shape (d,)
+        Posterior marginal variances (what a basis scan's design reads: ``x^T V x`` of basis row ``j``).
+    group_prob_ : ndarray, shape (G,)
+        ``P(z_g = 1 | y)`` (1 for the approximation's groups).
+    p_on_, p_off_ : ndarray, shape (L,)
+    v0_, v_small_ : ndarray, shape (L + 1,)
+    noise_var_ : float
+    log_evidence_ : float
+        ``log p(y)`` at the fitted hyper-parameters.
+    n_iter_ : int
+    converged_ : bool
+    """
+
+    _parameter_constraints = {
+        "basis": [WaveletBasis],
+        "p_on": [Interval(Real, 0, 1, closed="neither"), "array-like"],
+        "p_off": [Interval(Real, 0, 1, closed="neither"), "array-like"],
+        "v0": [Interval(Real, 0, None, closed="neither"), "array-like", None],
+        "v_small": [Interval(Real, 0, None, closed="left"), "array-like"],
+        "noise_var": [Interval(Real, 0, None, closed="neither"), None],
+        "learn": [tuple, list],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "warm_start": ["boolean"],
+    }
+    LEARNABLE = ("p_on", "p_off", "v0", "v_small", "noise_var")
+
+    def __init__(self, basis, *, p_on=0.7, p_off=0.1, v0=None, v_small=0.0, noise_var=None,
+                 learn=("p_on", "p_off", "v0", "noise_var"), max_iter=500, tol=1e-4, warm_start=False):
+        self.basis = basis
+        self.p_on = p_on
+        self.p_off = p_off
+        self.v0 = v0
+        self.v_small = v_small
+        self.noise_var = noise_var
+        self.learn = learn
+        self.max_iter = max_iter
+        self.tol = tol
+        self.warm_start = warm_start
+
+    # -- data ------------------------------------------------------------------------------------------------
+    def _measurements(self, X, y):
+        """Per coefficient: the combined value, the summed squared gain G_j, the count and the within-repeat
+        residual (sufficient statistics of the selection likelihood)."""
+        X, y = val.check_fit_data(self, X, y)
+        d = self.basis.d
+        if X.shape[1] != d:
+            raise ValueError(f"X has {X.shape[1]} columns; the basis has {d} coefficients")
+        magnitude = np.abs(X)
+        columns = magnitude.argmax(axis=1)
+        gains = X[np.arange(X.shape[0]), columns]
+        if np.any(gains == 0) or np.count_nonzero(magnitude > 1e-12 * np.abs(gains)[:, None]) != X.shape[0]:
+            raise ValueError("WaveletTreeSpikeSlab needs rows that each measure one coefficient (a basis scan); "
+                             "for other rows use GroupSpikeSlabEP(groups, scales=basis.scales())")
+        G = np.bincount(columns, gains * gains, minlength=d)
+        gy = np.bincount(columns, gains * y, minlength=d)
+        count = np.bincount(columns, minlength=d)
+        measured = count > 0
+        value = np.divide(gy, G, out=np.zeros(d), where=measured)
+        residual = float(np.sum(y * y) - np.sum(value[measured] ** 2 * G[measured]))
+        return value, G, count, measured, max(residual, 0.0), y
+
+    # -- the exact posterior ---------------------------------------------------------------------------------
+    def _posterior(self, tree, value, G, measured, p_on, p_off, v0, v_small, s2):
+        """Sum-product on the tree: group posteriors, pairwise posteriors with the parent, the evidence of the
+        coefficients (without the repeat-residual constant) and each coefficient's Gaussian posterior in either
+        state (index 0: off, 1: on)."""
+        scale_of = tree.group_scale[tree.coef_group]
+        noise = np.where(measured, s2 / np.where(measured, G, 1.0), np.inf)
+        log_like_coef, mean, var = [], [], []
+        for prior_var in (v_small[scale_of], v0[scale_of]):
+            total = prior_var + noise
+            log_like_coef.append(np.where(measured, -0.5 * (_LOG_2PI + np.log(total) + value**2 / total), 0.0))
+            mean.append(np.where(measured, prior_var / total * np.where(measured, value, 0.0), 0.0))
+            var.append(np.where(measured, prior_var * np.where(measured, noise, 0.0) / total, prior_var))
+        n_groups = tree.group_scale.shape[0]
+        log_like = np.zeros((n_groups, 2))
+        np.add.at(log_like[:, 0], tree.coef_group, log_like_coef[0])
+        np.add.at(log_like[:, 1], tree.coef_group, log_like_coef[1])
+        approx = tree.group_scale == 0
+        log_z_approx = float(np.sum(log_like_coef[1][scale_of == 0]))
+        # transition log probabilities of each detail group: [z_parent, z_child]
+        s = tree.group_scale
+        detail = ~approx
+        trans = np.zeros((n_groups, 2, 2))
+        trans[detail, 1, 1], trans[detail, 0, 1] = p_on[s[detail] - 1], p_off[s[detail] - 1]
+        trans[:, :, 0] = 1.0 - trans[:, :, 1]
+        with np.errstate(divide="ignore"):
+            log_trans = np.log(trans)
+        beta = log_like.copy()  # upward: log p(y below and at g | z_g)
+        message = np.zeros((n_groups, 2))  # log sum_{z_h} T(z_h | z_parent) beta_h(z_h), per parent state
+        for level in reversed(tree.levels[1:]):
+            message[level] = logsumexp(log_trans[level] + beta[level][:, None, :], axis=2)
+            np.add.at(beta, tree.parent[level], message[level])
+        roots = tree.levels[0]
+        root_joint = log_trans[roots, 1, :] + beta[roots]  # the virtual parent of the roots is on
+        log_z_roots = logsumexp(root_joint, axis=1)
+        log_post = np.zeros((n_groups, 2))
+        log_post[roots] = root_joint - log_z_roots[:, None]
+        pair = np.zeros((n_groups, 2, 2))  # P(z_parent, z_g | y) for non-root detail groups
+        for level in tree.levels[1:]:
+            # log P(z_par, z_g | y) = log P(z_par | y) + log T(z_g | z_par) + beta_g(z_g) - message_g(z_par)
+            joint = (log_post[tree.parent[level]][:, :, None] + log_trans[level] + beta[level][:, None, :]
+                     - message[level][:, :, None])
+            pair[level] = np.exp(joint)
+            log_post[level] = logsumexp(joint, axis=1)
+        prob = np.exp(log_post[:, 1])
+        prob[approx] = 1.0
+        log_z = log_z_approx + float(np.sum(log_z_roots))
+        return prob, pair, log_z, mean, var
+
+    # -- fit -------------------------------------------------------------------------------------------------
+    def _start(self, tree, value, G, measured, y):
+        L = len(tree.levels)
+        if self.warm_start and hasattr(self, "v0_"):
+            return (self.p_on_.copy(), self.p_off_.copy(), self.v0_.copy(), self.v_small_.copy(),
+                    float(self.noise_var_))
+        p_on = np.broadcast_to(np.asarray(self.p_on, dtype=float), (L,)).copy()
+        p_off = np.broadcast_to(np.asarray(self.p_off, dtype=float), (L,)).copy()
+        scale_of = tree.group_scale[tree.coef_group]
+        mean_square = float(np.mean(y * y))
+        if self.v0 is None:
+            v0 = np.array([np.mean(value[measured & (scale_of == s)] ** 2) if np.any(measured & (scale_of == s))
+                           else np.nan for s in range(L + 1)])
+            v0 = np.where(np.isfinite(v0) & (v0 > 0), v0, np.nanmax(np.append(v0, mean_square)))
+        else:
+            v0 = np.broadcast_to(np.asarray(self.v0, dtype=float), (L + 1,)).copy()
+        v_small = np.broadcast_to(np.asarray(self.v_small, dtype=float), (L + 1,)).copy()
+        if "v_small" in self.learn:
+            v_small = np.where(v_small > 0, v_small, v0 / 100)
+        if self.noise_var is None:
+            finest = measured & (scale_of == scale_of[measured].max()) if measured.any() else measured
+            s2 = 0.1 * float(np.median(value[finest] ** 2 * G[finest])) if finest.any() else 0.1 * mean_square
+            s2 = max(s2, NOISE_FLOOR * mean_square)
+        else:
+            s2 = float(self.noise_var)
+        return p_on, p_off, v0, v_small, s2
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Exact posterior and EM-learned hyper-parameters from measurements of single coefficients.
+
+        Parameters
+        ----------
+        X : array-like, shape (n, d)
+            Each row measures one coefficient (``g e_j``).
+        y : array-like, shape (n,)
+        """
+        unknown = set(self.learn) - set(self.LEARNABLE)
+        if unknown:
+            raise ValueError(f"learn may name {self.LEARNABLE}; got {sorted(unknown)}")
+        tree = WaveletTree(self.basis)
+        value, G, count, measured, residual, y = self._measurements(X, y)
+        n = y.shape[0]
+        p_on, p_off, v0, v_small, s2 = self._start(tree, value, G, measured, y)
+        floor = NOISE_FLOOR * float(np.mean(y * y))
+        scale_of = tree.group_scale[tree.coef_group]
+
+        def logs():  # probabilities as they are (one drifting to 0 moves by constant log steps), variances in logs
+            return np.concatenate([p_on, p_off, np.log(v0), np.log(v_small[v_small > 0]), [np.log(s2)]])
+
+        converged, iterations = not self.learn, 0
+        while iterations < self.max_iter:
+            iterations += 1
+            prob, pair, log_z, mean, var = self._posterior(tree, value, G, measured, p_on, p_off, v0, v_small, s2)
+            if not self.learn:
+                break
+            old = logs()
+            q = prob[tree.coef_group]  # P(on | y) of each coefficient
+            weights = (1 - q, q)
+            for name, target, state in (("v_small", v_small, 0), ("v0", v0, 1)):
+                if name not in self.learn:
+                    continue
+                second = mean[state] ** 2 + var[state]  # E[c^2 | state, y]
+                for s in range(1 if state == 0 else 0, target.shape[0]):
+                    here = measured & (scale_of == s)
+                    if np.sum(weights[state][here]) > 1e-12:
+                        target[s] = np.sum(weights[state][here] * second[here]) / np.sum(weights[state][here])
+            if "noise_var" in self.learn:
+                # E[(value - c)^2] under the posterior mixture, scaled back by G; plus the repeats' residual
+                miss = sum(w * ((value - m) ** 2 + v) for w, m, v in zip(weights, mean, var, strict=True))
+                s2 = max((residual + float(np.sum((G * miss)[measured]))) / n, floor)
+            self._transitions(tree, prob, pair, p_on, p_off)
+            if np.max(np.abs(logs() - old)) < self.tol:
+                converged = True
+                prob, pair, log_z, mean, var = self._posterior(tree, value, G, measured, p_on, p_off, v0, v_small,
+                                                               s2)
+                break
+        if not converged:
+            warnings.warn(f"WaveletTreeSpikeSlab: EM did not converge in {self.max_iter} iterations; the fit is "
+                          "marked not converged", ConvergenceWarning, stacklevel=2)
+        q = prob[tree.coef_group]
+        self.coef_ = q * mean[1] + (1 - q) * mean[0]
+        self.coef_var_ = q * (mean[1] ** 2 + var[1]) + (1 - q) * (mean[0] ** 2 + var[0]) - self.coef_**2
+        self.group_prob_ = prob
+        self.p_on_, self.p_off_, self.v0_, self.v_small_, self.noise_var_ = p_on, p_off, v0, v_small, s2
+        # the repeats' constant: sum_i log N(y_i | g_i c, s2) = log N(value | c, s2 / G) + this, per coefficient
+        repeats = -0.5 * (np.sum(count[measured] - 1) * (_LOG_2PI + np.log(s2)) + np.sum(np.log(G[measured]))
+                          + residual / s2)
+        self.log_evidence_ = log_z + float(repeats)
+        self.n_iter_, self.converged_ = iterations, converged
+        self.n_features_in_ = self.basis.d
+        return self
+
+    def _transitions(self, tree, prob, pair, p_on, p_off) -> None:
+        """EM's update of the transition probabilities (in place): expected transitions over expected parents."""
+        for name, target, z_parent in (("p_on", p_on, 1), ("p_off", p_off, 0)):
+            if name not in self.learn:
+                continue
+            for s, level in enumerate(tree.levels, start=1):
+                if s == 1:
+                    if z_parent == 1:  # roots: the virtual parent is on
+                        target[0] = float(np.mean(prob[level]))
+                    continue
+                weight = np.sum(pair[level, z_parent, :])
+                if weight > 1e-12:
+                    target[s - 1] = float(np.sum(pair[level, z_parent, 1]) / weight)
+            np.clip(target, *PROBABILITY_BOUNDS, out=target)
+
+    def predict(self, X):
+        """Posterior mean of ``X c``, shape (n,)."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        return X @ self.coef_
+

@@ -1,0 +1,76 @@
+"""Basis scans: the photon-noise instrument and replaying acquisition orders on a scan's values."""
+
+import numpy as np
+import pytest
+from sklearn.linear_model import Ridge
+
+from adaptcs.basis import make_basis
+from adaptcs.design.basis_scan import photon_basis_scan, replay_basis_scan
+from adaptcs.models import GroupARD
+from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
+
+
+def test_photon_scan_is_unbiased_with_the_poisson_variance():
+    basis = make_basis("haar", 8)
+    image = np.random.default_rng(0).uniform(0, 1, basis.d)
+    photons, draws = 200.0, 3000
+    rng = np.random.default_rng(1)
+    values = np.array([photon_basis_scan(basis, image, photons, rng) for _ in range(draws)])
+    patterns = basis.synthesize(np.eye(basis.d))
+    expected_var = (np.maximum(patterns, 0) @ image + np.maximum(-patterns, 0) @ image) / photons
+    z = (values.mean(axis=0) - basis.analyze(image)) / np.sqrt(expected_var / draws)
+    assert np.abs(z).max() < 4.5
+    np.testing.assert_allclose(values.var(axis=0, ddof=1), expected_var, rtol=0.12)
+    with pytest.raises(ValueError, match="non-negative"):
+        photon_basis_scan(basis, -image, photons)
+
+
+def scan(side=16, photons=1e4, seed=0):
+    basis = make_basis("haar", side)
+    r, c = np.mgrid[:side, :side]
+    image = 0.2 + 0.6 * ((r - 0.4 * side) ** 2 + (c - 0.6 * side) ** 2 < (0.25 * side) ** 2)
+    return basis, image.ravel(), photon_basis_scan(basis, image.ravel(), photons, np.random.default_rng(seed))
+
+
+def test_topdown_replay_is_a_fit_on_the_first_coefficients():
+    basis, _, values = scan()
+    est = GroupARD(basis.groups(), noise_var=1e-3)
+    replay = replay_basis_scan(est, basis, values, "topdown", [0.1, 0.25], batch_size=7)
+    assert replay.n.tolist() == [25, 64] and np.array_equal(replay.measured, np.arange(64))
+    direct = GroupARD(basis.groups(), noise_var=1e-3).fit(np.eye(basis.d)[:25], values[:25])
+    np.testing.assert_allclose(replay.coef[0], direct.coef_, atol=1e-8)
+
+
+@pytest.mark.parametrize("order", ["design", "topdown", "predict", "random"])
+def test_orders_choose_only_measured_coefficients_once_approximation_first(order):
+    basis, _, values = scan()
+    values = values.copy()
+    missing = np.random.default_rng(2).choice(np.arange(16, basis.d), size=100, replace=False)
+    values[missing] = np.nan
+    replay = replay_basis_scan(WaveletTreeSpikeSlab(basis), basis, values, order, [0.5], rng=0)
+    assert replay.measured.size == 128 == np.unique(replay.measured).size
+    assert not np.isin(replay.measured, missing).any()
+    assert np.array_equal(np.sort(replay.measured[:16]), np.arange(16))
+    with pytest.raises(ValueError, match="only 156 of 256"):
+        replay_basis_scan(WaveletTreeSpikeSlab(basis), basis, values, order, [0.7])
+
+
+def test_designed_basis_rows_are_the_largest_posterior_variances():
+    basis, _, values = scan()
+    est = WaveletTreeSpikeSlab(basis)
+    replay = replay_basis_scan(est, basis, values, "design", [20 / 256], batch_size=4)
+    after_approximation = WaveletTreeSpikeSlab(basis).fit(np.eye(basis.d)[:16], values[:16])
+    variance = np.where(np.arange(basis.d) < 16, -np.inf, after_approximation.coef_var_)
+    np.testing.assert_array_equal(replay.measured[16:20], np.argsort(-variance, kind="stable")[:4])
+
+
+def test_replay_checks_its_input():
+    basis, _, values = scan()
+    est = WaveletTreeSpikeSlab(basis)
+    for kwargs, match in [({"order": "spiral"}, "order must be"), ({"values": values[:10]}, "one entry per"),
+                          ({"fractions": [0.0]}, r"in \(0, 1\]"), ({"fractions": [1.5]}, r"in \(0, 1\]")]:
+        call = {"order": "topdown", "values": values, "fractions": [0.1], **kwargs}
+        with pytest.raises(ValueError, match=match):
+            replay_basis_scan(est, basis, call["values"], call["order"], call["fractions"])
+    with pytest.raises(ValueError, match="coef_var_"):
+        replay_basis_scan(Ridge(fit_intercept=False), basis, values, "design", [0.1])

@@ -1,0 +1,172 @@
+"""The hidden Markov tree prior on basis scans: exact against enumeration with dense Gaussians, EM, design."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from adaptcs.basis import make_basis
+from adaptcs.models.wavelet_tree import WaveletTree, WaveletTreeSpikeSlab
+
+
+def enumerate_posterior(tree, X, y, p_on, p_off, v0, s2, v_small=None):
+    """Every state of the detail groups: prior from the chain, likelihood from the dense Gaussian
+    N(y | 0, X diag(v(z)) X^T + s2 I). Returns the log evidence, P(z_g = 1 | y) and the posterior mean and
+    marginal variances of c."""
+    n_groups = tree.group_scale.shape[0]
+    detail = np.flatnonzero(tree.group_scale > 0)
+    scale_of = tree.group_scale[tree.coef_group]
+    states = np.array(list(itertools.product((0, 1), repeat=detail.size)))
+    log_joint, prob = [], np.zeros(n_groups)
+    means, seconds = [], []
+    for state in states:
+        z = np.ones(n_groups, dtype=int)
+        z[detail] = state
+        log_prior = 0.0
+        for g in detail:
+            parent_on = True if tree.parent[g] < 0 else bool(z[tree.parent[g]])
+            p = (p_on if parent_on else p_off)[tree.group_scale[g] - 1]
+            log_prior += np.log(p if z[g] else 1 - p)
+        off = 0.0 if v_small is None else v_small[scale_of]
+        prior_var = np.where(z[tree.coef_group] == 1, v0[scale_of], off)
+        C = (X * prior_var) @ X.T + s2 * np.eye(len(y))
+        sign, logdet = np.linalg.slogdet(C)
+        alpha = np.linalg.solve(C, y)
+        log_joint.append(log_prior - 0.5 * (len(y) * np.log(2 * np.pi) + logdet + y @ alpha))
+        K = X * prior_var  # (n, d): rows of X times the prior variances
+        m = K.T @ alpha
+        v = prior_var - np.einsum("ij,ij->j", K, np.linalg.solve(C, K))
+        means.append(m)
+        seconds.append(v + m**2)
+    log_joint = np.array(log_joint)
+    log_z = np.logaddexp.reduce(log_joint)
+    weight = np.exp(log_joint - log_z)
+    prob[detail] = weight @ states
+    prob[tree.group_scale == 0] = 1.0
+    mean = weight @ np.array(means)
+    var = weight @ np.array(seconds) - mean**2
+    return log_z, prob, mean, var
+
+
+def small_scan(seed=0, repeat=True):
+    basis = make_basis("haar", 8, level=2)  # 2 x 2 approximation, 15 detail groups: 32,768 states
+    rng = np.random.default_rng(seed)
+    measured = rng.choice(basis.d, size=30, replace=False)
+    if repeat:
+        measured = np.append(measured, measured[:3])  # three coefficients measured twice
+    gains = rng.uniform(0.5, 2.0, size=measured.size) * rng.choice([-1, 1], size=measured.size)
+    X = np.zeros((measured.size, basis.d))
+    X[np.arange(measured.size), measured] = gains
+    c = rng.normal(size=basis.d) * np.where(basis.scales() < 2, 1.0, 0.2)
+    y = X @ c + rng.normal(0, 0.3, size=measured.size)
+    return basis, X, y
+
+
+def test_tree_structure_of_a_haar_basis():
+    basis = make_basis("haar", 16)  # level 2: 4 x 4 approximation, details 4 x 4 and 8 x 8
+    tree = WaveletTree(basis)
+    roots, fine = tree.levels
+    assert roots.size == 3 * 4 and fine.size == 3 * 16
+    assert np.all(tree.parent[roots] == -1) and np.all(np.isin(tree.parent[fine], roots))
+    assert np.all(np.bincount(tree.parent[fine], minlength=tree.parent.size)[roots] == 4)  # a quadtree
+    # the parent of a fine group is the group of its parent coefficient: check one by hand. Coefficient order:
+    # 16 approximation, then level 1 (4 x 4, h v d per position), then level 2 (8 x 8)
+    child = 16 + 48 + 3 * (8 * 5 + 6) + 2  # level 2, row 5, col 6, diagonal
+    parent_coef = 16 + 3 * (4 * 2 + 3) + 2  # level 1, row 2, col 3, diagonal
+    assert tree.parent[tree.coef_group[child]] == tree.coef_group[parent_coef]
+
+
+@pytest.mark.parametrize("repeat, v_small", [(False, None), (True, None), (True, np.array([0.0, 0.02, 0.004]))])
+def test_exact_against_enumeration(repeat, v_small):
+    basis, X, y = small_scan(repeat=repeat)
+    p_on, p_off, v0, s2 = np.array([0.8, 0.6]), np.array([0.3, 0.15]), np.array([2.0, 1.0, 0.05]), 0.09
+    est = WaveletTreeSpikeSlab(basis, p_on=p_on, p_off=p_off, v0=v0, noise_var=s2, learn=(),
+                               v_small=0.0 if v_small is None else v_small).fit(X, y)
+    log_z, prob, mean, var = enumerate_posterior(WaveletTree(basis), X, y, p_on, p_off, v0, s2, v_small)
+    np.testing.assert_allclose(est.log_evidence_, log_z, rtol=1e-10)
+    np.testing.assert_allclose(est.group_prob_, prob, atol=1e-10)
+    np.testing.assert_allclose(est.coef_, mean, atol=1e-10)
+    np.testing.assert_allclose(est.coef_var_, var, atol=1e-10)
+    assert est.converged_
+
+
+def test_em_increases_the_evidence_and_learned_values_are_a_fixed_point():
+    basis, X, y = small_scan(seed=3)
+    learn = ("p_on", "p_off", "v0", "v_small", "noise_var")
+    evidence = [WaveletTreeSpikeSlab(basis, max_iter=k, learn=learn).fit(X, y).log_evidence_
+                for k in (1, 2, 5, 20, 100)]
+    # each fit reports the evidence of the posterior it used; EM's evidence never decreases
+    assert np.all(np.diff(evidence) > -1e-9)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = WaveletTreeSpikeSlab(basis, max_iter=5000, tol=1e-7).fit(X, y)
+    again = WaveletTreeSpikeSlab(basis, p_on=est.p_on_, p_off=est.p_off_, v0=est.v0_, noise_var=est.noise_var_,
+                                 learn=()).fit(X, y)
+    assert again.log_evidence_ == pytest.approx(est.log_evidence_, abs=1e-9)
+    # nudging any learned value lowers the evidence (a maximum, not just a fixed point of EM)
+    for name in ("v0", "noise_var"):
+        value = getattr(est, f"{name}_")
+        for factor in (0.9, 1.1):
+            nudged = WaveletTreeSpikeSlab(basis, p_on=est.p_on_, p_off=est.p_off_, v0=est.v0_,
+                                          noise_var=est.noise_var_, learn=()).set_params(**{name: value * factor})
+            assert nudged.fit(X, y).log_evidence_ < est.log_evidence_
+
+
+def simulate_tree(basis, p_on, p_off, v0, rng):
+    tree = WaveletTree(basis)
+    z = np.ones(tree.group_scale.size, dtype=int)
+    for s, level in enumerate(tree.levels, start=1):
+        parent_on = np.ones(level.size, dtype=bool) if s == 1 else z[tree.parent[level]] == 1
+        p = np.where(parent_on, p_on[s - 1], p_off[s - 1])
+        z[level] = rng.random(level.size) < p
+    scale_of = tree.group_scale[tree.coef_group]
+    return z[tree.coef_group] * rng.normal(size=basis.d) * np.sqrt(v0[scale_of]), z
+
+
+def test_learns_the_tree_from_a_full_scan():
+    basis = make_basis("haar", 64)  # 4 levels, 1,365 detail groups
+    rng = np.random.default_rng(7)
+    p_on, p_off = np.array([0.9, 0.7, 0.5, 0.4]), np.array([0.5, 0.2, 0.1, 0.05])
+    v0 = np.array([100.0, 10.0, 3.0, 1.0, 0.3])
+    c, z = simulate_tree(basis, p_on, p_off, v0, rng)
+    est = WaveletTreeSpikeSlab(basis).fit(np.eye(basis.d), c + rng.normal(0, 0.1, basis.d))
+    assert est.converged_
+    assert est.noise_var_ == pytest.approx(0.01, rel=0.15)
+    np.testing.assert_allclose(est.v0_[1:], v0[1:], rtol=0.35)
+    # against the transitions the draw actually made, where at least 30 parents were in that state
+    tree = WaveletTree(basis)
+    for s, level in enumerate(tree.levels[1:], start=2):
+        parent = z[tree.parent[level]]
+        for state, learned in ((1, est.p_on_), (0, est.p_off_)):
+            if np.sum(parent == state) >= 30:
+                assert learned[s - 1] == pytest.approx(np.mean(z[level][parent == state]), abs=0.08), (s, state)
+
+
+def test_children_of_a_large_coefficient_are_the_most_uncertain():
+    # a top-down scan to the end of level 1; then the unmeasured fine coefficients under a large parent have a
+    # larger posterior variance than those under a negligible parent: what designed basis rows follow
+    basis = make_basis("haar", 16)
+    tree = WaveletTree(basis)
+    scales = basis.scales()
+    c = np.where(scales == 0, 3.0, 0.0)
+    roots = tree.levels[0]
+    big = roots[0]
+    c[tree.coef_group == big] = 2.0
+    measured = np.flatnonzero(scales <= 1)
+    X = np.eye(basis.d)[measured]
+    est = WaveletTreeSpikeSlab(basis, p_on=[0.5, 0.8], p_off=[0.5, 0.05], v0=[10.0, 4.0, 1.0], noise_var=0.01,
+                               learn=()).fit(X, c[measured])
+    under_big = np.isin(tree.coef_group, np.flatnonzero(tree.parent == big))
+    fine = scales == 2
+    assert est.coef_var_[fine & under_big].min() > 10 * est.coef_var_[fine & ~under_big].max()
+
+
+def test_refuses_rows_that_are_not_a_selection():
+    basis = make_basis("haar", 8)
+    with pytest.raises(ValueError, match="each measure one coefficient"):
+        WaveletTreeSpikeSlab(basis).fit(np.ones((3, 64)), np.ones(3))
+    with pytest.raises(ValueError, match="WaveletBasis"):
+        WaveletTreeSpikeSlab(make_basis("dct", 8)).fit(np.eye(64)[:3], np.ones(3))
+    with pytest.raises(ValueError, match="learn may name"):
+        WaveletTreeSpikeSlab(basis, learn=("p0",)).fit(np.eye(64)[:3], np.ones(3))
