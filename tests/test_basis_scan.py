@@ -74,3 +74,44 @@ def test_replay_checks_its_input():
             replay_basis_scan(est, basis, call["values"], call["order"], call["fractions"])
     with pytest.raises(ValueError, match="coef_var_"):
         replay_basis_scan(Ridge(fit_intercept=False), basis, values, "design", [0.1])
+
+
+def test_scan_values_from_patterns_and_gains():
+    from adaptcs.replay import scan_values
+
+    basis = make_basis("haar", 8)
+    c = np.random.default_rng(3).normal(size=basis.d)
+    shown = np.array([5, 9, 5, 40])
+    gains = np.array([8.0, -2.0, 4.0, 0.5])
+    rows = basis.synthesize(np.eye(basis.d)[shown] * gains[:, None])
+    y = rows @ basis.synthesize(c) + np.array([0.0, 0.0, 0.4, 0.0])
+    values = scan_values(basis, y, rows)
+    assert np.flatnonzero(~np.isnan(values)).tolist() == [5, 9, 40]
+    np.testing.assert_allclose(values[[9, 40]], c[[9, 40]])
+    assert values[5] == pytest.approx(c[5] + 4 * 0.4 / (64 + 16))  # least squares over the two showings
+    with pytest.raises(ValueError, match="not multiples of one haar basis image"):
+        scan_values(basis, y, rows + 0.1)
+    with pytest.raises(ValueError, match="64 values"):
+        scan_values(basis, y)
+
+
+def test_replay_command_writes_the_table(tmp_path):
+    from adaptcs.cli import main
+
+    basis, _, values = scan(side=16)
+    values[200:] = np.nan  # a partial scan
+    np.savetxt(tmp_path / "scan.csv", values)
+    out, images = tmp_path / "replay.csv", tmp_path / "replay.npz"
+    status = main(["--quiet", "replay", "--side", "16", "--values", str(tmp_path / "scan.csv"), "--orders", "design",
+                   "topdown", "--fractions", "0.25", "0.5", "--out", str(out), "--images", str(images)])
+    assert status == 0
+    import pandas as pd
+
+    table = pd.read_csv(out)
+    assert table[["order", "n"]].values.tolist() == [["design", 64], ["design", 128], ["topdown", 64],
+                                                    ["topdown", 128]]
+    assert np.isfinite(table["psnr"]).all() and set(table["converged"]) <= {0, 1}
+    saved = np.load(images)
+    assert saved["full"].shape == (256,) and "design_128" in saved.files
+    assert main(["replay", "--side", "16", "--values", str(tmp_path / "scan.csv"), "--fractions", "0.9",
+                 "--out", str(out)]) == 2  # more than was measured: a message, exit 2

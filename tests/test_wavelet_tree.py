@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from adaptcs.basis import make_basis
-from adaptcs.models.wavelet_tree import WaveletTree, WaveletTreeSpikeSlab
+from adaptcs.models.wavelet_tree import WaveletTree, WaveletTreeSpikeSlab, decay_profile
 
 
 def enumerate_posterior(tree, X, y, p_on, p_off, v0, s2, v_small=None):
@@ -170,3 +170,21 @@ def test_refuses_rows_that_are_not_a_selection():
         WaveletTreeSpikeSlab(make_basis("dct", 8)).fit(np.eye(64)[:3], np.ones(3))
     with pytest.raises(ValueError, match="learn may name"):
         WaveletTreeSpikeSlab(basis, learn=("p0",)).fit(np.eye(64)[:3], np.ones(3))
+
+
+def test_decay_profile_is_the_maximum_of_its_objective():
+    from scipy.optimize import minimize
+
+    W, S = np.array([12.0, 40.0, 0.0, 150.0]), np.array([30.0, 20.0, 0.0, 4.0])
+    index = np.arange(4.0)
+
+    def negative(theta):
+        t = theta[0] - theta[1] * index
+        return -np.sum(-0.5 * W * t - 0.5 * S * np.exp(-t))
+
+    best = minimize(negative, x0=[0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12,
+                                                                            "maxiter": 10000}).x
+    np.testing.assert_allclose(decay_profile(W, S, np.ones(4)), np.exp(best[0] - best[1] * index), rtol=1e-6)
+    # one scale with data: the slope is kept, the level fitted (v = S / W there)
+    one = decay_profile(np.array([0.0, 8.0, 0.0]), np.array([0.0, 2.0, 0.0]), np.array([4.0, 1.0, 0.25]))
+    np.testing.assert_allclose(one, [1.0, 0.25, 0.0625])

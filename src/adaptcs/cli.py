@@ -22,6 +22,10 @@ The lab loop at an instrument (all state in one HDF5 file; see adaptcs.lab)::
     python -m adaptcs design next --state s.h5 --batch 4 --out rows.csv
     python -m adaptcs design add --state s.h5 --rows rows.csv --values y.csv
     python -m adaptcs design estimate --state s.h5 --out estimate.csv
+
+Replaying a complete basis scan in several acquisition orders (see adaptcs.replay)::
+
+    python -m adaptcs replay --basis haar --side 64 --values scan.csv --out replay.csv
 """
 
 from __future__ import annotations
@@ -210,6 +214,70 @@ def _design_estimate(args) -> int:
     return 0
 
 
+def _replay(args) -> int:
+    from threadpoolctl import threadpool_limits
+
+    from adaptcs import replay
+    from adaptcs._io import atomic_write
+
+    basis, values = replay.load_scan(args.basis, args.side, args.values, args.rows)
+    measured = int(np.sum(~np.isnan(values)))
+    print(f"{args.values}: {measured} of {basis.d} {args.basis} basis images measured; replaying "
+          f"{', '.join(args.orders)} with the {args.prior} prior", file=sys.stderr)
+    with threadpool_limits(args.threads):
+        table, images = replay.replay_scan(basis, values, args.orders, args.fractions, prior=args.prior,
+                                           batch_size=args.batch, seed=args.seed)
+    atomic_write(args.out, lambda f: table.to_csv(f, index=False))
+    if args.images is not None:
+        arrays = {"full": images.pop("full")} | {f"{order}_{n}": image for (order, n), image in images.items()}
+        def write_images(path):
+            with open(path, "wb") as f:  # a file object: numpy would append .npz to the temporary name
+                np.savez_compressed(f, side=basis.side, **arrays)
+
+        atomic_write(args.images, write_images)
+    wide = table.pivot(index="order", columns="n", values="psnr").reindex(args.orders)
+    print("PSNR (dB) against the full-scan image, by patterns used:")
+    print("| order | " + " | ".join(f"{n} ({n / basis.d:.0%})" for n in wide.columns) + " |")
+    print("|---|" + "---:|" * len(wide.columns))
+    for order, row in wide.iterrows():
+        print(f"| {order} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
+    unconverged = int(np.sum(table["converged"] == 0))
+    if unconverged:
+        print(f"warning: {unconverged} of {len(table)} reconstructions did not converge (column converged)",
+              file=sys.stderr)
+    print(f"wrote {args.out}" + (f" and {args.images}" if args.images else ""))
+    return 0
+
+
+def _add_replay_parser(sub) -> None:
+    from adaptcs.basis import BASES
+    from adaptcs.design.basis_scan import REPLAY_ORDERS
+    from adaptcs.replay import PRIORS
+
+    replay = sub.add_parser("replay", help="replay a complete basis scan in several acquisition orders",
+                            description="Replay a basis scan an instrument made (a single-pixel camera showing "
+                                        "basis images): each order chooses only among the measured patterns, and "
+                                        "each reconstruction is scored against the full-scan image.")
+    replay.add_argument("--basis", default="haar", choices=[b for b in BASES if b != "dct"])
+    replay.add_argument("--side", type=int, required=True, help="image side (a power of two)")
+    replay.add_argument("--values", required=True,
+                        help="CSV (one value per line) or .npy: the value of every basis image of unit norm in the "
+                             "basis's coefficient order (empty or nan: not measured); with --rows, one per row")
+    replay.add_argument("--rows", help="CSV or .npy of the patterns shown (pixels, one per line), each a multiple "
+                                       "of one basis image")
+    replay.add_argument("--orders", nargs="+", default=list(REPLAY_ORDERS), choices=list(REPLAY_ORDERS))
+    replay.add_argument("--fractions", nargs="+", type=float, default=[0.10, 0.15, 0.25],
+                        help="fractions of the basis images at which to score (default 0.10 0.15 0.25)")
+    replay.add_argument("--prior", default="tree", choices=list(PRIORS),
+                        help="tree: the hidden Markov tree (default); scales: GSS-EP with a prior per scale")
+    replay.add_argument("--batch", type=int, help="patterns per refit (default d/256)")
+    replay.add_argument("--seed", type=int, default=0, help="seed of the random order")
+    replay.add_argument("--out", required=True, help="CSV to write: order, fraction, n, psnr, relative_error, ...")
+    replay.add_argument("--images", help="also write the reconstructions (.npz)")
+    replay.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    replay.set_defaults(func=_replay)
+
+
 def _add_design_parser(sub) -> None:
     design = sub.add_parser("design", help="the lab loop: ask for rows, measure, tell (state in one HDF5 file)",
                             description="Sequential design at an instrument. Every command takes --state, the HDF5 "
@@ -249,7 +317,7 @@ def _add_design_parser(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m adaptcs`` (subcommands run, settings, table, curves, design)."""
+    """The argument parser of ``python -m adaptcs`` (subcommands run, settings, table, curves, design, replay)."""
     parser = argparse.ArgumentParser(prog="python -m adaptcs", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -294,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     curves.set_defaults(func=_curves)
 
     _add_design_parser(sub)
+    _add_replay_parser(sub)
     return parser
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from adaptcs import _validation as val
 from adaptcs.basis import WaveletBasis
@@ -102,6 +102,10 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         Noise variance; default a tenth of the median square of the finest measured details.
     learn : tuple of {"p_on", "p_off", "v0", "v_small", "noise_var"}
         What EM learns (default all but ``v_small``).
+    scale_profile : {"decay", "free"}
+        How the detail scales' variances are learned: "decay" (default) ``v0[s] = a 2^(-b (s - 1))`` (and
+        ``v_small`` likewise) with ``a`` and ``b`` learned, so that scales with few or no measurements follow the
+        others (photographs' wavelet energy decays geometrically with scale); "free" one value per scale.
     max_iter : int
         EM iterations.
     tol : float
@@ -135,6 +139,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         "v_small": [Interval(Real, 0, None, closed="left"), "array-like"],
         "noise_var": [Interval(Real, 0, None, closed="neither"), None],
         "learn": [tuple, list],
+        "scale_profile": [StrOptions({"decay", "free"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "warm_start": ["boolean"],
@@ -142,7 +147,8 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     LEARNABLE = ("p_on", "p_off", "v0", "v_small", "noise_var")
 
     def __init__(self, basis, *, p_on=0.7, p_off=0.1, v0=None, v_small=0.0, noise_var=None,
-                 learn=("p_on", "p_off", "v0", "noise_var"), max_iter=500, tol=1e-4, warm_start=False):
+                 learn=("p_on", "p_off", "v0", "noise_var"), scale_profile="decay", max_iter=500, tol=1e-4,
+                 warm_start=False):
         self.basis = basis
         self.p_on = p_on
         self.p_off = p_off
@@ -150,6 +156,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         self.v_small = v_small
         self.noise_var = noise_var
         self.learn = learn
+        self.scale_profile = scale_profile
         self.max_iter = max_iter
         self.tol = tol
         self.warm_start = warm_start
@@ -288,10 +295,17 @@ class WaveletTreeSpikeSlab(GroupRegressor):
                 if name not in self.learn:
                     continue
                 second = mean[state] ** 2 + var[state]  # E[c^2 | state, y]
-                for s in range(1 if state == 0 else 0, target.shape[0]):
-                    here = measured & (scale_of == s)
-                    if np.sum(weights[state][here]) > 1e-12:
-                        target[s] = np.sum(weights[state][here] * second[here]) / np.sum(weights[state][here])
+                # per scale: expected count W and expected sum of squares S of the coefficients in this state
+                # (unmeasured coefficients add nothing at EM's fixed point, so they are left out)
+                W = np.bincount(scale_of[measured], weights[state][measured], minlength=target.shape[0])
+                S = np.bincount(scale_of[measured], (weights[state] * second)[measured], minlength=target.shape[0])
+                if state == 1 and W[0] > 1e-12:
+                    target[0] = S[0] / W[0]  # the approximation: free
+                if self.scale_profile == "decay":
+                    target[1:] = decay_profile(W[1:], S[1:], target[1:])
+                else:
+                    seen = W[1:] > 1e-12
+                    target[1:][seen] = S[1:][seen] / W[1:][seen]
             if "noise_var" in self.learn:
                 # E[(value - c)^2] under the posterior mixture, scaled back by G; plus the repeats' residual
                 miss = sum(w * ((value - m) ** 2 + v) for w, m, v in zip(weights, mean, var, strict=True))
@@ -338,3 +352,47 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         X = np.atleast_2d(np.asarray(X, dtype=float))
         return X @ self.coef_
 
+
+def decay_profile(W: np.ndarray, S: np.ndarray, current: np.ndarray, newton_steps: int = 50) -> np.ndarray:
+    """EM's M-step for variances ``v_s = exp(a - b s')`` (``s' = 0, 1, ...``) over scales: maximise
+    ``sum_s -W_s log v_s / 2 - S_s / (2 v_s)`` (concave in ``(a, b)``) by Newton's method from ``current``.
+
+    Parameters
+    ----------
+    W, S : ndarray, shape (L,)
+        Expected counts and expected sums of squares per scale (zero where a scale has no measurement).
+    current : ndarray, shape (L,)
+        The current variances (the start; ``b`` is kept when fewer than two scales have data).
+
+    Returns
+    -------
+    ndarray, shape (L,)
+    """
+    index = np.arange(W.shape[0], dtype=float)
+    seen = W > 1e-12
+    if not seen.any():
+        return current
+    t = np.log(current)
+    a, b = t[0], (t[0] - t[-1]) / max(index[-1], 1.0)
+    if seen.sum() < 2:  # the slope is not identified: keep it, fit the level in closed form
+        a = float(np.log(np.sum(S[seen] * np.exp(b * index[seen])) / np.sum(W[seen])))
+        return np.exp(a - b * index)
+    J = np.stack([np.ones_like(index), -index], axis=1)  # dt/d(a, b)
+
+    def objective(theta):
+        t = J @ theta
+        return float(np.sum(-0.5 * W * t - 0.5 * S * np.exp(-t)))
+
+    theta = np.array([a, b])
+    for _ in range(newton_steps):
+        e = S * np.exp(-(J @ theta))
+        grad = J.T @ (0.5 * (e - W))
+        hess = (J * (-0.5 * e)[:, None]).T @ J
+        step = np.linalg.solve(hess - 1e-12 * np.eye(2), -grad)
+        before = objective(theta)
+        while objective(theta + step) < before and np.max(np.abs(step)) > 1e-12:  # backtrack: never go down
+            step = step / 2
+        theta = theta + step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return np.exp(J @ theta)

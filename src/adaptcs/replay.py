@@ -1,0 +1,150 @@
+"""Replay a complete basis scan an instrument made: which acquisition order would have needed fewest patterns?
+
+The user gives what a single-pixel camera measured for every image of a basis (or a subset): one value per basis
+image, or the patterns shown and their values. :func:`replay_scan` replays each order on those values
+(:func:`adaptcs.design.basis_scan.replay_basis_scan`: each order chooses only among the measured patterns) and
+scores each reconstruction against the full-scan image (all measured values, synthesised) by PSNR and relative
+error. Command line: ``python -m adaptcs replay``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from adaptcs.basis import make_basis
+from adaptcs.design.basis_scan import REPLAY_ORDERS, replay_basis_scan
+from adaptcs.design.prediction import measured_coefficients
+
+PRIORS = ("tree", "scales")
+
+
+def read_vector(path) -> np.ndarray:
+    """A 1-D array from ``.npy`` or a one-column CSV/text file (empty fields and ``nan`` are NaN)."""
+    path = Path(path)
+    if path.suffix == ".npy":
+        values = np.load(path, allow_pickle=False)
+    else:
+        values = pd.read_csv(path, header=None, skip_blank_lines=False).to_numpy(dtype=float)
+    values = np.asarray(values, dtype=float)
+    if values.ndim == 2 and 1 in values.shape:
+        values = values.ravel()
+    if values.ndim != 1:
+        raise ValueError(f"{path}: expected one value per line; got shape {values.shape}")
+    return values
+
+
+def scan_values(basis, values, rows=None) -> np.ndarray:
+    """One value per basis image of unit norm (NaN where not measured), in the basis's coefficient order.
+
+    Parameters
+    ----------
+    basis : Basis
+    values : ndarray, shape (d,) or (n,)
+        Without ``rows``: the value of each basis image in coefficient order. With ``rows``: the value of each row.
+    rows : ndarray, shape (n, d), optional
+        The patterns shown (pixels, row-major), each a multiple of one basis image; a value is divided by its
+        pattern's gain (``row = g Psi^T e_j`` measures ``g c_j``). A basis image shown twice is averaged.
+    """
+    values = np.asarray(values, dtype=float)
+    if rows is None:
+        if values.shape != (basis.d,):
+            raise ValueError(f"a {basis.name} scan of {basis.side} x {basis.side} images has {basis.d} values (one per "
+                             f"basis image, NaN where not measured); got {values.shape[0]}")
+        return values
+    rows = np.asarray(rows, dtype=float)
+    if rows.ndim != 2 or rows.shape[1] != basis.d or rows.shape[0] != values.shape[0]:
+        raise ValueError(f"rows must have shape (n, {basis.d}) with one value each; got rows {rows.shape}, "
+                         f"values {values.shape}")
+    coefficients = basis.analyze(rows)
+    columns = np.abs(coefficients).argmax(axis=1)
+    single = [measured_coefficients(coefficients[i:i + 1]).any() for i in range(rows.shape[0])]
+    if not all(single):
+        bad = [i for i, ok in enumerate(single) if not ok]
+        raise ValueError(f"rows {bad[:5]} are not multiples of one {basis.name} basis image: a replay needs a basis "
+                         "scan")
+    gains = coefficients[np.arange(rows.shape[0]), columns]
+    out = np.full(basis.d, np.nan)
+    total = np.bincount(columns, gains * values, minlength=basis.d)
+    weight = np.bincount(columns, gains * gains, minlength=basis.d)
+    measured = weight > 0
+    out[measured] = total[measured] / weight[measured]  # least squares for repeats: sum g y / sum g^2
+    return out
+
+
+def make_estimator(prior: str, basis, values: np.ndarray):
+    """The estimator a replay reconstructs with: "tree" (:class:`WaveletTreeSpikeSlab`, everything learned) or
+    "scales" (GSS-EP with a prior per scale, learned)."""
+    if prior == "tree":
+        from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
+
+        return WaveletTreeSpikeSlab(basis, learn=("p_on", "p_off", "v0", "v_small", "noise_var"))
+    if prior == "scales":
+        from adaptcs.models import GroupSpikeSlabEP
+        from adaptcs.models._ep import LEARNABLE
+
+        level = float(np.nanmean(values**2))
+        return GroupSpikeSlabEP(basis.groups(), scales=basis.scales(), p0=0.5, v0=level, noise_var=1e-2 * level,
+                                learn=LEARNABLE)
+    raise ValueError(f"prior must be one of {PRIORS}; got {prior!r}")
+
+
+def replay_scan(basis, values, orders=REPLAY_ORDERS, fractions=(0.10, 0.15, 0.25), prior: str = "tree",
+                batch_size: int | None = None, seed: int = 0) -> tuple[pd.DataFrame, dict]:
+    """Replay every order on a scan and score it against the full-scan image.
+
+    Parameters
+    ----------
+    basis : Basis
+    values : ndarray, shape (d,)
+        :func:`scan_values`' output.
+    orders : sequence of str
+        Among :data:`adaptcs.design.basis_scan.REPLAY_ORDERS`.
+    fractions : sequence of float
+        Fractions of the d basis images at which to score.
+    prior : {"tree", "scales"}
+    batch_size : int, optional
+        Patterns per refit (default d/256).
+    seed : int
+        The random order.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per (order, fraction): ``fraction`` (``n / d``), ``n``, ``psnr`` (dB, peak = the full-scan image's
+        range), ``relative_error``, ``converged``, ``noise_var``, ``cpu_seconds`` (of the whole replay of that
+        order).
+    images : dict
+        ``"full"``: the full-scan image (d,); ``(order, n)``: each reconstruction (d,).
+    """
+    values = np.asarray(values, dtype=float)
+    unknown = [o for o in orders if o not in REPLAY_ORDERS]
+    if unknown or not orders:
+        raise ValueError(f"orders must be among {REPLAY_ORDERS}; got {list(orders)}")
+    full = basis.synthesize(np.nan_to_num(values, nan=0.0))
+    peak = float(full.max() - full.min()) or 1.0
+    records, images = [], {"full": full}
+    for order in orders:
+        estimator = make_estimator(prior, basis, values)
+        replay = replay_basis_scan(estimator, basis, values, order, fractions, batch_size=batch_size, rng=seed)
+        for n, coef, converged, noise in zip(replay.n, replay.coef, replay.converged, replay.noise_var, strict=True):
+            image = basis.synthesize(coef)
+            images[order, int(n)] = image
+            records.append({"order": order, "fraction": n / basis.d, "n": int(n),
+                            "psnr": float(10 * np.log10(peak**2 / np.mean((image - full) ** 2))),
+                            "relative_error": float(np.linalg.norm(image - full) / np.linalg.norm(full)),
+                            "converged": int(converged), "noise_var": float(noise), "cpu_seconds": replay.seconds})
+    return pd.DataFrame.from_records(records), images
+
+
+def load_scan(basis_name: str, side: int, values_path, rows_path=None):
+    """The basis and the per-basis-image values of a scan on disk (see :func:`scan_values`)."""
+    basis = make_basis(basis_name, side)
+    values = read_vector(values_path)
+    rows = None
+    if rows_path is not None:
+        rows = np.load(rows_path, allow_pickle=False) if str(rows_path).endswith(".npy") else \
+            pd.read_csv(rows_path, header=None).to_numpy(dtype=float)
+    return basis, scan_values(basis, values, rows)
