@@ -47,7 +47,7 @@ def test_orders_choose_only_measured_coefficients_once_approximation_first(order
     values = values.copy()
     missing = np.random.default_rng(2).choice(np.arange(16, basis.d), size=100, replace=False)
     values[missing] = np.nan
-    replay = replay_basis_scan(WaveletTreeSpikeSlab(basis), basis, values, order, [0.5], rng=0)
+    replay = replay_basis_scan(WaveletTreeSpikeSlab(basis), basis, values, order, [0.5], batch_size=16, rng=0)
     assert replay.measured.size == 128 == np.unique(replay.measured).size
     assert not np.isin(replay.measured, missing).any()
     assert np.array_equal(np.sort(replay.measured[:16]), np.arange(16))
@@ -103,7 +103,8 @@ def test_replay_command_writes_the_table(tmp_path):
     np.savetxt(tmp_path / "scan.csv", values)
     out, images = tmp_path / "replay.csv", tmp_path / "replay.npz"
     status = main(["--quiet", "replay", "--side", "16", "--values", str(tmp_path / "scan.csv"), "--orders", "design",
-                   "topdown", "--fractions", "0.25", "0.5", "--out", str(out), "--images", str(images)])
+                   "topdown", "--fractions", "0.25", "0.5", "--batch", "16", "--out", str(out), "--images",
+                   str(images)])
     assert status == 0
     import pandas as pd
 

@@ -3,10 +3,11 @@ patterns), replayed in the order each strategy would have measured them.
 
 An instrument that measured every basis image (or a subset) gives one value per coefficient, ``c_j`` plus noise.
 :func:`replay_basis_scan` re-runs an acquisition on those values: each order chooses only among the coefficients
-that were measured, the estimator is refitted after every batch, and the reconstructions at the fractions asked
-are kept. Rows are basis vectors in coefficient space, so the estimator sees a selection (for GSS-EP and SS-EP
-the diagonal posterior: O(d) per sweep) and designed rows are the unmeasured coefficients of largest posterior
-variance (``x^T V x`` of a basis row is ``V_jj``): the basis is pooled implicitly, no candidate matrix.
+that were measured, the estimator is refitted after every batch (``topdown`` and ``random`` choose without it, so
+they fit only where a reconstruction is kept), and the reconstructions at the fractions asked are kept. Rows are
+basis vectors in coefficient space, so the estimator sees a selection (for GSS-EP and SS-EP the diagonal
+posterior: O(d) per sweep) and designed rows are the unmeasured coefficients of largest posterior variance
+(``x^T V x`` of a basis row is ``V_jj``): the basis is pooled implicitly, no candidate matrix.
 
 Orders: ``design`` (largest posterior variance), ``topdown`` (coefficient order, coarse scales first),
 ``predict`` (the wavelet prediction scan, :mod:`adaptcs.design.prediction`) and ``random``. Every order
@@ -19,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 from sklearn.base import clone
 
 from adaptcs import _validation as val
@@ -103,6 +105,7 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
     est = clone(estimator)
     if "warm_start" in est.get_params():
         est.set_params(warm_start=True)
+    sparse_rows = getattr(est, "accepts_sparse_selection", False)  # else dense rows: n x d floats
     started = time.process_time()
     chosen: list[int] = []
     taken = ~available  # never chosen: not measured, or chosen already
@@ -127,10 +130,10 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
             new = np.argsort(-np.where(taken, -np.inf, variance), kind="stable")[:k]
         taken[new] = True
         chosen.extend(int(j) for j in new)
-        rows = np.zeros((len(chosen), d))
-        rows[np.arange(len(chosen)), chosen] = 1.0
-        est.fit(rows, values[chosen])
-        if len(chosen) in checkpoints:
+        at_checkpoint = len(chosen) in checkpoints
+        if at_checkpoint or order in ("design", "predict"):  # topdown and random choose without the estimator
+            est.fit(_selection(chosen, d, sparse_rows), values[chosen])
+        if at_checkpoint:
             flag = getattr(est, "converged_", None)
             kept["n"].append(len(chosen))
             kept["coef"].append(np.asarray(est.coef_, dtype=float).copy())
@@ -140,6 +143,17 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
                       measured=np.asarray(chosen, dtype=np.int64),
                       converged=np.asarray(kept["converged"], dtype=np.int8),
                       noise_var=np.asarray(kept["noise_var"]), seconds=time.process_time() - started)
+
+
+def _selection(chosen: list[int], d: int, sparse_rows: bool):
+    """The rows that measure the chosen coefficients, shape (len(chosen), d): scipy.sparse if the estimator takes
+    it (a 256 x 256 scan's dense selection would not fit in memory)."""
+    n = len(chosen)
+    if sparse_rows:
+        return sparse.csr_array((np.ones(n), (np.arange(n), np.asarray(chosen))), shape=(n, d))
+    rows = np.zeros((n, d))
+    rows[np.arange(n), chosen] = 1.0
+    return rows
 
 
 def _checkpoints(fractions, d: int, n_available: int) -> list[int]:

@@ -26,10 +26,12 @@ model for them.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy import sparse
+from scipy.special import expit, logit
 from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -41,6 +43,7 @@ from adaptcs.models._base import GroupRegressor
 _LOG_2PI = float(np.log(2.0 * np.pi))
 PROBABILITY_BOUNDS = (1e-6, 1.0 - 1e-6)  # EM keeps transition probabilities inside these
 NOISE_FLOOR = 1e-10  # learned noise variance stays above this fraction of the mean squared measurement
+MAX_JUMP = 5.0  # SQUAREM jumps move no parameter more than this (logit or log units) beyond EM's second step
 
 
 class WaveletTree:
@@ -107,7 +110,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         ``v_small`` likewise) with ``a`` and ``b`` learned, so that scales with few or no measurements follow the
         others (photographs' wavelet energy decays geometrically with scale); "free" one value per scale.
     max_iter : int
-        EM iterations.
+        Accelerated EM iterations (SQUAREM: two EM steps and an extrapolation each).
     tol : float
         Converged when, in one iteration, no probability moves by more than ``tol`` and no variance by more than
         ``tol`` in log units.
@@ -145,6 +148,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         "warm_start": ["boolean"],
     }
     LEARNABLE = ("p_on", "p_off", "v0", "v_small", "noise_var")
+    accepts_sparse_selection = True  # fit takes a scipy.sparse X (replay_basis_scan passes one)
 
     def __init__(self, basis, *, p_on=0.7, p_off=0.1, v0=None, v_small=0.0, noise_var=None,
                  learn=("p_on", "p_off", "v0", "noise_var"), scale_profile="decay", max_iter=500, tol=1e-4,
@@ -164,17 +168,31 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     # -- data ------------------------------------------------------------------------------------------------
     def _measurements(self, X, y):
         """Per coefficient: the combined value, the summed squared gain G_j, the count and the within-repeat
-        residual (sufficient statistics of the selection likelihood)."""
-        X, y = val.check_fit_data(self, X, y)
+        residual (sufficient statistics of the selection likelihood). ``X`` may be a scipy.sparse matrix (a large
+        scan: a dense selection of a 256 x 256 basis would not fit in memory)."""
         d = self.basis.d
-        if X.shape[1] != d:
-            raise ValueError(f"X has {X.shape[1]} columns; the basis has {d} coefficients")
-        magnitude = np.abs(X)
-        columns = magnitude.argmax(axis=1)
-        gains = X[np.arange(X.shape[0]), columns]
-        if np.any(gains == 0) or np.count_nonzero(magnitude > 1e-12 * np.abs(gains)[:, None]) != X.shape[0]:
-            raise ValueError("WaveletTreeSpikeSlab needs rows that each measure one coefficient (a basis scan); "
-                             "for other rows use GroupSpikeSlabEP(groups, scales=basis.scales())")
+        if sparse.issparse(X):
+            X = sparse.csr_array(X, dtype=float)
+            X.eliminate_zeros()
+            y = np.asarray(y, dtype=float)
+            if X.shape[1] != d or y.shape != (X.shape[0],) or not np.all(np.isfinite(y)) \
+                    or not np.all(np.isfinite(X.data)):
+                raise ValueError(f"X must have {d} columns and one finite value per row; got X {X.shape}, y "
+                                 f"{np.shape(y)}")
+            if np.any(np.diff(X.indptr) != 1):
+                raise ValueError("WaveletTreeSpikeSlab needs rows that each measure one coefficient (a basis scan)")
+            columns, gains = X.indices.astype(np.intp), X.data
+            self.n_features_in_ = d
+        else:
+            X, y = val.check_fit_data(self, X, y)
+            if X.shape[1] != d:
+                raise ValueError(f"X has {X.shape[1]} columns; the basis has {d} coefficients")
+            magnitude = np.abs(X)
+            columns = magnitude.argmax(axis=1)
+            gains = X[np.arange(X.shape[0]), columns]
+            if np.any(gains == 0) or np.count_nonzero(magnitude > 1e-12 * np.abs(gains)[:, None]) != X.shape[0]:
+                raise ValueError("WaveletTreeSpikeSlab needs rows that each measure one coefficient (a basis scan); "
+                                 "for other rows use GroupSpikeSlabEP(groups, scales=basis.scales())")
         G = np.bincount(columns, gains * gains, minlength=d)
         gy = np.bincount(columns, gains * y, minlength=d)
         count = np.bincount(columns, minlength=d)
@@ -198,8 +216,8 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             var.append(np.where(measured, prior_var * np.where(measured, noise, 0.0) / total, prior_var))
         n_groups = tree.group_scale.shape[0]
         log_like = np.zeros((n_groups, 2))
-        np.add.at(log_like[:, 0], tree.coef_group, log_like_coef[0])
-        np.add.at(log_like[:, 1], tree.coef_group, log_like_coef[1])
+        log_like[:, 0] = np.bincount(tree.coef_group, log_like_coef[0], minlength=n_groups)
+        log_like[:, 1] = np.bincount(tree.coef_group, log_like_coef[1], minlength=n_groups)
         approx = tree.group_scale == 0
         log_z_approx = float(np.sum(log_like_coef[1][scale_of == 0]))
         # transition log probabilities of each detail group: [z_parent, z_child]
@@ -213,11 +231,13 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         beta = log_like.copy()  # upward: log p(y below and at g | z_g)
         message = np.zeros((n_groups, 2))  # log sum_{z_h} T(z_h | z_parent) beta_h(z_h), per parent state
         for level in reversed(tree.levels[1:]):
-            message[level] = logsumexp(log_trans[level] + beta[level][:, None, :], axis=2)
-            np.add.at(beta, tree.parent[level], message[level])
+            terms = log_trans[level] + beta[level][:, None, :]
+            message[level] = np.logaddexp(terms[:, :, 0], terms[:, :, 1])
+            for z in (0, 1):  # the product over a group's four children, in logs
+                beta[:, z] += np.bincount(tree.parent[level], message[level][:, z], minlength=n_groups)
         roots = tree.levels[0]
         root_joint = log_trans[roots, 1, :] + beta[roots]  # the virtual parent of the roots is on
-        log_z_roots = logsumexp(root_joint, axis=1)
+        log_z_roots = np.logaddexp(root_joint[:, 0], root_joint[:, 1])
         log_post = np.zeros((n_groups, 2))
         log_post[roots] = root_joint - log_z_roots[:, None]
         pair = np.zeros((n_groups, 2, 2))  # P(z_parent, z_g | y) for non-root detail groups
@@ -226,7 +246,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             joint = (log_post[tree.parent[level]][:, :, None] + log_trans[level] + beta[level][:, None, :]
                      - message[level][:, :, None])
             pair[level] = np.exp(joint)
-            log_post[level] = logsumexp(joint, axis=1)
+            log_post[level] = np.logaddexp(joint[:, 0, :], joint[:, 1, :])
         prob = np.exp(log_post[:, 1])
         prob[approx] = 1.0
         log_z = log_z_approx + float(np.sum(log_z_roots))
@@ -274,51 +294,40 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             raise ValueError(f"learn may name {self.LEARNABLE}; got {sorted(unknown)}")
         tree = WaveletTree(self.basis)
         value, G, count, measured, residual, y = self._measurements(X, y)
-        n = y.shape[0]
-        p_on, p_off, v0, v_small, s2 = self._start(tree, value, G, measured, y)
-        floor = NOISE_FLOOR * float(np.mean(y * y))
-        scale_of = tree.group_scale[tree.coef_group]
-
-        def logs():  # probabilities as they are (one drifting to 0 moves by constant log steps), variances in logs
-            return np.concatenate([p_on, p_off, np.log(v0), np.log(v_small[v_small > 0]), [np.log(s2)]])
-
+        data = _Scan(tree, value, G, measured, residual, y.shape[0], NOISE_FLOOR * float(np.mean(y * y)))
+        params = self._start(tree, value, G, measured, y)
+        post = self._posterior(tree, value, G, measured, *params)
         converged, iterations = not self.learn, 0
-        while iterations < self.max_iter:
+        while self.learn and iterations < self.max_iter:
+            # SQUAREM (Varadhan & Roland 2008): two EM steps, then a jump along them, kept only if it does not
+            # lower the evidence (so the evidence never decreases); plain EM crawls along this model's ridges
             iterations += 1
-            prob, pair, log_z, mean, var = self._posterior(tree, value, G, measured, p_on, p_off, v0, v_small, s2)
-            if not self.learn:
-                break
-            old = logs()
-            q = prob[tree.coef_group]  # P(on | y) of each coefficient
-            weights = (1 - q, q)
-            for name, target, state in (("v_small", v_small, 0), ("v0", v0, 1)):
-                if name not in self.learn:
-                    continue
-                second = mean[state] ** 2 + var[state]  # E[c^2 | state, y]
-                # per scale: expected count W and expected sum of squares S of the coefficients in this state
-                # (unmeasured coefficients add nothing at EM's fixed point, so they are left out)
-                W = np.bincount(scale_of[measured], weights[state][measured], minlength=target.shape[0])
-                S = np.bincount(scale_of[measured], (weights[state] * second)[measured], minlength=target.shape[0])
-                if state == 1 and W[0] > 1e-12:
-                    target[0] = S[0] / W[0]  # the approximation: free
-                if self.scale_profile == "decay":
-                    target[1:] = decay_profile(W[1:], S[1:], target[1:])
-                else:
-                    seen = W[1:] > 1e-12
-                    target[1:][seen] = S[1:][seen] / W[1:][seen]
-            if "noise_var" in self.learn:
-                # E[(value - c)^2] under the posterior mixture, scaled back by G; plus the repeats' residual
-                miss = sum(w * ((value - m) ** 2 + v) for w, m, v in zip(weights, mean, var, strict=True))
-                s2 = max((residual + float(np.sum((G * miss)[measured]))) / n, floor)
-            self._transitions(tree, prob, pair, p_on, p_off)
-            if np.max(np.abs(logs() - old)) < self.tol:
+            first = self._m_step(data, post, params)
+            if _moved(params, first) < self.tol:  # the EM step from here is negligible: a fixed point
                 converged = True
-                prob, pair, log_z, mean, var = self._posterior(tree, value, G, measured, p_on, p_off, v0, v_small,
-                                                               s2)
                 break
+            post_first = self._posterior(tree, value, G, measured, *first)
+            second = self._m_step(data, post_first, first)
+            post_second = self._posterior(tree, value, G, measured, *second)
+            start, r = _pack(params, self.learn), _pack(first, self.learn) - _pack(params, self.learn)
+            v = _pack(second, self.learn) - _pack(first, self.learn) - r
+            params, post = second, post_second
+            if np.linalg.norm(v) > 0:
+                alpha = min(-np.linalg.norm(r) / np.linalg.norm(v), -1.0)
+                # a jump of at most MAX_JUMP (logit or log units) per parameter beyond the second step: far
+                # jumps only overflow, and one rejected jump costs a posterior
+                target = _pack(second, self.learn)
+                theta = np.clip(start - 2 * alpha * r + alpha**2 * v, target - MAX_JUMP, target + MAX_JUMP)
+                jump = _unpack(theta, second, self.learn, data.noise_floor)
+                with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+                    post_jump = self._posterior(tree, value, G, measured, *jump)
+                if np.isfinite(post_jump[2]) and post_jump[2] >= post_second[2] and _finite(post_jump):
+                    params, post = jump, post_jump
         if not converged:
             warnings.warn(f"WaveletTreeSpikeSlab: EM did not converge in {self.max_iter} iterations; the fit is "
                           "marked not converged", ConvergenceWarning, stacklevel=2)
+        prob, pair, log_z, mean, var = post
+        p_on, p_off, v0, v_small, s2 = params
         q = prob[tree.coef_group]
         self.coef_ = q * mean[1] + (1 - q) * mean[0]
         self.coef_var_ = q * (mean[1] ** 2 + var[1]) + (1 - q) * (mean[0] ** 2 + var[0]) - self.coef_**2
@@ -331,6 +340,36 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         self.n_iter_, self.converged_ = iterations, converged
         self.n_features_in_ = self.basis.d
         return self
+
+    def _m_step(self, data, post, params):
+        """One M-step of EM from the posterior ``post`` at ``params``: new (p_on, p_off, v0, v_small, s2)."""
+        tree, value, G, measured = data.tree, data.value, data.G, data.measured
+        prob, pair, _log_z, mean, var = post
+        p_on, p_off, v0, v_small, s2 = params[0].copy(), params[1].copy(), params[2].copy(), params[3].copy(), params[4]
+        scale_of = tree.group_scale[tree.coef_group]
+        q = prob[tree.coef_group]  # P(on | y) of each coefficient
+        weights = (1 - q, q)
+        for name, target, state in (("v_small", v_small, 0), ("v0", v0, 1)):
+            if name not in self.learn:
+                continue
+            second = mean[state] ** 2 + var[state]  # E[c^2 | state, y]
+            # per scale: expected count W and expected sum of squares S of the coefficients in this state
+            # (unmeasured coefficients add nothing at EM's fixed point, so they are left out)
+            W = np.bincount(scale_of[measured], weights[state][measured], minlength=target.shape[0])
+            S = np.bincount(scale_of[measured], (weights[state] * second)[measured], minlength=target.shape[0])
+            if state == 1 and W[0] > 1e-12:
+                target[0] = S[0] / W[0]  # the approximation: free
+            if self.scale_profile == "decay":
+                target[1:] = decay_profile(W[1:], S[1:], target[1:])
+            else:
+                seen = W[1:] > 1e-12
+                target[1:][seen] = S[1:][seen] / W[1:][seen]
+        if "noise_var" in self.learn:
+            # E[(value - c)^2] under the posterior mixture, scaled back by G; plus the repeats' residual
+            miss = sum(w * ((value - m) ** 2 + v) for w, m, v in zip(weights, mean, var, strict=True))
+            s2 = max((data.residual + float(np.sum((G * miss)[measured]))) / data.n, data.noise_floor)
+        self._transitions(tree, prob, pair, p_on, p_off)
+        return p_on, p_off, v0, v_small, s2
 
     def _transitions(self, tree, prob, pair, p_on, p_off) -> None:
         """EM's update of the transition probabilities (in place): expected transitions over expected parents."""
@@ -381,7 +420,8 @@ def decay_profile(W: np.ndarray, S: np.ndarray, current: np.ndarray, newton_step
 
     def objective(theta):
         t = J @ theta
-        return float(np.sum(-0.5 * W * t - 0.5 * S * np.exp(-t)))
+        with np.errstate(over="ignore"):  # a trial step far out: -inf, rejected by the backtracking
+            return float(np.sum(-0.5 * W * t - 0.5 * S * np.exp(-t)))
 
     theta = np.array([a, b])
     for _ in range(newton_steps):
@@ -389,6 +429,7 @@ def decay_profile(W: np.ndarray, S: np.ndarray, current: np.ndarray, newton_step
         grad = J.T @ (0.5 * (e - W))
         hess = (J * (-0.5 * e)[:, None]).T @ J
         step = np.linalg.solve(hess - 1e-12 * np.eye(2), -grad)
+        step *= min(1.0, 5.0 / max(np.max(np.abs(step)), 1e-300))  # at most a factor e^5 per step
         before = objective(theta)
         while objective(theta + step) < before and np.max(np.abs(step)) > 1e-12:  # backtrack: never go down
             step = step / 2
@@ -396,3 +437,60 @@ def decay_profile(W: np.ndarray, S: np.ndarray, current: np.ndarray, newton_step
         if np.max(np.abs(step)) < 1e-10:
             break
     return np.exp(J @ theta)
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """What EM needs of the data (sufficient statistics of a basis scan)."""
+
+    tree: WaveletTree
+    value: np.ndarray
+    G: np.ndarray
+    measured: np.ndarray
+    residual: float
+    n: int
+    noise_floor: float
+
+
+def _pack(params, learn) -> np.ndarray:
+    """The learned hyper-parameters as one unconstrained vector (logits of probabilities, logs of variances)."""
+    p_on, p_off, v0, v_small, s2 = params
+    parts = [logit(p_on) if "p_on" in learn else [], logit(p_off) if "p_off" in learn else [],
+             np.log(v0) if "v0" in learn else [], np.log(v_small[1:]) if "v_small" in learn else [],
+             [np.log(s2)] if "noise_var" in learn else []]
+    return np.concatenate([np.asarray(p, dtype=float) for p in parts])
+
+
+def _unpack(theta, template, learn, noise_floor):
+    """Inverse of :func:`_pack`; what is not learned is taken from ``template``."""
+    p_on, p_off, v0, v_small, s2 = (template[0].copy(), template[1].copy(), template[2].copy(), template[3].copy(),
+                                    template[4])
+    at = 0
+    for name, target, transform in (("p_on", p_on, expit), ("p_off", p_off, expit), ("v0", v0, np.exp)):
+        if name in learn:
+            target[:] = transform(theta[at:at + target.shape[0]])
+            at += target.shape[0]
+    np.clip(p_on, *PROBABILITY_BOUNDS, out=p_on)
+    np.clip(p_off, *PROBABILITY_BOUNDS, out=p_off)
+    if "v_small" in learn:
+        v_small[1:] = np.exp(theta[at:at + v_small.shape[0] - 1])
+        at += v_small.shape[0] - 1
+    if "noise_var" in learn:
+        s2 = max(float(np.exp(theta[at])), noise_floor)
+    return p_on, p_off, v0, v_small, s2
+
+
+def _finite(post) -> bool:
+    """Whether a posterior's probabilities, means and variances are all finite."""
+    prob, _pair, _log_z, mean, var = post
+    return bool(np.all(np.isfinite(prob)) and all(np.all(np.isfinite(m)) for m in (*mean, *var)))
+
+
+def _moved(before, after) -> float:
+    """How far one EM step moved: probabilities in absolute value (one drifting to 0 would move by constant
+    log steps forever), variances in log units."""
+    steps = [np.abs(after[0] - before[0]), np.abs(after[1] - before[1])]
+    for b, a in ((before[2], after[2]), (before[3], after[3]), (np.atleast_1d(before[4]), np.atleast_1d(after[4]))):
+        positive = (a > 0) & (b > 0)
+        steps.append(np.abs(np.log(a[positive]) - np.log(b[positive])))
+    return float(max(np.max(x) if x.size else 0.0 for x in steps))
