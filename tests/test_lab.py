@@ -159,3 +159,99 @@ def test_pool_rows_measured_are_not_asked_again(bench):
         design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv")
     chosen = sorted(int(np.flatnonzero((pool == row).all(axis=1))[0]) for rows in asked for row in rows)
     assert chosen == list(range(8))  # every candidate exactly once
+
+
+@pytest.fixture
+def photo(tmp_path):
+    """A 16 x 16 photograph (scikit-image's camera) with intensities in [0, 1], flattened."""
+    from skimage import data
+    from skimage.transform import resize
+
+    return tmp_path, resize(data.camera() / 255.0, (16, 16), anti_aliasing=True).ravel()
+
+
+def test_a_basis_state_asks_for_pixel_patterns_and_returns_the_image(photo, capsys):
+    from adaptcs.basis import make_basis
+
+    folder, x = photo
+    basis, state, rng = make_basis("haar", 16), folder / "s.h5", np.random.default_rng(5)
+    assert design("init", "--basis", "haar", "--side", 16, "--state", state) == 0
+    assert "haar basis of 16 x 16 images" in capsys.readouterr().out
+    for _ in range(4):
+        assert design("next", "--state", state, "--batch", 16, "--out", folder / "rows.csv") == 0
+        rows = measure(folder, x, rng, noise=0.05)  # the instrument measures pixels
+        np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 16.0)  # row norm sqrt(d)
+        assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv") == 0
+    assert "per scale" in capsys.readouterr().out
+    assert design("estimate", "--state", state, "--out", folder / "est.csv", "--image", folder / "im.csv") == 0
+    image = np.loadtxt(folder / "im.csv", delimiter=",")
+    assert image.shape == (16, 16)
+    # 64 rows for 256 pixels: 0.136 (random rows: 0.217)
+    assert np.linalg.norm(image.ravel() - x) / np.linalg.norm(x) < 0.18
+    # the estimate is GSS-EP with a prior per Haar scale on the coefficients Psi a of the pixel rows told
+    s = lab.load_state(state)
+    assert s.X.shape == (64, 256) and s.basis_name == "haar" and s.side == 16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        refit = GroupSpikeSlabEP(basis.groups(), scales=basis.scales(), p0=s.estimator().p0,
+                                 v0=s.estimator().v0, noise_var=s.estimator().noise_var,
+                                 learn=("p0", "v0", "noise_var")).fit(basis.analyze(s.X), s.y)
+    estimate = pd.read_csv(folder / "est.csv")
+    np.testing.assert_allclose(estimate["mean"], refit.coef_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(image.ravel(), basis.synthesize(refit.coef_), atol=1e-10)
+
+
+def test_the_prediction_scan_at_the_instrument_shows_basis_images(photo):
+    from adaptcs.basis import make_basis
+
+    folder, x = photo
+    basis, state, rng = make_basis("haar", 16), folder / "s.h5", np.random.default_rng(6)
+    design("init", "--basis", "haar", "--side", 16, "--state", state, "--strategy", "predict")
+    shown = []
+    for _ in range(3):
+        assert design("next", "--state", state, "--batch", 8, "--out", folder / "rows.csv") == 0
+        rows = measure(folder, x, rng, noise=0.01)
+        design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv")
+        coefficients = basis.analyze(rows)
+        assert np.all(np.count_nonzero(np.abs(coefficients) > 1e-9, axis=1) == 1)  # each a basis image
+        shown.extend(np.argmax(np.abs(coefficients), axis=1))
+    scales = basis.scales()[shown]
+    assert len(set(shown)) == 24 and np.all(np.diff(scales) >= 0)  # never twice, coarse to fine
+    assert np.all(scales[: int(np.sum(basis.scales() == 0))] == 0)  # the approximation first
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--basis", "haar", "--side", 16, "--groups", "GROUPS"], "either a groups file"),
+    ([], "either a groups file"),
+    (["--basis", "haar"], "needs the image side"),
+    (["--groups", "GROUPS", "--side", 16], "needs --basis"),
+    (["--basis", "haar", "--side", 12], "basis 'haar' at side 12"),
+    (["--basis", "dct", "--side", 16, "--strategy", "predict"], "wavelet"),
+    (["--basis", "haar", "--side", 16, "--row-constraint", "binary"], "binary"),
+])
+def test_basis_options_are_checked(bench, capsys, args, match):
+    folder, _, _ = bench
+    args = [folder / "groups.csv" if a == "GROUPS" else a for a in args]
+    assert design("init", "--state", folder / "s.h5", *args) == 2
+    assert match in capsys.readouterr().err
+    assert not (folder / "s.h5").exists()
+
+
+def test_version_1_states_still_open_and_an_image_needs_a_basis(bench, capsys):
+    folder, _, w = bench
+    state = folder / "s.h5"
+    design("init", "--groups", folder / "groups.csv", "--state", state)
+    design("next", "--state", state, "--batch", 8, "--out", folder / "rows.csv")
+    measure(folder, w, np.random.default_rng(7))
+    design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv")
+    with h5py.File(state, "a") as f:  # as adaptcs wrote it before bases
+        f.attrs["format_version"] = 1
+        del f.attrs["basis"], f.attrs["side"]
+    s = lab.load_state(state)
+    assert s.basis_name == "" and s.basis is None and s.X.shape == (8, 64)
+    assert design("estimate", "--state", state, "--out", folder / "e.csv", "--image", folder / "i.csv") == 2
+    assert "has no basis" in capsys.readouterr().err
+    with h5py.File(state, "a") as f:
+        f.attrs["format_version"] = 3
+    assert design("estimate", "--state", state, "--out", folder / "e.csv") == 2
+    assert "version 3 is not supported" in capsys.readouterr().err

@@ -22,6 +22,7 @@ The lab loop at an instrument (all state in one HDF5 file; see adaptcs.lab)::
     python -m adaptcs design next --state s.h5 --batch 4 --out rows.csv
     python -m adaptcs design add --state s.h5 --rows rows.csv --values y.csv
     python -m adaptcs design estimate --state s.h5 --out estimate.csv
+    python -m adaptcs design init --basis haar --side 64 --state s.h5   # rows are pixel patterns of an image
 
 Replaying a complete basis scan in several acquisition orders (see adaptcs.replay)::
 
@@ -169,11 +170,14 @@ def _print_curves(curves, every: int) -> None:
 def _design_init(args) -> int:
     from adaptcs import lab
 
-    state = lab.init(args.state, args.groups, p0=args.p0, v0=args.v0, noise_var=args.noise_var,
+    state = lab.init(args.state, args.groups, basis=args.basis, side=args.side, p0=args.p0, v0=args.v0,
+                     noise_var=args.noise_var,
                      strategy=args.strategy, row_constraint=args.row_constraint, row_norm=args.row_norm, seed=args.seed,
                      pool_path=args.pool, force=args.force)
     learned = ", ".join(state.learned) or "nothing"
-    print(f"{args.state}: {state.d} coefficients in {len(set(state.groups.tolist()))} groups, strategy "
+    basis = (f" ({state.basis_name} basis of {state.side} x {state.side} images: rows are pixel patterns, a prior "
+             "per scale)") if state.basis_name else ""
+    print(f"{args.state}: {state.d} coefficients in {len(set(state.groups.tolist()))} groups{basis}, strategy "
           f"{state.strategy} ({state.row_constraint} rows); learned from the measurements: {learned}")
     return 0
 
@@ -204,13 +208,15 @@ def _design_add(args) -> int:
 def _design_estimate(args) -> int:
     from adaptcs import lab
 
-    table, summary = lab.estimate(args.state, args.out)
+    table, summary = lab.estimate(args.state, args.out, args.image)
     print(summary.describe(lab.load_state(args.state).learned))
     if not summary.converged:
         print("warning: the fit did not converge: treat the estimate with care", file=sys.stderr)
     active = table.groupby("group")["group_prob"].first()
     print(f"wrote {len(table)} coefficients to {args.out}; {int((active > 0.5).sum())} of {active.size} groups "
           "have probability > 0.5 of being active")
+    if args.image:
+        print(f"wrote the image (posterior mean, pixels) to {args.image}")
     return 0
 
 
@@ -279,17 +285,24 @@ def _add_replay_parser(sub) -> None:
 
 
 def _add_design_parser(sub) -> None:
+    from adaptcs.basis import BASES
+
     design = sub.add_parser("design", help="the lab loop: ask for rows, measure, tell (state in one HDF5 file)",
                             description="Sequential design at an instrument. Every command takes --state, the HDF5 "
                                         "file that holds every measurement and setting (written atomically).")
     steps = design.add_subparsers(dest="step", required=True)
     init = steps.add_parser("init", help="start: groups, fixed hyper-parameters (others learned), strategy")
-    init.add_argument("--groups", required=True, help="CSV: one non-negative integer group label per coefficient")
+    init.add_argument("--groups", help="CSV: one non-negative integer group label per coefficient")
+    init.add_argument("--basis", choices=list(BASES),
+                      help="instead of --groups: the coefficients of a --side x --side image in this basis (its "
+                           "groups, a prior per scale); rows asked for and told are pixel patterns")
+    init.add_argument("--side", type=int, help="image side with --basis (a power of two for wavelets)")
     init.add_argument("--state", required=True)
     for name, what in (("p0", "prior probability of a group"), ("v0", "variance of a non-zero coefficient"),
                        ("noise-var", "noise variance of a measurement")):
         init.add_argument(f"--{name}", type=float, help=f"fix the {what} (default: learned from the measurements)")
-    init.add_argument("--strategy", default="design", choices=["design", "random", "pool"])
+    init.add_argument("--strategy", default="design", choices=["design", "random", "pool", "predict"],
+                      help="predict: the wavelet prediction scan of basis images (needs a wavelet --basis)")
     init.add_argument("--row-constraint", default="sphere", choices=["sphere", "binary"],
                       help="binary: rows of +-a entries, a = row norm / sqrt(d) (micromirror patterns)")
     init.add_argument("--row-norm", type=float, help="norm of the rows asked for (default sqrt(d))")
@@ -313,6 +326,7 @@ def _add_design_parser(sub) -> None:
     est = steps.add_parser("estimate", help="posterior mean, std and group probabilities from all measurements")
     est.add_argument("--state", required=True)
     est.add_argument("--out", required=True, help="CSV to write: coefficient, group, mean, std, group_prob")
+    est.add_argument("--image", help="with a basis: also write the posterior mean image (CSV, side x side pixels)")
     est.set_defaults(func=_design_estimate)
 
 

@@ -6,12 +6,18 @@ and rename it over the old one, under an exclusive lock: an interrupted or faile
 it was, and bad input files change nothing. The estimate depends only on the measurements told (every command
 refits GSS-EP from scratch on all of them), never on the order of the commands.
 
-State file layout (format ``adaptcs-design-state``, version 1)::
+With a basis (``init --basis haar --side 64``) the unknowns are the basis coefficients ``c`` of an image
+``x = Psi^T c`` (:mod:`adaptcs.basis`): groups are the basis's 2 x 2 blocks, GSS-EP has a spike probability and
+a slab variance per wavelet scale (learned unless given), and every row asked for, told or pooled is a pattern of
+pixels (what the instrument shows), stored as such; the fit sees it as ``Psi a``.
+
+State file layout (format ``adaptcs-design-state``, version 2; version 1 files, without a basis, still open)::
 
     attrs: format, format_version, strategy, row_constraint, row_norm (NaN: sqrt(d)), seed,
-           given (JSON: the hyper-parameters fixed by the user; the others are learned), estimator (JSON)
+           given (JSON: the hyper-parameters fixed by the user; the others are learned), estimator (JSON),
+           basis ("" or a name of adaptcs.basis.BASES), side (0 without a basis)
     groups      (d,)     int    group label of every coefficient
-    X           (n, d)   float  every row measured, in the order told
+    X           (n, d)   float  every row measured, in the order told (pixels with a basis)
     y           (n,)     float  the measured values
     added_by    (n,)     int    which ``add`` told the row (0, 1, ...)
     was_asked   (n,)     bool   whether the row is one that ``next`` asked for
@@ -38,13 +44,15 @@ import pandas as pd
 
 from adaptcs import _validation as val
 from adaptcs._io import atomic_write
+from adaptcs.basis import BASES, Basis, make_basis
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES
 from adaptcs.experiments import UNINFORMED_P0, uninformed_scale
 from adaptcs.models import GroupSpikeSlabEP
 
 STATE_FORMAT = "adaptcs-design-state"
-STATE_VERSION = 1
+STATE_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1: no basis attributes
 HYPERPARAMETER_NAMES = ("p0", "v0", "noise_var")
 
 
@@ -71,6 +79,8 @@ class LabState:
     measured: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     pool: np.ndarray | None = None
     log: list = field(default_factory=list)
+    basis_name: str = ""
+    side: int = 0
 
     def __post_init__(self):
         d = self.d
@@ -93,6 +103,11 @@ class LabState:
         return sum(1 for entry in self.log if entry["command"] == "add")
 
     @property
+    def basis(self) -> Basis | None:
+        """The sparsifying basis of the coefficients (None: the rows are in coefficient space)."""
+        return make_basis(self.basis_name, self.side) if self.basis_name else None
+
+    @property
     def learned(self) -> tuple[str, ...]:
         """The hyper-parameters learned from the measurements (those the user did not fix)."""
         return tuple(name for name in HYPERPARAMETER_NAMES if self.given.get(name) is None)
@@ -104,14 +119,15 @@ class LabState:
             start["v0"], start["noise_var"] = uninformed_scale(self.X, self.y)
         values = {name: self.given.get(name) if self.given.get(name) is not None else start[name]
                   for name in HYPERPARAMETER_NAMES}
+        scales = None if not self.basis_name else self.basis.scales()  # a p0 and a v0 per scale
         return GroupSpikeSlabEP(self.groups, p0=values["p0"], v0=values["v0"], noise_var=values["noise_var"],
-                                learn=self.learned)
+                                scales=scales, learn=self.learned)
 
     def designer(self, batch_size: int = 1) -> SequentialDesigner:
         """A designer told every measurement so far (one fit, from scratch); seeded by (seed, number of asks)."""
         designer = SequentialDesigner(self.estimator(), strategy=self.strategy, row_norm=self.row_norm,
                                       batch_size=batch_size, pool=self.pool, row_constraint=self.row_constraint,
-                                      rng=np.random.default_rng([self.seed, self.n_asks]))
+                                      rng=np.random.default_rng([self.seed, self.n_asks]), basis=self.basis)
         if self.X.shape[0]:
             designer.tell(self.X, self.y)  # pool rows among them are spent
         return designer
@@ -187,8 +203,11 @@ def save_state(path, state: LabState) -> Path:
             f.attrs["row_norm"] = np.nan if state.row_norm is None else state.row_norm
             f.attrs["seed"] = state.seed
             f.attrs["given"] = json.dumps(state.given, sort_keys=True)
+            f.attrs["basis"] = state.basis_name
+            f.attrs["side"] = state.side
             estimator = state.estimator().get_params()
             estimator.pop("groups")
+            estimator.pop("scales")  # the basis's, saved as basis and side
             f.attrs["estimator"] = json.dumps({"class": "GroupSpikeSlabEP", **estimator}, sort_keys=True, default=str)
             f["groups"] = state.groups
             for name in ("X", "y", "added_by", "was_asked", "asked", "asked_by", "measured"):
@@ -209,8 +228,9 @@ def load_state(path) -> LabState:
         with h5py.File(path, "r", locking=False) as f:
             if f.attrs.get("format") != STATE_FORMAT:
                 raise StateError(f"{path}: not an adaptcs design state file")
-            if int(f.attrs["format_version"]) != STATE_VERSION:
-                raise StateError(f"{path}: state format version {f.attrs['format_version']} is not supported")
+            if int(f.attrs["format_version"]) not in READABLE_VERSIONS:
+                raise StateError(f"{path}: state format version {f.attrs['format_version']} is not supported (this "
+                                 f"adaptcs reads versions {READABLE_VERSIONS})")
             row_norm = float(f.attrs["row_norm"])
             return LabState(
                 groups=f["groups"][()], strategy=str(f.attrs["strategy"]),
@@ -220,7 +240,8 @@ def load_state(path) -> LabState:
                 was_asked=f["was_asked"][()].astype(bool), asked=f["asked"][()], asked_by=f["asked_by"][()],
                 measured=f["measured"][()].astype(bool),
                 pool=f["pool"][()] if "pool" in f else None,
-                log=[json.loads(line) for line in f["log"].asstr()[()]])
+                log=[json.loads(line) for line in f["log"].asstr()[()]],
+                basis_name=str(f.attrs.get("basis", "")), side=int(f.attrs.get("side", 0)))
     except OSError as exc:
         raise StateError(f"{path}: cannot read the state file: {exc}") from None
 
@@ -231,16 +252,51 @@ def _now() -> str:
 
 # -- commands ----------------------------------------------------------------------------------------------------
 
-def init(state_path, groups_path, *, p0=None, v0=None, noise_var=None, strategy="design", row_constraint="sphere",
-         row_norm=None, seed=0, pool_path=None, force=False) -> LabState:
-    """Start a lab loop: groups, the hyper-parameters fixed by the user (the others are learned), the strategy."""
+def init(state_path, groups_path=None, *, basis=None, side=None, p0=None, v0=None, noise_var=None,
+         strategy="design", row_constraint="sphere", row_norm=None, seed=0, pool_path=None, force=False) -> LabState:
+    """Start a lab loop: groups (a file, or a basis's), the hyper-parameters fixed by the user (the others are
+    learned), the strategy.
+
+    Parameters
+    ----------
+    state_path : path
+        The HDF5 state file to create.
+    groups_path : path, optional
+        CSV of group labels, one per coefficient (rows are then in coefficient space). Exactly one of
+        ``groups_path`` and ``basis`` is given.
+    basis : str, optional
+        A name of :data:`adaptcs.basis.BASES`: the unknowns are the coefficients of a ``side x side`` image in
+        that basis, in groups of the basis, with a prior per scale; rows are pixel patterns.
+    side : int, optional
+        Image side with ``basis`` (a power of two for wavelets).
+    p0, v0, noise_var : float, optional
+        Fixed hyper-parameters (with a basis: the same for every scale); the others are learned.
+    strategy : {"design", "random", "pool", "predict"}
+        "predict" (the wavelet prediction scan of basis images) needs a wavelet basis.
+    row_constraint, row_norm, seed, pool_path, force
+        As the command line's options.
+    """
     if Path(state_path).exists() and not force:
         raise StateError(f"{state_path} exists (it holds measurements); remove it or pass --force to start over")
     if strategy not in STRATEGIES:
         raise StateError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
     if row_constraint not in ROW_CONSTRAINTS:
         raise StateError(f"row constraint must be one of {ROW_CONSTRAINTS}; got {row_constraint!r}")
-    groups = read_groups(groups_path)
+    if (groups_path is None) == (basis is None):
+        raise StateError("give either a groups file (--groups) or a basis (--basis and --side), not both")
+    if basis is None:
+        if side is not None:
+            raise StateError("--side is the image side of a basis; it needs --basis")
+        groups, basis_name, side = read_groups(groups_path), "", 0
+    else:
+        if basis not in BASES:
+            raise StateError(f"basis must be one of {BASES}; got {basis!r}")
+        if side is None:
+            raise StateError(f"basis {basis!r} needs the image side (--side)")
+        try:
+            groups, basis_name, side = make_basis(basis, int(side)).groups(), basis, int(side)
+        except ValueError as exc:
+            raise StateError(f"basis {basis!r} at side {side}: {exc}") from None
     given = {}
     for name, value in (("p0", p0), ("v0", v0), ("noise_var", noise_var)):
         if value is not None:
@@ -257,10 +313,15 @@ def init(state_path, groups_path, *, p0=None, v0=None, noise_var=None, strategy=
         raise StateError("strategy 'pool' needs --pool, and --pool needs strategy 'pool'")
     state = LabState(groups=groups, strategy=strategy, row_constraint=row_constraint,
                      row_norm=None if row_norm is None else val.check_positive_scalar(row_norm, "row_norm"),
-                     seed=val.check_count(seed, "seed", minimum=0), given=given, pool=pool)
-    SequentialDesigner(state.estimator(), strategy=strategy, row_constraint=row_constraint, pool=pool)  # checks
+                     seed=val.check_count(seed, "seed", minimum=0), given=given, pool=pool, basis_name=basis_name,
+                     side=side)
+    try:  # the designer's own checks (a strategy that needs a basis, rows a basis cannot take)
+        SequentialDesigner(state.estimator(), strategy=strategy, row_constraint=row_constraint, pool=pool,
+                           basis=state.basis)
+    except ValueError as exc:
+        raise StateError(str(exc)) from None
     state.log.append({"command": "init", "time": _now(), "d": state.d, "groups": int(np.unique(groups).size),
-                      "given": given, "learned": list(state.learned)})
+                      "given": given, "learned": list(state.learned), "basis": basis_name, "side": side})
     save_state(state_path, state)
     return state
 
@@ -278,10 +339,17 @@ class FitSummary:
         """One line for people: rows measured, converged or not, and the learned values."""
         if self.n_rows == 0:
             return "no measurements yet"
-        values = ", ".join(f"{name}={value:.4g}" + (" (learned)" if name in learned else "")
+        values = ", ".join(f"{name}={_format(value)}" + (" (learned)" if name in learned else "")
                            for name, value in self.hyperparameters.items())
         status = "converged" if self.converged else "NOT converged"
         return f"fit on {self.n_rows} rows: {status} ({self.n_iter} iterations in the last EP run); {values}"
+
+
+def _format(value) -> str:
+    """A hyper-parameter for people: one number, or one per scale in brackets."""
+    if np.ndim(value) == 0:
+        return f"{value:.4g}"
+    return "[" + " ".join(f"{v:.3g}" for v in value) + "] per scale"
 
 
 def _fit_summary(designer: SequentialDesigner) -> FitSummary:
@@ -291,8 +359,12 @@ def _fit_summary(designer: SequentialDesigner) -> FitSummary:
     if designer.failure_:
         raise StateError(f"the fit on {designer.n_told_} measurements failed ({designer.failure_}); nothing was "
                          "changed")
+    if est.scales is None:
+        values = {"p0": float(np.mean(est.p0_)), "v0": float(est.v0_)}
+    else:  # one value per scale (the approximation's p0 is 1)
+        values = {"p0": [float(v) for v in est.p0_], "v0": [float(v) for v in est.v0_]}
     return FitSummary(designer.n_told_, bool(est.converged_), int(est.n_iter_),
-                      {"p0": float(np.mean(est.p0_)), "v0": float(est.v0_), "noise_var": float(est.noise_var_)})
+                      {**values, "noise_var": float(est.noise_var_)})
 
 
 def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSummary, dict]:
@@ -351,10 +423,14 @@ def add(state_path, rows_path, values_path) -> dict:
     return info
 
 
-def estimate(state_path, out_path) -> tuple[pd.DataFrame, FitSummary]:
+def estimate(state_path, out_path, image_path=None) -> tuple[pd.DataFrame, FitSummary]:
     """The posterior from every measurement: per coefficient its group, mean, standard deviation and the
-    probability that its group is active; written to ``out_path`` (CSV with a header)."""
+    probability that its group is active; written to ``out_path`` (CSV with a header). With a basis,
+    ``image_path`` also gets the posterior mean image ``Psi^T E[c]`` (CSV, ``side`` lines of ``side`` pixels)."""
     state = load_state(state_path)
+    if image_path is not None and not state.basis_name:
+        raise StateError(f"{state_path} has no basis: its coefficients are not an image (--image needs a state made "
+                         "with init --basis)")
     if state.X.shape[0] == 0:
         raise StateError(f"{state_path} has no measurements yet (add some with 'python -m adaptcs design add')")
     with warnings.catch_warnings():
@@ -366,4 +442,6 @@ def estimate(state_path, out_path) -> tuple[pd.DataFrame, FitSummary]:
     table = pd.DataFrame({"coefficient": np.arange(state.d), "group": state.groups, "mean": est.coef_,
                           "std": np.sqrt(est.coef_var_), "group_prob": group_prob})
     atomic_write(out_path, lambda tmp: table.to_csv(tmp, index=False, float_format="%.10g"))
+    if image_path is not None:
+        write_csv(image_path, designer.reconstruction().reshape(state.side, state.side))
     return table, summary
