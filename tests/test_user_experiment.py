@@ -57,6 +57,10 @@ def test_signals_from_npy_with_block_or_file_groups(tmp_path):
     ({"images": "x", "side": 4, "groups": {"similarity": "x"}}, "data.groups must be one of"),
     ({"images": "x", "side": 4, "colour": True}, "unknown data option"),
     ({"images": "x", "side": 4, "noise_var": 0}, "noise_var must be > 0"),
+    ({"signals": "y.npy", "basis": "haar"}, "needs data.images"),
+    ({"images": "x", "side": 16, "basis": "fourier"}, "data.basis must be one of"),
+    ({"images": "x", "side": 16, "basis": "haar", "groups": {"blocks": 2}}, "groups are the basis's"),
+    ({"images": "x", "side": 12, "basis": "haar"}, "data.basis 'haar' at side 12"),
 ])
 def test_bad_user_options(options, match):
     with pytest.raises(ValueError, match=match):
@@ -85,3 +89,43 @@ def test_a_user_job_and_the_oracles_limit(tmp_path):
     with pytest.raises(ValueError, match="oracle hyper-parameters need exactly group-sparse signals"):
         run_job("mine", 0, "gss_ep", "design", [0], n_steps=1, hyperparameters="oracle",
                 data_options={**options, "signals": str(tmp_path / "dense.npy")})
+
+
+def test_user_images_in_a_basis_run_like_e7(tmp_path):
+    from skimage import data as skdata
+
+    from adaptcs.basis import make_basis
+    from adaptcs.config import load_config, resolve_experiment
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for name in ("camera", "moon"):
+        imsave(folder / f"{name}.png", getattr(skdata, name)()[::16, ::16], check_contrast=False)
+    options = {"kind": "user", "images": str(folder), "side": 16, "basis": "haar", "n_initial": 16}
+    spec = UserExperiment.from_options("photos", options)
+    basis = make_basis("haar", 16)
+    np.testing.assert_array_equal(spec.groups_array(), basis.groups())
+    assert spec.strategies == ("design", "random", "topdown", "predict") and spec.basis(0).d == 256
+    np.testing.assert_allclose(spec.fixed_rows(0, "topdown", 8), basis.coarse_to_fine(8))
+    with pytest.raises(ValueError, match="no oracle"):
+        spec.check_oracle()
+    errors = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for strategy in ("design", "topdown", "predict"):
+            result = run_job("photos", 0, "gss_ep_scales", strategy, [0, 1], n_steps=16, data_options=options,
+                             hyperparameters="learned")
+            errors[strategy] = result.errors
+    # the same initial rows for every strategy, the image (pixels) is the truth, and the rows pay off
+    np.testing.assert_array_equal(errors["design"][:, 0], errors["topdown"][:, 0])
+    assert result.w_true.shape == (2, 256) and result.psnr is not None
+    assert np.all(errors["design"][:, -1] < 0.6 * errors["design"][:, 0])
+    # the config layer takes it (schema and checks): by default the four strategies
+    import yaml
+
+    config = {"experiments": {"photos": {"kind": "user", "data": {k: v for k, v in options.items() if k != "kind"},
+                                         "replicates": 2, "methods": ["gss_ep_scales"],
+                                         "hyperparameters": ["learned"]}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    run = resolve_experiment(load_config(tmp_path / "config.yaml"), "photos")
+    assert run.strategies == ("design", "random", "topdown", "predict")

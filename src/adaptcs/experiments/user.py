@@ -9,6 +9,11 @@ signals: prefer ``hyperparameters: [learned]`` for real data).
 Images: PNG (or anything scikit-image reads), converted to grey, resized with scikit-image to ``side x side``
 (anti-aliased), scaled to [0, 1] by the image type's range, flattened row-major. Files are taken in sorted name
 order; replicate r is the r-th file. ``.npy``: an array of shape (m, d), replicate r is row r.
+
+With ``basis`` (images only) the images are reconstructed in that orthonormal basis as in E7: the rows measure
+pixels, the methods fit the basis coefficients in the basis's groups (``gss_ep_scales``: a prior per scale), the
+strategies ``topdown`` (basis images coarse to fine) and, for wavelets, ``predict`` are available, and there is
+no oracle.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptcs.basis import BASES, make_basis
 from adaptcs.data.mnist import block_groups, similarity_groups
 from adaptcs.data.synthetic import GroupSparseProblem, problem_rng
 from adaptcs.experiments.base import Experiment
@@ -58,6 +64,8 @@ class UserExperiment(Experiment):
         Rows added by the design loop unless the experiment's ``n_steps`` says otherwise.
     checkpoint_rows : tuple of int
         Numbers of rows at which reconstructions are kept (for the images figure); default four points.
+    basis_name : str or None
+        One of :data:`adaptcs.basis.BASES`: the images' coefficients in it are fitted (None: the pixels).
     options : dict
         ``kind: user`` and the ``data`` block as the config gave it (recorded in result files).
     """
@@ -73,6 +81,7 @@ class UserExperiment(Experiment):
     n_initial: int = DEFAULTS["n_initial"]
     n_steps: int = 32
     checkpoint_rows: tuple = ()
+    basis_name: str | None = None
     strategies: tuple = ("design", "random")
     settings: tuple = ({},)
     options: dict = field(default_factory=dict)
@@ -99,13 +108,25 @@ class UserExperiment(Experiment):
             raise ValueError("names E<number> are kept for built-in experiments; give a user experiment another name")
         given = {"kind": "user", **options}
         options = {k: v for k, v in options.items() if k != "kind"}
-        unknown = set(options) - {"images", "signals", "side", "groups", "noise_var", "n_initial", "checkpoints"}
+        unknown = set(options) - {"images", "signals", "side", "groups", "noise_var", "n_initial", "checkpoints",
+                                  "basis"}
         if unknown:
             raise ValueError(f"{name}: unknown data option(s) {sorted(unknown)}")
         if ("images" in options) == ("signals" in options):
             raise ValueError(f"{name}: give exactly one of data.images (a folder of images) and data.signals (.npy)")
         if "images" in options and not isinstance(options.get("side"), int):
             raise ValueError(f"{name}: data.side (images are resized to side x side pixels) is required with images")
+        basis = options.get("basis")
+        if basis is not None:
+            if basis not in BASES or "images" not in options:
+                raise ValueError(f"{name}: data.basis must be one of {BASES} and needs data.images; got {basis!r}")
+            if "groups" in options:
+                raise ValueError(f"{name}: with data.basis the groups are the basis's (2 x 2 blocks of a subband); "
+                                 "leave out data.groups")
+            try:
+                make_basis(basis, options["side"])
+            except ValueError as exc:
+                raise ValueError(f"{name}: data.basis {basis!r} at side {options['side']}: {exc}") from None
         groups = dict(options.get("groups", {"blocks": 2}))
         kinds = [k for k in GROUP_KINDS if k in groups]
         if len(kinds) != 1 or set(groups) - {kinds[0], "size"} or ("size" in groups) != (kinds[0] == "similarity"):
@@ -114,7 +135,9 @@ class UserExperiment(Experiment):
         spec = cls(name=name, images=options.get("images"), signals=options.get("signals"), side=options.get("side"),
                    groups=groups, noise_var=float(options.get("noise_var", DEFAULTS["noise_var"])),
                    n_initial=int(options.get("n_initial", DEFAULTS["n_initial"])),
-                   checkpoint_rows=tuple(int(c) for c in options.get("checkpoints", ())), options=given)
+                   checkpoint_rows=tuple(int(c) for c in options.get("checkpoints", ())), basis_name=basis,
+                   strategies=("design", "random") if basis is None else ("design", "random", "topdown", "predict"),
+                   options=given)
         if spec.noise_var <= 0 or spec.n_initial < 1:
             raise ValueError(f"{name}: data.noise_var must be > 0 and data.n_initial >= 1")
         return spec
@@ -149,6 +172,16 @@ class UserExperiment(Experiment):
         """``side`` for images, None for a ``.npy`` of signals."""
         return self.side if self.is_image else None
 
+    def basis(self, setting: int):
+        """The basis the images are reconstructed in (None: pixels or the signals' own values)."""
+        return None if self.basis_name is None else make_basis(self.basis_name, self.side)
+
+    def fixed_rows(self, setting: int, strategy: str, n_rows: int) -> np.ndarray:
+        """``topdown`` with a basis: its images, coarse scales first (pixels, norm sqrt(d))."""
+        if strategy == "topdown" and self.basis_name is not None:
+            return self.basis(setting).coarse_to_fine(n_rows)
+        return super().fixed_rows(setting, strategy, n_rows)
+
     def check_replicates(self, replicates: int, settings) -> None:
         """At most one replicate per signal."""
         n_signals = self.signals_array().shape[0]
@@ -161,7 +194,11 @@ class UserExperiment(Experiment):
         return user_case(self, replicate)
 
     def check_oracle(self, case: Case | None = None) -> None:
-        """Refuse the oracle for a signal that is not exactly group-sparse (see :func:`check_oracle`)."""
+        """Refuse the oracle for images in a basis (their coefficients are not exactly sparse) and for a signal
+        that is not exactly group-sparse (see :func:`check_oracle`)."""
+        if self.basis_name is not None:
+            raise ValueError(f"{self.name}: images in a basis are not exactly sparse, so there is no oracle: use "
+                             "hyperparameters: [learned]")
         if case is not None:
             check_oracle(self, case)
 
@@ -171,6 +208,8 @@ class UserExperiment(Experiment):
 
     def groups_array(self) -> np.ndarray:
         """Group label of every coefficient, shape (d,)."""
+        if self.basis_name is not None:
+            return self.basis(0).groups()
         d = self.d
         if "blocks" in self.groups:
             b = int(self.groups["blocks"])
@@ -238,6 +277,11 @@ def user_case(spec: UserExperiment, replicate: int):
     w = signals[replicate]
     problem_seed = (spec.key, 0, replicate)
     X, y = measure(w, spec.n_initial, spec.noise_var, problem_rng(*problem_seed))
+    if spec.basis_name is not None:  # as E7: no oracle, a prior per scale of the basis
+        prior = PriorInfo(p0_group=np.nan, p0_coef=np.nan, v0=np.nan, noise_var=spec.noise_var,
+                          scales=spec.basis(0).scales())
+        problem = GroupSparseProblem(w_true=w, groups=groups, X=X, y=y, noise_var=spec.noise_var)
+        return Case(problem, groups, prior, problem_seed, (spec.key, 0, replicate, 1), (spec.key, 0, replicate, 2))
     nonzero = w != 0
     active = np.bincount(np.unique(groups, return_inverse=True)[1], weights=nonzero) > 0
     # the oracle (from the true signal, as in E4-E6), only defined for exactly sparse signals (check_oracle)
