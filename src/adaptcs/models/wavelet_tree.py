@@ -325,7 +325,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
                     params, post = jump, post_jump
         if not converged:
             warnings.warn(f"WaveletTreeSpikeSlab: EM did not converge in {self.max_iter} iterations; the fit is "
-                          "marked not converged", ConvergenceWarning, stacklevel=2)
+                          "marked not converged", ConvergenceWarning, stacklevel=3)
         prob, pair, log_z, mean, var = post
         p_on, p_off, v0, v_small, s2 = params
         q = prob[tree.coef_group]
