@@ -126,12 +126,18 @@ def test_init_never_overwrites_measurements_and_checks_its_input(bench, capsys):
     assert "no such state file" in capsys.readouterr().err
 
 
-def test_an_interrupted_write_leaves_the_state_as_it_was(bench, monkeypatch):
-    folder, _, w = bench
+def asked_and_measured(folder, w, batch, seed):
+    """A new state (groups of ``bench``) that asked for ``batch`` rows, measured into rows.csv and y.csv."""
     state = folder / "s.h5"
     design("init", "--groups", folder / "groups.csv", "--state", state)
-    design("next", "--state", state, "--batch", 2, "--out", folder / "rows.csv")
-    measure(folder, w, np.random.default_rng(4))
+    design("next", "--state", state, "--batch", batch, "--out", folder / "rows.csv")
+    measure(folder, w, np.random.default_rng(seed))
+    return state
+
+
+def test_an_interrupted_write_leaves_the_state_as_it_was(bench, monkeypatch):
+    folder, _, w = bench
+    state = asked_and_measured(folder, w, batch=2, seed=4)
     before = digest(state)
 
     def dies(*args, **kwargs):
@@ -221,8 +227,8 @@ def test_the_prediction_scan_at_the_instrument_shows_basis_images(photo):
 
 
 @pytest.mark.parametrize("args, match", [
-    (["--basis", "haar", "--side", 16, "--groups", "GROUPS"], "either a groups file"),
-    ([], "either a groups file"),
+    (["--basis", "haar", "--side", 16, "--groups", "GROUPS"], "exactly one of a groups file"),
+    ([], "exactly one of a groups file"),
     (["--basis", "haar"], "needs the image side"),
     (["--groups", "GROUPS", "--side", 16], "needs --basis"),
     (["--basis", "haar", "--side", 12], "basis 'haar' at side 12"),
@@ -239,10 +245,7 @@ def test_basis_options_are_checked(bench, capsys, args, match):
 
 def test_version_1_states_still_open_and_an_image_needs_a_basis(bench, capsys):
     folder, _, w = bench
-    state = folder / "s.h5"
-    design("init", "--groups", folder / "groups.csv", "--state", state)
-    design("next", "--state", state, "--batch", 8, "--out", folder / "rows.csv")
-    measure(folder, w, np.random.default_rng(7))
+    state = asked_and_measured(folder, w, batch=8, seed=7)
     design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv")
     with h5py.File(state, "a") as f:  # as adaptcs wrote it before bases
         f.attrs["format_version"] = 1

@@ -44,7 +44,7 @@ import pandas as pd
 
 from adaptcs import _validation as val
 from adaptcs._io import atomic_write
-from adaptcs.basis import BASES, Basis, make_basis
+from adaptcs.basis import BASES, WAVELETS, Basis, make_basis
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES
 from adaptcs.experiments import UNINFORMED_P0, uninformed_scale
@@ -283,7 +283,10 @@ def init(state_path, groups_path=None, *, basis=None, side=None, p0=None, v0=Non
     if row_constraint not in ROW_CONSTRAINTS:
         raise StateError(f"row constraint must be one of {ROW_CONSTRAINTS}; got {row_constraint!r}")
     if (groups_path is None) == (basis is None):
-        raise StateError("give either a groups file (--groups) or a basis (--basis and --side), not both")
+        raise StateError("give exactly one of a groups file (--groups) and a basis (--basis and --side)")
+    if strategy == "predict" and basis not in WAVELETS:
+        raise StateError("strategy predict shows the images of a wavelet basis: give --basis haar, db2 or db4 "
+                         "(and --side)")
     if basis is None:
         if side is not None:
             raise StateError("--side is the image side of a basis; it needs --basis")

@@ -280,17 +280,14 @@ def user_case(spec: UserExperiment, replicate: int):
     if spec.basis_name is not None:  # as E7: no oracle, a prior per scale of the basis
         prior = PriorInfo(p0_group=np.nan, p0_coef=np.nan, v0=np.nan, noise_var=spec.noise_var,
                           scales=spec.basis(0).scales())
-        problem = GroupSparseProblem(w_true=w, groups=groups, X=X, y=y, noise_var=spec.noise_var)
-        return Case(problem, groups, prior, problem_seed, (spec.key, 0, replicate, 1), (spec.key, 0, replicate, 2))
-    nonzero = w != 0
-    active = np.bincount(np.unique(groups, return_inverse=True)[1], weights=nonzero) > 0
-    # the oracle (from the true signal, as in E4-E6), only defined for exactly sparse signals (check_oracle)
-    prior = PriorInfo(p0_group=float(active.mean()), p0_coef=float(nonzero.mean()),
-                      v0=float(np.mean(np.abs(w[nonzero])) ** 2) if nonzero.any() else np.nan,
-                      noise_var=spec.noise_var)
+    else:  # the oracle (from the true signal, as in E4-E6), only defined for exactly sparse signals (check_oracle)
+        nonzero = w != 0
+        active = np.bincount(np.unique(groups, return_inverse=True)[1], weights=nonzero) > 0
+        prior = PriorInfo(p0_group=float(active.mean()), p0_coef=float(nonzero.mean()),
+                          v0=float(np.mean(np.abs(w[nonzero])) ** 2) if nonzero.any() else np.nan,
+                          noise_var=spec.noise_var)
     problem = GroupSparseProblem(w_true=w, groups=groups, X=X, y=y, noise_var=spec.noise_var)
     return Case(problem, groups, prior, problem_seed, (spec.key, 0, replicate, 1), (spec.key, 0, replicate, 2))
-
 
 def check_oracle(spec: UserExperiment, case) -> None:
     """Refuse oracle hyper-parameters for a signal that is not exactly group-sparse (or is zero): the paper's
