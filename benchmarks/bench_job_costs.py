@@ -14,7 +14,8 @@ jobs are too long to measure in one process.
 
 Without ``--measure`` it prints the CPU hours of the configuration from the job list and the stored costs.
 
-Run: ``python benchmarks/bench_job_costs.py --config config/paper.yaml [--measure [--experiments E4 --methods g_hs]]``.
+Run: ``python benchmarks/bench_job_costs.py --config config/paper.yaml [--measure [--experiments E4 --methods g_hs
+--strategies random]]``.
 Never asserts on time.
 """
 
@@ -41,8 +42,9 @@ GIBBS_FRACTION = 10
 GROWTH = 1.4  # mean cost of a step of the full E5 loop (128 -> 288 rows) over a step of its first part
 
 
-def measure(config: dict, mnist_steps: int, short_loops, experiments=None, methods=None) -> dict:
-    """CPU seconds per replicate of every job kind (of the given experiments and methods only, if given)."""
+def measure(config: dict, mnist_steps: int, short_loops, experiments=None, methods=None, strategies=None) -> dict:
+    """CPU seconds per replicate of every job kind (of the given experiments, methods and strategies only, if
+    given)."""
     costs, compiled = {}, set()
     for experiment, run in resolve(config).items():
         if experiments and experiment not in experiments:
@@ -53,6 +55,8 @@ def measure(config: dict, mnist_steps: int, short_loops, experiments=None, metho
                 continue
             for hyper in run.hyperparameters:
                 for strategy in run.strategies_of(method):
+                    if strategies and strategy not in strategies:
+                        continue
                     params = dict(config.get("method_params", {}).get(method, {}))
                     scale, n_steps = 1.0, run.n_steps
                     if "n_samples" in METHODS[method].parameter_names():  # a sampler: cost linear in sweeps
@@ -108,6 +112,7 @@ def main() -> None:
                         help="experiments whose design loops are measured for --mnist-steps steps and scaled up")
     parser.add_argument("--experiments", nargs="*", help="measure only these (the other stored costs are kept)")
     parser.add_argument("--methods", nargs="*", help="measure only these (the other stored costs are kept)")
+    parser.add_argument("--strategies", nargs="*", help="measure only these (the other stored costs are kept)")
     args = parser.parse_args()
     config = yaml.safe_load(Path(args.config).read_text())
     if args.measure or args.from_run:
@@ -115,7 +120,8 @@ def main() -> None:
             costs = from_run(config, args.from_run)
         else:
             with threadpool_limits(1):
-                costs = measure(config, args.mnist_steps, args.short_loops, args.experiments, args.methods)
+                costs = measure(config, args.mnist_steps, args.short_loops, args.experiments, args.methods,
+                                args.strategies)
         stored = jb.load_job_costs()
         stored.update(costs)
         meta = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}, 1 BLAS thread",

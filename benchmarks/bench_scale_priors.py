@@ -6,7 +6,9 @@ and each prior, with every hyper-parameter learned from the measurements:
 - ``one``: today's E7 prior (one p0, one v0 for every coefficient);
 - ``each``: ``scales=basis.scales()``, one p0 and one v0 per scale learned (the approximation always on);
 - ``profile``: the fixed profile ``v0_s = v0 2^(-2 alpha (s - 1))`` (alpha = 1.2, the approximation 100 v0), the
-  common multiplier and level learned (docs/model.md, "Priors per scale").
+  common multiplier and level learned (docs/model.md, "Priors per scale");
+- ``training``: E7's ``gss_ep_profile``, the profile the per-scale second moments of the PCA rows' training crops
+  (never a test image), the common multiplier and level learned.
 
 Non-adaptive rows (random, top-down, PCA) are fitted cold at n = d/8 and d/4; ``design`` and ``predict`` (the
 wavelet prediction scan, Rousset et al. 2017) run the sequential loop (d/256 rows per step, warm learned
@@ -15,8 +17,9 @@ error of the relative error of the image, the paired differences against ``one``
 that improved, the learned noise variances and the CPU seconds; then, within each prior, designed rows against
 every other strategy (paired difference, images where design won).
 
-Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale_priors.py`` (``--images 4``, ``--side 64``,
-``--priors one each``, ``--strategies random topdown pca``; ``--json out.json`` keeps every image's numbers,
+Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale_priors.py`` (``--images 4`` or ``--only 2 5``,
+``--side 64``, ``--priors one each``, ``--strategies random topdown pca``; ``--json out.json`` keeps every image's
+numbers,
 ``--tables a.json b.json`` prints the tables of saved runs merged, without running anything).
 """
 
@@ -37,13 +40,15 @@ from adaptcs.experiments.wavelet import E7, NATURAL_IMAGES, sequence_rows, wavel
 from adaptcs.measurement import sphere_rows
 from adaptcs.metrics import relative_error
 
-PRIORS = ("one", "each", "profile")
+PRIORS = ("one", "each", "profile", "training")
 STRATEGIES = ("design", "random", "topdown", "pca", "predict")
 ALPHA = 1.2  # decay of the per-scale second moments of photographs (MULTISCALE-PRIORS.md)
 
 
 def estimator(prior: str, case, basis):
     """E7's learned GSS-EP, with the prior asked for."""
+    if prior == "training":
+        return case_estimator("gss_ep_profile", case, hyperparameters="learned")
     est = case_estimator("gss_ep", case, hyperparameters="learned")
     if prior == "one":
         return est
@@ -95,6 +100,7 @@ def run_image(setting: int, r: int, args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=len(NATURAL_IMAGES))
+    parser.add_argument("--only", type=int, nargs="+", metavar="R", help="run these images only (0-based)")
     parser.add_argument("--side", type=int, default=32, choices=(32, 64))
     parser.add_argument("--priors", nargs="+", default=list(PRIORS), choices=PRIORS)
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
@@ -117,15 +123,16 @@ def run(args) -> list[dict]:
     warnings.simplefilter("ignore")
     results = []
     with threadpool_limits(args.threads):
-        for r in range(args.images):
+        for r in args.only if args.only else range(args.images):
             results.append(run_image(setting, r, args))
             print(f"image {r} ({NATURAL_IMAGES[r]}) done", flush=True)
     return results
 
 
 def save(results: list[dict], args) -> None:
+    images = args.only if args.only else range(len(results))
     rows = [{"image": r, "prior": k[0], "strategy": k[1], "n": k[2], "value": v}
-            for r, res in enumerate(results) for k, v in res.items()]
+            for r, res in zip(images, results, strict=True) for k, v in res.items()]
     with open(args.json, "w") as f:
         json.dump({"side": args.side, "rows": rows}, f)
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from adaptcs.basis import BASES, DCTBasis, WaveletBasis, make_basis
+from adaptcs.basis import BASES, DCTBasis, WaveletBasis, make_basis, scale_profile
 from adaptcs.design import SequentialDesigner, run_sequential_design
 from adaptcs.models import GroupSpikeSlabEP
 
@@ -167,3 +167,19 @@ def test_simulation_through_a_basis_records_the_image():
     np.testing.assert_allclose(result.errors[-1], np.linalg.norm(result.coef - image) / np.linalg.norm(image))
     np.testing.assert_allclose(result.checkpoint_coef[0], result.coef)
     assert result.X.shape == (32, 64)
+
+
+def test_scale_profile_recovers_known_per_scale_variances():
+    """Images synthesised from coefficients of known variance per scale give those variances back, relative."""
+    basis = make_basis("haar", 16)
+    scales = basis.scales()
+    labels = np.unique(scales)
+    variances = np.array([50.0, 1.0, 0.2, 0.03])[: labels.shape[0]]  # chosen, one per label
+    rng = np.random.default_rng(3)
+    coefficients = rng.normal(size=(4000, basis.d)) * np.sqrt(variances[scales])
+    profile = scale_profile(basis, basis.synthesize(coefficients))
+    expected = variances / np.mean(variances[scales])  # normalised: mean over the coefficients 1
+    np.testing.assert_allclose(profile, expected, rtol=0.05)
+    assert np.mean(profile[scales]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no energy at scale"):
+        scale_profile(basis, np.ones((3, basis.d)))  # constant images: every detail coefficient zero

@@ -1,8 +1,11 @@
 """The method registry: estimators from the prior knowledge, parameters checked without data."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from adaptcs.basis import make_basis
 from adaptcs.experiments import check_n_steps, run_synthetic_job
 from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES
 from adaptcs.models.registry import METHODS, PER_PROBLEM, PriorInfo, make_estimator
@@ -31,9 +34,19 @@ def test_every_method_checks_its_parameters_without_data(method):
 def test_what_the_check_refuses_fit_refuses_too(method, rng):
     """The data-free check is the one fit uses: a value it refuses makes fit fail the same way."""
     count = "max_iter" if "max_iter" in METHODS[method].parameter_names() else "n_samples"
-    estimator = make_estimator(method, np.arange(8) // 2, PRIOR, **{count: 0})
+    groups, prior, X = problem_for(method, rng)
+    estimator = make_estimator(method, groups, prior, **{count: 0})
     with pytest.raises(ValueError, match=rf"'{count}' parameter of \w+ must be an int in the range \[1, inf\)\. Got 0"):
-        estimator.fit(rng.normal(size=(5, 8)), rng.normal(size=5))
+        estimator.fit(X, rng.normal(size=5))
+
+
+def problem_for(method: str, rng):
+    """Groups, prior knowledge and 5 rows of 8 coefficients; for a method that fits only basis scans, 5 rows that
+    select coefficients of a 4 x 4 Haar basis (16 coefficients)."""
+    if METHODS[method].scans_only:
+        basis = make_basis("haar", 4)
+        return basis.groups(), replace(PRIOR, scales=basis.scales(), basis=basis), np.eye(16)[[0, 1, 5, 7, 9]]
+    return np.arange(8) // 2, PRIOR, rng.normal(size=(5, 8))
 
 
 def test_effective_parameters_say_where_each_value_comes_from():
@@ -66,7 +79,12 @@ def test_the_metadata_of_every_method_matches_its_estimator(method):
     from adaptcs.design import has_posterior_covariance
 
     entry = METHODS[method]
-    assert entry.designs_rows == has_posterior_covariance(make_estimator(method, np.arange(8) // 2, PRIOR))
+    groups, prior, X = problem_for(method, np.random.default_rng(0))
+    estimator = make_estimator(method, groups, prior)
+    if entry.scans_only:  # a scan's designed rows are the coefficients of largest marginal posterior variance
+        assert entry.designs_rows == hasattr(estimator.fit(X, np.ones(5)), "coef_var_")
+    else:
+        assert entry.designs_rows == has_posterior_covariance(estimator)
     assert is_color_like(entry.color)
     assert [m.color for m in METHODS.values()].count(entry.color) == 1
 

@@ -129,3 +129,7 @@ def test_user_images_in_a_basis_run_like_e7(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     run = resolve_experiment(load_config(tmp_path / "config.yaml"), "photos")
     assert run.strategies == ("design", "random", "topdown", "predict")
+    config["experiments"]["photos"]["methods"] = ["gss_ep_profile"]  # a profile needs training images
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(ValueError, match="need a profile of the scales from training images; photos has none"):
+        resolve_experiment(load_config(tmp_path / "config.yaml"), "photos")

@@ -118,6 +118,28 @@ def test_gss_ep_scales_takes_the_basis_scales_and_needs_a_basis():
         resolve_experiment(e1, "E1")
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 64 rows: the shape is the point
+def test_gss_ep_profile_starts_from_the_training_crops_profile_and_learns_its_level():
+    """gss_ep_profile: v0 per scale is the training crops' per-scale second moments (never a test image's), and
+    learning keeps that shape; experiments without training images refuse it."""
+    case, basis = wavelet_case(0, 0)
+    scales, labels = basis.scales(), np.unique(basis.scales())
+    crops = basis.analyze(_natural_crops(32))
+    moments = np.array([np.mean(crops[:, scales == s] ** 2) for s in labels])  # dense ground truth
+    np.testing.assert_allclose(case.prior.scale_profile, moments / np.mean(moments[scales]), rtol=1e-10)
+    assert np.all(np.diff(case.prior.scale_profile) < 0)  # photographs: energy falls from coarse to fine
+    est = case_estimator("gss_ep_profile", case, hyperparameters="learned")
+    assert est.scale_learning == "profile" and set(est.learn) >= {"p0", "v0", "noise_var"}
+    np.testing.assert_allclose(np.asarray(est.v0) / est.v0[0], moments / moments[0], rtol=1e-10)
+    fit = est.fit(basis.analyze(case.problem.X), case.problem.y)
+    learned = fit.v0_
+    np.testing.assert_allclose(learned / learned[0], moments / moments[0], rtol=1e-8)  # the shape is kept
+    assert not np.allclose(learned, est.v0)  # the level is learned
+    e1 = {"experiments": {"E1": {"replicates": 1, "methods": ["gss_ep_profile"]}}}
+    with pytest.raises(ValueError, match="need coefficients of a basis"):
+        resolve_experiment(e1, "E1")
+
+
 def test_a_64_by_64_fit_never_forms_a_d_by_d_matrix():
     basis = make_basis("haar", 64)
     rng = np.random.default_rng(0)

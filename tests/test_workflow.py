@@ -75,12 +75,12 @@ def test_lint_is_clean(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile, runs", [(None, 125), ("config/config.yaml", 125), ("config/paper.yaml", 2456)])
+@pytest.mark.parametrize("configfile, runs", [(None, 133), ("config/config.yaml", 133), ("config/paper.yaml", 2496)])
 def test_dry_runs_of_shipped_configs(tmp_path, configfile, runs):
     args = () if configfile is None else ("--configfile", str(REPO / configfile))
     jobs = planned_jobs(snakemake(tmp_path, "-n", *args))
     assert jobs["run_job"] == runs
-    assert jobs["aggregate"] == 7 and jobs["make_table"] == 7 and jobs["plot_figure"] == 17
+    assert jobs["aggregate"] == 8 and jobs["make_table"] == 8 and jobs["plot_figure"] == 19
     assert jobs["record_config"] == 1
 
 
@@ -130,7 +130,7 @@ def test_cluster_jobs_see_the_given_config(tmp_path):
 def test_dry_run_with_the_slurm_profile(tmp_path):
     proc = snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "workflow/profiles/slurm"),
                      "--configfile", str(REPO / "config/paper.yaml"))
-    assert planned_jobs(proc)["run_job"] == 2456
+    assert planned_jobs(proc)["run_job"] == 2496
 
 
 @pytest.mark.slow
@@ -238,7 +238,7 @@ def test_tiny_end_to_end_run(tmp_path):
     ({"mnist": {"source": "path", "path": "/no/such/folder"}}, "mnist.path: /no/such/folder is not a folder"),
     ({"experiments": {"mine": {"replicates": 2, "methods": ["gss_ep"]}}}, "an experiment of your own needs 'kind'"),
     ({"experiments": {"mine": {"kind": "usr", "data": {}, "replicates": 2, "methods": ["gss_ep"]}}},
-     "experiments.mine.kind must be one of ['user']; got 'usr'"),
+     "experiments.mine.kind must be one of ['replay', 'user']; got 'usr'"),
     ({"experiments": {"mine": {"kind": "user", "replicates": 2, "methods": ["gss_ep"]}}}, "'data' is a required"),
     ({"experiments": {"mine": {"kind": "user", "data": {"images": "/no/such/folder", "side": 8}, "replicates": 1,
                                "methods": ["gss_ep"]}}}, "experiments.mine.data: /no/such/folder: no such folder"),

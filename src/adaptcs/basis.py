@@ -230,6 +230,34 @@ class DCTBasis(Basis):
         return idctn(grid.reshape(-1, self.side, self.side), type=2, norm="ortho", axes=(-2, -1))
 
 
+def scale_profile(basis: Basis, images) -> np.ndarray:
+    """Slab variances per scale label, relative to each other, from training images of the same kind.
+
+    The mean squared coefficient of every scale label over ``images`` (the approximation's includes the
+    images' mean brightness), divided by its mean over the coefficients: a profile whose level a prior then
+    learns, with an implied signal power that ``v0`` alone sets (``mean_j profile[scale_j] = 1``).
+
+    Parameters
+    ----------
+    basis : Basis
+    images : ndarray, shape (m, d)
+        Training images (pixels, row-major), never the ones to reconstruct.
+
+    Returns
+    -------
+    ndarray, shape (n_labels,)
+        One positive value per label of ``np.unique(basis.scales())``, in that order.
+    """
+    coefficients = basis.analyze(np.atleast_2d(np.asarray(images, dtype=float)))
+    labels, coef_label = np.unique(basis.scales(), return_inverse=True)
+    counts = np.bincount(coef_label, minlength=labels.shape[0])
+    second_moment = np.bincount(coef_label, np.mean(coefficients**2, axis=0), minlength=labels.shape[0]) / counts
+    if not np.all(second_moment > 0.0):
+        raise ValueError(f"the training images have no energy at scale label(s) {labels[second_moment <= 0.0]}: "
+                         "no profile")
+    return second_moment / float(np.mean(second_moment[coef_label]))
+
+
 def make_basis(name: str, side: int, level: int | None = None) -> Basis:
     """The basis ``name`` (one of :data:`BASES`) for ``side x side`` images."""
     if name == "dct":

@@ -124,6 +124,14 @@ def resolve_experiment(config: dict, name: str) -> ExperimentRun:
     if no_basis and refused:
         raise ValueError(f"{key}.methods: {refused} need coefficients of a basis (a prior per scale); {name}'s "
                          f"settings {no_basis} have none")
+    refused = [m for m in entry["methods"] if METHODS[m].scans_only]
+    if refused and not experiment.basis_scans:
+        raise ValueError(f"{key}.methods: {refused} fit only basis scans (rows that are basis images); {name}'s rows "
+                         "are not (kind: replay has such rows)")
+    refused = [m for m in entry["methods"] if METHODS[m].needs_training]
+    if refused and not experiment.has_training_images:
+        raise ValueError(f"{key}.methods: {refused} need a profile of the scales from training images; {name} has "
+                         "none (E7 has)")
     hyperparameters = list(entry.get("hyperparameters", experiment.default_hyperparameters))
     bad = [h for h in hyperparameters if h not in HYPERPARAMETERS] or \
         [h for h in set(hyperparameters) if hyperparameters.count(h) > 1]

@@ -49,6 +49,12 @@ class ScanReplay:
         The estimator's noise variance there (NaN if it has none).
     seconds : float
         CPU time of the whole replay (fits and choices).
+    n_iter : ndarray of int, shape (k,)
+        The estimator's iterations in the fit there (-1 if it reports none).
+    cpu_seconds : ndarray, shape (k,)
+        CPU time from the start of the replay to each kept reconstruction (cumulative).
+    group_prob : ndarray of shape (G,) or None
+        The last fit's group probabilities, for estimators that have them.
     """
 
     order: str
@@ -58,6 +64,9 @@ class ScanReplay:
     converged: np.ndarray
     noise_var: np.ndarray
     seconds: float
+    n_iter: np.ndarray
+    cpu_seconds: np.ndarray
+    group_prob: np.ndarray | None = None
 
 
 def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *, batch_size: int | None = None,
@@ -109,7 +118,7 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
     started = time.process_time()
     chosen: list[int] = []
     taken = ~available  # never chosen: not measured, or chosen already
-    kept = {"n": [], "coef": [], "converged": [], "noise_var": []}
+    kept = {"n": [], "coef": [], "converged": [], "noise_var": [], "n_iter": [], "cpu_seconds": []}
     while len(chosen) < checkpoints[-1]:
         target = min(c for c in checkpoints if c > len(chosen))
         k = min(batch_size, target - len(chosen))
@@ -127,7 +136,7 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
             if variance is None:
                 raise ValueError(f"order='design' needs the posterior variances coef_var_; "
                                  f"{type(est).__name__} has none")
-            new = np.argsort(-np.where(taken, -np.inf, variance), kind="stable")[:k]
+            new = _largest_first(variance, taken, k)
         taken[new] = True
         chosen.extend(int(j) for j in new)
         at_checkpoint = len(chosen) in checkpoints
@@ -139,10 +148,26 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
             kept["coef"].append(np.asarray(est.coef_, dtype=float).copy())
             kept["converged"].append(-1 if flag is None else int(bool(flag)))
             kept["noise_var"].append(float(getattr(est, "noise_var_", np.nan)))
+            kept["n_iter"].append(int(getattr(est, "n_iter_", -1)))
+            kept["cpu_seconds"].append(time.process_time() - started)
+    group_prob = getattr(est, "group_prob_", None)
     return ScanReplay(order=order, n=np.asarray(kept["n"], dtype=np.int64), coef=np.asarray(kept["coef"]),
                       measured=np.asarray(chosen, dtype=np.int64),
                       converged=np.asarray(kept["converged"], dtype=np.int8),
-                      noise_var=np.asarray(kept["noise_var"]), seconds=time.process_time() - started)
+                      noise_var=np.asarray(kept["noise_var"]), seconds=time.process_time() - started,
+                      n_iter=np.asarray(kept["n_iter"], dtype=np.int64),
+                      cpu_seconds=np.asarray(kept["cpu_seconds"]),
+                      group_prob=None if group_prob is None else np.asarray(group_prob, dtype=float).copy())
+
+
+def _largest_first(variance: np.ndarray, taken: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` untaken coefficients of largest posterior variance, ties (to 10 significant digits) in
+    coefficient order: unmeasured coefficients of one scale share their prior variance, and rounding must not
+    decide between them (the same scan in other units would otherwise be replayed differently)."""
+    free = np.where(taken, -np.inf, variance)
+    top = np.max(free)
+    score = np.round(free / top, 10) if np.isfinite(top) and top > 0 else free
+    return np.argsort(-score, kind="stable")[:k]
 
 
 def _selection(chosen: list[int], d: int, sparse_rows: bool):

@@ -86,6 +86,11 @@ class Experiment(ABC):
     config_keys: ClassVar[tuple[str, ...]] = ()
     #: Whether the true signal yields the paper's oracle hyper-parameters (it is exactly sparse in the groups).
     has_oracle: ClassVar[bool] = True
+    #: Whether its problems carry a profile of the scales from training images (:attr:`PriorInfo.scale_profile`).
+    has_training_images: ClassVar[bool] = False
+    #: Whether its measurements are images of a basis (a scan: rows select coefficients), so that methods that fit
+    #: only such measurements (:attr:`adaptcs.models.registry.Method.scans_only`) can run.
+    basis_scans: ClassVar[bool] = False
     #: What :meth:`calibration_problems` are, when the experiment has them (None: it has none).
     calibration: ClassVar[str | None] = None
 
@@ -202,6 +207,25 @@ class Experiment(ABC):
     def fixed_rows(self, setting: int, strategy: str, n_rows: int) -> np.ndarray:
         """The rows of a strategy the experiment supplies, shape (n_rows, d)."""
         raise ValueError(f"{self.name} supplies no rows for strategy {strategy!r}")
+
+    def run_case(self, estimator, case: Case, replicate: int, plan: Plan, strategy: str, rng, callback=None):
+        """Measure one replicate with ``strategy`` as ``plan`` says, fitting ``estimator`` along the way.
+
+        By default the sequential design loop (:func:`adaptcs.design.run_sequential_design`) simulates new
+        measurements of the case's signal; a kind whose measurements were recorded replays them instead.
+
+        Returns
+        -------
+        adaptcs.design.SequentialDesignResult
+        """
+        from adaptcs.design import run_sequential_design
+        from adaptcs.experiments.strategies import STRATEGIES
+
+        p = case.problem
+        return run_sequential_design(estimator, p.w_true, p.X, p.y, plan.n_steps, strategy=STRATEGIES[strategy].loop,
+                                     noise_var=p.noise_var, row_norm=float(np.sqrt(p.w_true.shape[0])), rng=rng,
+                                     checkpoints=plan.checkpoints, pool=plan.fixed_rows, batch_size=plan.batch_size,
+                                     basis=plan.basis, callback=callback)
 
     def plan(self, setting: int, n_steps: int, strategy: str) -> Plan:
         """How the design loop measures the setting's replicates with ``strategy`` for ``n_steps`` steps."""

@@ -8,7 +8,7 @@ learned from the measurements, starting from :func:`uninformed_prior` (docs/lear
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -57,7 +57,8 @@ def uninformed_prior(case: Case) -> PriorInfo:
         p0_group = 1.0 / (1.0 + np.exp(-(log_odds - log_odds.mean())))
     else:
         p0_group = UNINFORMED_P0
-    return PriorInfo(p0_group=p0_group, p0_coef=UNINFORMED_P0, v0=v0, noise_var=noise_var, scales=case.prior.scales)
+    # what describes the coefficients (scales, their profile, the basis) is kept; the values are replaced
+    return replace(case.prior, p0_group=p0_group, p0_coef=UNINFORMED_P0, v0=v0, noise_var=noise_var)
 
 
 def uninformed_scale(X: np.ndarray, y: np.ndarray) -> tuple[float, float]:

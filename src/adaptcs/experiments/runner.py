@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from adaptcs.data.synthetic import problem_rng
-from adaptcs.design import run_sequential_design
 from adaptcs.experiments.base import Experiment
 from adaptcs.experiments.case import case_estimator
 from adaptcs.experiments.registry import EXPERIMENTS, get_experiment
@@ -88,7 +87,7 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
         raise ValueError(f"hyperparameters must be one of {HYPERPARAMETERS}; got {hyperparameters!r}")
     if strategy not in allowed_strategies(spec):
         raise ValueError(f"{spec.name} takes the strategies {allowed_strategies(spec)}; got {strategy!r}")
-    loop_strategy = check_strategy(strategy).loop
+    check_strategy(strategy)
     steps = spec.check_n_steps(n_steps)
     spec.check_setting(setting_index)
     if hyperparameters == "oracle":
@@ -107,11 +106,7 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
         start = time.perf_counter()
         callback = _step_logger(f"{spec.name} setting {setting_index} {label}/{strategy} replicate {replicate}",
                                 steps) if progress else None
-        result = run_sequential_design(estimator, p.w_true, p.X, p.y, steps, strategy=loop_strategy,
-                                       noise_var=p.noise_var, row_norm=float(np.sqrt(p.w_true.shape[0])),
-                                       rng=problem_rng(*case.design_seed), checkpoints=plan.checkpoints,
-                                       pool=plan.fixed_rows, batch_size=plan.batch_size, basis=plan.basis,
-                                       callback=callback)
+        result = spec.run_case(estimator, case, replicate, plan, strategy, problem_rng(*case.design_seed), callback)
         if plan.image_side is not None:
             failed = (np.nan, np.nan)
             side = plan.image_side

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from adaptcs.basis import BASES, make_basis
+from adaptcs.basis import BASES, make_basis, scale_profile
 from adaptcs.data.synthetic import GroupSparseProblem, problem_rng
 from adaptcs.experiments.base import Experiment
 from adaptcs.experiments.case import Case
@@ -68,6 +68,7 @@ class WaveletExperiment(Experiment):
 
     config_keys = ("settings", "basis")
     has_oracle = False  # images are not exactly sparse in any basis
+    has_training_images = True  # the PCA rows' training images give gss_ep_profile its profile of the scales
 
     name: str = "E7"
     basis_name: str = "haar"
@@ -171,12 +172,26 @@ def mnist_images(side: int, source: str = "embedded", cache_dir: str | None = No
     return resize(reconstruct), resize(training)
 
 
+def training_images(source: str, side: int, data_options: tuple = ()) -> np.ndarray:
+    """The images that train the PCA rows and the profile of the scales, (m, side^2); never reconstructed."""
+    return _natural_crops(side) if source == "natural" else mnist_images(side, **dict(data_options))[1]
+
+
+@functools.lru_cache(maxsize=8)
+def training_profile(source: str, side: int, basis_name: str, data_options: tuple = ()) -> np.ndarray:
+    """Relative slab variances per scale label of the training images' coefficients
+    (:func:`adaptcs.basis.scale_profile`), the prior knowledge of ``gss_ep_profile``."""
+    profile = scale_profile(make_basis(basis_name, side), training_images(source, side, data_options))
+    profile.setflags(write=False)
+    return profile
+
+
 @functools.lru_cache(maxsize=8)
 def pca_rows(source: str, side: int, k: int, data_options: tuple = ()) -> np.ndarray:
     """The ``k`` leading principal components of the training images of ``source``, scaled to norm sqrt(d)."""
     from sklearn.decomposition import PCA
 
-    training = _natural_crops(side) if source == "natural" else mnist_images(side, **dict(data_options))[1]
+    training = training_images(source, side, data_options)
     if k > min(training.shape):
         raise ValueError(f"E7 pca: {k} rows asked for; the {training.shape[0]} training images of {source} give at "
                          f"most {min(training.shape)} components")
@@ -185,6 +200,7 @@ def pca_rows(source: str, side: int, k: int, data_options: tuple = ()) -> np.nda
     return pca.components_ * np.sqrt(side * side)
 
 
+@functools.lru_cache(maxsize=2)
 def _natural_crops(side: int) -> np.ndarray:
     """Random square crops (a quarter to all of the shorter side) of the training photographs, resized."""
     from skimage.transform import resize
@@ -249,6 +265,11 @@ def _mnist_options(data_options: dict | None) -> dict:
     return {k: options[k] for k in ("source", "cache_dir", "path") if k in options}
 
 
+def _data_key(setting: dict, data_options: dict | None) -> tuple:
+    """The data options that decide a setting's training images, hashable (none for natural images)."""
+    return tuple(sorted(_mnist_options(data_options).items())) if setting["images"] == "mnist" else ()
+
+
 def n_replicates(setting: dict) -> int:
     """Images available in a setting."""
     return len(NATURAL_IMAGES) if setting["images"] == "natural" else 100
@@ -277,7 +298,10 @@ def wavelet_case(setting_index: int, replicate: int, *, spec: WaveletExperiment 
     y = X @ x + rng.normal(0.0, np.sqrt(spec.noise_var), size=X.shape[0])
     groups = basis.groups()
     # no oracle (the images are not exactly sparse): only the noise variance, which an instrument can calibrate
-    prior = PriorInfo(p0_group=np.nan, p0_coef=np.nan, v0=np.nan, noise_var=spec.noise_var, scales=basis.scales())
+    profile = training_profile(setting["images"], setting["side"], spec.basis_name,
+                               _data_key(setting, data_options))
+    prior = PriorInfo(p0_group=np.nan, p0_coef=np.nan, v0=np.nan, noise_var=spec.noise_var, scales=basis.scales(),
+                      scale_profile=profile)
     problem = GroupSparseProblem(w_true=x, groups=groups, X=X, y=y, noise_var=spec.noise_var)
     return Case(problem, groups, prior, problem_seed, (KEY, setting_index, replicate, 1),
                 (KEY, setting_index, replicate, 2)), basis
@@ -288,6 +312,5 @@ def sequence_rows(strategy: str, setting: dict, basis, n_rows: int, data_options
     if strategy == "topdown":
         return basis.coarse_to_fine(n_rows)
     if strategy == "pca":
-        options = tuple(sorted(_mnist_options(data_options).items())) if setting["images"] == "mnist" else ()
-        return pca_rows(setting["images"], setting["side"], n_rows, options)
+        return pca_rows(setting["images"], setting["side"], n_rows, _data_key(setting, data_options))
     raise ValueError(f"E7 supplies rows for topdown and pca; got {strategy!r}")

@@ -8,7 +8,8 @@ from adaptcs.models.group_ard import GroupARD
 from adaptcs.models.group_lasso import GroupLasso
 from adaptcs.models.spike_slab_ep import GroupSpikeSlabEP, SpikeSlabEP
 from adaptcs.models.variational_garrote import UngroupedVariationalGarrote, VariationalGarrote
+from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 
 __all__ = ["BayesianGroupLasso", "EPSites", "ExactPosterior", "FLAS", "GroupARD", "GroupHorseshoe", "GroupLasso",
            "GroupSpikeSlabEP", "GroupSpikeSlabGibbs", "SpikeSlabEP", "UngroupedFLAS", "UngroupedVariationalGarrote",
-           "VariationalGarrote", "exact_group_spike_slab"]
+           "VariationalGarrote", "WaveletTreeSpikeSlab", "exact_group_spike_slab"]

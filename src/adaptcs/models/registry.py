@@ -33,6 +33,7 @@ from adaptcs.models.group_lasso import GroupLasso, group_penalty
 from adaptcs.models.matching import bg_lasso_gamma, horseshoe_tau
 from adaptcs.models.spike_slab_ep import GroupSpikeSlabEP, SpikeSlabEP
 from adaptcs.models.variational_garrote import UngroupedVariationalGarrote, VariationalGarrote
+from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 
 HYPERPARAMETERS = ("oracle", "learned")
 LEARNED_PRIOR = "prior matched to GSS-EP's learned values"  # Method.learned of methods without their own learning
@@ -56,6 +57,12 @@ class PriorInfo:
     scales : ndarray of int, shape (d,), optional
         The scale of every coefficient when they are coefficients of a basis (``basis.scales()``; 0 = the
         approximation), for methods with a prior per scale (:attr:`Method.needs_basis`).
+    scale_profile : ndarray, shape (n_labels,), optional
+        Relative slab variances of the labels of ``np.unique(scales)``, from training images of the same kind
+        (:func:`adaptcs.basis.scale_profile`), for methods with a profile (:attr:`Method.needs_training`).
+    basis : adaptcs.basis.Basis, optional
+        The basis whose coefficients are fitted, for methods that need more of it than its scales (the wavelet
+        tree of :attr:`Method.scans_only` methods).
     """
 
     p0_group: float | np.ndarray
@@ -63,6 +70,8 @@ class PriorInfo:
     v0: float
     noise_var: float
     scales: np.ndarray | None = None
+    scale_profile: np.ndarray | None = None
+    basis: object | None = None
 
 
 PER_PROBLEM = "from each problem's prior knowledge"
@@ -113,6 +122,12 @@ class Method:
     needs_basis : bool
         Whether it needs coefficients of a basis (a prior per scale, from :attr:`PriorInfo.scales`); experiments
         without a basis refuse it.
+    needs_training : bool
+        Whether it needs a profile per scale from training images (:attr:`PriorInfo.scale_profile`); experiments
+        without training images refuse it.
+    scans_only : bool
+        Whether it fits only measurements that are images of its basis (a selection of coefficients, as a basis
+        scan makes); experiments whose rows are not refuse it.
     """
 
     estimator: type
@@ -127,14 +142,17 @@ class Method:
     calibrates: tuple[str, ...] = ()
     calibration_note: str = ""
     needs_basis: bool = False
+    needs_training: bool = False
+    scans_only: bool = False
 
     def __call__(self, groups, prior: PriorInfo, **overrides):
         params = self.from_prior(groups, prior) | self.fixed | overrides
         return self.estimator(groups, **params) if self.grouped else self.estimator(**params)
 
     def parameter_names(self) -> list[str]:
-        """The estimator parameters a user may set (all but the group labels, which come with the data)."""
-        return [name for name in self.estimator._get_param_names() if name != "groups"]
+        """The estimator parameters a user may set (all but the group labels and the basis: they come with the
+        data)."""
+        return [name for name in self.estimator._get_param_names() if name not in ("groups", "basis")]
 
     def effective_params(self, overrides: dict) -> dict:
         """Every parameter as a run with ``overrides`` uses it: the user's value, else the value fixed for the
@@ -182,6 +200,28 @@ def _spike_slab(groups, prior: PriorInfo) -> dict:
 def _spike_slab_per_scale(groups, prior: PriorInfo) -> dict:
     """GSS-EP's values with a prior per scale: p0 and v0 are where learning starts for every scale."""
     return _spike_slab(groups, prior) | ({} if prior.scales is None else {"scales": prior.scales})
+
+
+def _spike_slab_profile(groups, prior: PriorInfo) -> dict:
+    """GSS-EP with the training images' profile of slab variances over the scales: ``v0`` times the profile is
+    where learning starts, and learning moves the profile's common multiplier and one level of p0."""
+    if prior.scales is None:
+        return _spike_slab(groups, prior)  # no data yet (checking parameters only)
+    if prior.scale_profile is None:
+        raise ValueError("gss_ep_profile needs a profile of the scales from training images; this problem has none")
+    return _spike_slab_per_scale(groups, prior) | {"v0": prior.v0 * np.asarray(prior.scale_profile),
+                                                    "scale_learning": "profile"}
+
+
+def _wavelet_tree(groups, prior: PriorInfo) -> dict:
+    """The hidden Markov tree of the basis (its start from the data; nothing of the prior knowledge is used)."""
+    if prior.basis is None:
+        if groups is _PLACEHOLDER_GROUPS:  # checking parameters only
+            from adaptcs.basis import make_basis
+
+            return {"basis": make_basis("haar", 4)}
+        raise ValueError("wavelet_tree needs the wavelet basis of a basis scan; this problem has none")
+    return {"basis": prior.basis}
 
 
 def _ungrouped_spike_slab(groups, prior: PriorInfo) -> dict:
@@ -248,6 +288,13 @@ METHODS: dict[str, Method] = {
     # scale"); for coefficients of a basis (E7, user images).
     "gss_ep_scales": Method(GroupSpikeSlabEP, _spike_slab_per_scale, learned=_LEARN_ALL, color="#08306b",
                             designs_rows=True, needs_basis=True),
+    "gss_ep_profile": Method(GroupSpikeSlabEP, _spike_slab_profile, learned=_LEARN_ALL, color="#4a1486",
+                             designs_rows=True, needs_basis=True, needs_training=True),
+    # Basis scans only (kind: replay): spike probabilities conditioned on the parent in the wavelet quadtree, exact
+    # on a selection of coefficients, everything learned by EM.
+    "wavelet_tree": Method(WaveletTreeSpikeSlab, _wavelet_tree, grouped=False,
+                           learned={"learn": WaveletTreeSpikeSlab.LEARNABLE}, color="#7f2704", designs_rows=True,
+                           needs_basis=True, scans_only=True),
     "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL, color="C1",
                     designs_rows=True),
     "g_ard": Method(GroupARD, _noise_only, learned={"learn": ("noise_var",)}, color="C3", designs_rows=True),

@@ -132,6 +132,24 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         ``log p(y)`` at the fitted hyper-parameters.
     n_iter_ : int
     converged_ : bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from adaptcs.basis import make_basis
+    >>> from adaptcs.models import WaveletTreeSpikeSlab
+    >>> basis = make_basis("haar", 16)
+    >>> image = np.zeros((16, 16))
+    >>> image[4:12, 6:14] = 1.0                       # a bright square
+    >>> c = basis.analyze(image.ravel())
+    >>> X = np.eye(basis.d)[:64]                      # a scan of the 64 coarsest basis images
+    >>> y = X @ c + np.random.default_rng(0).normal(0.0, 0.01, 64)
+    >>> est = WaveletTreeSpikeSlab(basis).fit(X, y)
+    >>> est.converged_, est.coef_.shape
+    (True, (256,))
+    >>> error = np.linalg.norm(basis.synthesize(est.coef_) - image.ravel()) / np.linalg.norm(image)
+    >>> bool(error < 0.01)
+    True
     """
 
     _parameter_constraints = {
