@@ -112,6 +112,7 @@ def main() -> None:
         results = load(args.tables, args)
     else:
         results = run(args)
+        args.images = len(results)  # --only may run fewer than --images
         if args.json:
             save(results, args)
     print_tables(results, args)
