@@ -75,7 +75,7 @@ def test_lint_is_clean(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile, runs", [(None, 133), ("config/config.yaml", 133), ("config/paper.yaml", 2496)])
+@pytest.mark.parametrize("configfile, runs", [(None, 141), ("config/config.yaml", 141), ("config/paper.yaml", 2496)])
 def test_dry_runs_of_shipped_configs(tmp_path, configfile, runs):
     args = () if configfile is None else ("--configfile", str(REPO / configfile))
     jobs = planned_jobs(snakemake(tmp_path, "-n", *args))

@@ -18,7 +18,8 @@ square centre crops resized to ``side x side`` with anti-aliasing, grey values i
 learned from random square crops of scikit-image's other bundled images. ``mnist`` images are E4-E6's
 digit 3 images (28 x 28) resized to ``side x side``; their PCA is learned from the grouping halves of all ten
 digits (none is reconstructed). The images are not exactly sparse in any basis, so there is no oracle:
-hyper-parameters are learned from the measurements.
+hyper-parameters are learned from the measurements. The same training images give ``gss_ep_profile`` its prior
+knowledge: the relative slab variances of the scales (:func:`training_profile`).
 """
 
 from __future__ import annotations
@@ -221,7 +222,9 @@ def _natural_crops(side: int) -> np.ndarray:
         size = int(rng.integers(min(h, w) // 4, min(h, w) + 1))
         top, left = int(rng.integers(0, h - size + 1)), int(rng.integers(0, w - size + 1))
         crops.append(_resized(image[top:top + size, left:left + size], side))
-    return np.asarray(crops)
+    crops = np.asarray(crops)
+    crops.setflags(write=False)  # cached: shared by the PCA rows and the profile
+    return crops
 
 
 @functools.lru_cache(maxsize=32)
