@@ -166,6 +166,20 @@ class WaveletBasis(Basis):
         return np.concatenate([np.zeros(self._sides[0] ** 2, dtype=np.int64)]
                               + [np.full(3 * s * s, j) for j, s in enumerate(self._sides, start=1)])
 
+    def parents(self) -> np.ndarray:
+        """Parent of every coefficient in the wavelet quadtree, shape (d,): the coefficient of the same orientation
+        at the next coarser level whose support covers it (position ``(r // 2, c // 2)``); -1 for the
+        approximation and the coarsest details. The four children of one parent are one group (:meth:`groups`)."""
+        parents = np.full(self.d, -1, dtype=np.int64)
+        starts = np.cumsum([self._sides[0] ** 2] + [3 * s * s for s in self._sides])
+        for level in range(1, len(self._sides)):
+            s, half = self._sides[level], self._sides[level - 1]
+            rows, cols = np.divmod(np.arange(s * s), s)
+            parent_position = (rows // 2) * half + cols // 2
+            for o in range(3):
+                parents[starts[level] + 3 * np.arange(s * s) + o] = starts[level - 1] + 3 * parent_position + o
+        return parents
+
     def _analyze(self, images: np.ndarray) -> np.ndarray:
         import pywt
 

@@ -22,6 +22,7 @@ from scipy.special import expit, log_expit, logit
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs.models._gaussian import LinearGaussianModel, selected_columns
+from adaptcs.models._hmt import TreeMarginals, TreePrior
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 # converged_ needs the undamped change below RESIDUAL_FACTOR * tol (the damped one is below tol when EP stops)
@@ -148,6 +149,11 @@ class EPProblem:
         Slab class of each coefficient, 0..K_v-1. Default: one class.
     slab_profile : ndarray, shape (d,), optional
         Fixed factors ``r_j`` of the slab variances: coefficient j's is ``v0[coef_slab_j] r_j``. Default: ones.
+    tree : TreePrior, optional
+        A hidden Markov tree over the groups instead of independent groups: the levels are then the log-odds of
+        its transition probabilities (:class:`adaptcs.models._hmt.TreePrior`), ``offsets`` must be zero and
+        ``group_class`` is the tree's. The tree is kept exact in EP: the groups' posterior is the tree's with the
+        sites as node potentials (docs/model.md, "A tree over the scales").
     v_inf_ratio, damping, damping_decay : float
         As in :class:`adaptcs.models.GroupSpikeSlabEP`.
     progress : callable, optional
@@ -155,13 +161,17 @@ class EPProblem:
     """
 
     def __init__(self, X, y, coef_group, offsets, *, group_class=None, coef_slab=None, slab_profile=None,
-                 v_inf_ratio: float, damping: float, damping_decay: float, progress=None):
+                 tree: TreePrior | None = None, v_inf_ratio: float, damping: float, damping_decay: float,
+                 progress=None):
         self.X, self.y, self.coef_group, self.offsets = X, y, coef_group, offsets
         G, d = offsets.shape[0], X.shape[1]
+        self.tree = tree
+        if tree is not None:
+            group_class = tree.group_class
         self.group_class = np.zeros(G, dtype=np.intp) if group_class is None else np.asarray(group_class, np.intp)
         self.coef_slab = np.zeros(d, dtype=np.intp) if coef_slab is None else np.asarray(coef_slab, np.intp)
         self.slab_profile = np.ones(d) if slab_profile is None else np.asarray(slab_profile, np.float64)
-        self.n_levels = int(self.group_class.max(initial=-1)) + 1
+        self.n_levels = int(self.group_class.max(initial=-1)) + 1 if tree is None else tree.n_levels
         self.n_slabs = int(self.coef_slab.max(initial=-1)) + 1
         self.always_on = self.group_class < 0
         self.v_inf_ratio, self.damping, self.damping_decay = v_inf_ratio, damping, damping_decay
@@ -177,7 +187,8 @@ class EPProblem:
     def rows(self, index: np.ndarray) -> EPProblem:
         """The same problem on a subset of the rows."""
         return EPProblem(self.X[index], self.y[index], self.coef_group, self.offsets, group_class=self.group_class,
-                         coef_slab=self.coef_slab, slab_profile=self.slab_profile, v_inf_ratio=self.v_inf_ratio,
+                         coef_slab=self.coef_slab, slab_profile=self.slab_profile, tree=self.tree,
+                         v_inf_ratio=self.v_inf_ratio,
                          damping=self.damping, damping_decay=self.damping_decay, progress=self.progress)
 
     def fitted(self, coef: np.ndarray) -> np.ndarray:
@@ -188,7 +199,10 @@ class EPProblem:
         return self.X @ coef
 
     def prior_logit(self, hyper: Hyper) -> np.ndarray:
-        """Prior log-odds of every group at ``hyper``, shape (G,) (+inf for a group that is always on)."""
+        """Prior log-odds of every group at ``hyper``, shape (G,) (+inf for a group that is always on); with a tree,
+        of its marginal under the tree."""
+        if self.tree is not None:
+            return self.tree.prior_logit(hyper.level)
         if not self.always_on.any():
             return hyper.level[self.group_class] + self.offsets
         logits = hyper.level[np.maximum(self.group_class, 0)] + self.offsets if self.n_levels else self.offsets
@@ -210,8 +224,32 @@ class EPProblem:
         return float(brentq(lambda lv: self.mean_p0(lv, k) - mean_p0, -60.0, 60.0, xtol=1e-12))
 
     def levels_for(self, mean_p0: float) -> np.ndarray:
-        """Every prior class at the level whose mean prior probability is ``mean_p0``, shape (K_p,)."""
+        """Every prior class at the level whose mean prior probability is ``mean_p0``, shape (K_p,); with a tree,
+        every transition probability ``mean_p0`` (independent groups)."""
+        if self.tree is not None:
+            return np.full(self.n_levels, float(logit(mean_p0)))
         return np.array([self.level_for(mean_p0, k) for k in range(self.n_levels)])
+
+    def group_posterior(self, hyper: Hyper, sites: EPSites) -> GroupPosterior:
+        """The groups' posterior given the sites' Bernoulli parts: independent groups, log-odds
+        ``logit p0_g + sum_j pt_j``; with a tree, its marginals with node potentials ``prod_j sigmoid(+-pt_j)``."""
+        G = self.offsets.shape[0]
+        if self.tree is None:
+            group_logit = self.prior_logit(hyper) + np.bincount(self.coef_group, weights=sites.logit, minlength=G)
+            return GroupPosterior(group_logit, expit(group_logit))
+        marginals = self.tree.marginals(hyper.level, _log_potentials(sites, self.coef_group, G))
+        return GroupPosterior(marginals.logit, marginals.prob, marginals)
+
+    def log_group_partition(self, hyper: Hyper, sites: EPSites) -> float:
+        """``log sum_z P(z) prod_j Bernoulli(z_g(j) | sigmoid(pt_j))``: the prior on the groups times the sites'
+        Bernoulli parts, summed over the states (a term of the evidence)."""
+        G = self.offsets.shape[0]
+        log_phi = _log_potentials(sites, self.coef_group, G)
+        if self.tree is not None:
+            return self.tree.marginals(hyper.level, log_phi).log_z
+        prior_logit = self.prior_logit(hyper)
+        return float(np.sum(np.logaddexp(log_expit(prior_logit) + log_phi[:, 1],
+                                          log_expit(-prior_logit) + log_phi[:, 0])))
 
     def tied_v0(self, level, noise_var: float) -> np.ndarray:
         """Slab variances, one value for every slab class, that make the prior's mean y_i^2 equal the data's
@@ -243,6 +281,31 @@ class EPProblem:
             return self.run(hyper, sites, tol=tol, max_iter=max_iter)
         except ValueError:
             return None
+
+
+def _log_potentials(sites: EPSites, coef_group: np.ndarray, n_groups: int) -> np.ndarray:
+    """``sum_j log sigmoid(-pt_j)`` and ``sum_j log sigmoid(pt_j)`` over each group's sites, shape (G, 2)."""
+    return np.stack([np.bincount(coef_group, weights=log_expit(-sites.logit), minlength=n_groups),
+                     np.bincount(coef_group, weights=log_expit(sites.logit), minlength=n_groups)], axis=1)
+
+
+@dataclass(frozen=True)
+class GroupPosterior:
+    """The groups' part of the EP posterior ``q(z)``.
+
+    Attributes
+    ----------
+    logit : ndarray, shape (G,)
+        ``log q(z_g = 1) - log q(z_g = 0)``.
+    prob : ndarray, shape (G,)
+        ``q(z_g = 1)``.
+    tree : TreeMarginals or None
+        With a tree prior, its marginals (the pairwise ones with the parent are what learning needs).
+    """
+
+    logit: np.ndarray
+    prob: np.ndarray
+    tree: TreeMarginals | None = None
 
 
 def _log_normal_at_zero(mean: np.ndarray, var: np.ndarray) -> np.ndarray:
@@ -327,15 +390,16 @@ def _damped(old: EPSites, new: EPSites, valid: np.ndarray, xi: float) -> EPSites
     return EPSites(var=var, mean=nat_mean * var, logit=logit_)
 
 
-def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity,
-                  prior_logit: np.ndarray, coef_group: np.ndarray, v0: np.ndarray) -> float:
+def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity, log_groups: float,
+                  v0: np.ndarray) -> float:
     """EP approximation of ``log p(y | X)`` (the paper's eq. 28; docs/model.md section 2), rearranged for accuracy.
 
     The Gaussian terms of eq. 28 (``log s1``, the sites' ``-1/2 log(2 pi vt) - mt^2 / (2 vt)``, ``d/2 log 2 pi``,
     ``1/2 log|V|`` and ``1/2 u^T V u``) add up to ``log N(y | X mt, K)``, ``K = s2 I + X diag(vt) X^T``. With
     little noise, ``y^T y / (2 s2)`` and ``u^T V u / 2`` are huge and cancel; here the quadratic form is taken
     as the minimum ``r^T K^{-1} r = |y - X m|^2 / s2 + sum_j (m_j - mt_j)^2 / vt_j`` (a sum of positive terms,
-    first-order insensitive to rounding in m), and ``log|K|`` from the Cholesky factor.
+    first-order insensitive to rounding in m), and ``log|K|`` from the Cholesky factor. ``log_groups`` is the
+    groups' term (:meth:`EPProblem.log_group_partition`).
     """
     vt, mt, pt = sites.var, sites.mean, sites.logit
     vc, mc, pc = cav.var, cav.mean, cav.logit
@@ -351,11 +415,7 @@ def _log_evidence(model: LinearGaussianModel, post, sites: EPSites, cav: _Cavity
     log_sites = log_kappa - log_bern_norm - _log_normal_at_zero(mc - mt, vt + vc)
     if cav.limit.any():
         log_sites = np.where(cav.limit, -log_bern_norm, log_sites)
-    G = prior_logit.shape[0]
-    sum_on = np.bincount(coef_group, weights=log_expit(pt), minlength=G)
-    sum_off = np.bincount(coef_group, weights=log_expit(-pt), minlength=G)
-    log_groups = np.logaddexp(log_expit(prior_logit) + sum_on, log_expit(-prior_logit) + sum_off)
-    return float(log_gauss + np.sum(log_sites) + np.sum(log_groups))
+    return float(log_gauss + np.sum(log_sites) + log_groups)
 
 
 @dataclass
@@ -365,7 +425,7 @@ class EPRun:
     hyper: Hyper  # at the end of the run (learning moves them with the sites)
     sites: EPSites
     post: object  # WoodburyPosterior or DirectPosterior
-    group_prob: np.ndarray  # (G,)
+    groups: GroupPosterior
     cavity: _Cavity  # at the final sites
     n_iter: int
     stopped: bool  # the damped change fell below tol (the paper's rule)
@@ -375,6 +435,11 @@ class EPRun:
     ill_conditioned: float | None  # the signal-to-noise ratio, when too large for accurate variances
     converged: bool
     log_evidence: float  # of the unit-size data; NaN when EP failed or some cavity is invalid
+
+    @property
+    def group_prob(self) -> np.ndarray:
+        """``q(z_g = 1)``, shape (G,)."""
+        return self.groups.prob
 
 
 def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_iter: int, schedule: str = "decay",
@@ -391,7 +456,8 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
         Starting sites, shape (d,) each.
     adapt : callable, optional
         Hyper-parameters that move with the sites (learning): called every iteration as
-        ``adapt(hyper, post, cavity, group_prob, weight)`` with the damping ``weight`` of the iteration, it returns
+        ``adapt(hyper, post, cavity, groups, weight)`` (``groups`` a :class:`GroupPosterior`) with the damping
+        ``weight`` of the iteration, it returns
         ``(hyper, change)``: the hyper-parameters of the next iteration and how far they moved, in the units of
         ``tol`` (the run converges when sites and hyper-parameters both stop moving).
     schedule : {"decay", "adaptive"}
@@ -407,19 +473,13 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
         If the posterior cannot be factorised at the starting sites.
     """
     coef_group, progress, damping_decay = problem.coef_group, problem.progress, problem.damping_decay
-    model, prior_logit, v0, v_inf = _at(problem, hyper)
-    G = prior_logit.shape[0]
-
-    def group_logit_of(s: EPSites) -> np.ndarray:
-        return prior_logit + np.bincount(coef_group, weights=s.logit, minlength=G)
-
+    model, v0, v_inf = _at(problem, hyper)
     try:
         post = model.posterior(sites.var, sites.mean / sites.var)
     except np.linalg.LinAlgError as exc:
         raise ValueError(f"the posterior cannot be factorised at the start of EP ({exc}); X, y, v0 and noise_var "
                          "are numerically degenerate together") from None
-    group_logit = group_logit_of(sites)
-    group_prob = expit(group_logit)
+    groups = problem.group_posterior(hyper, sites)
     xi = problem.damping
     stopped = False
     failure = None
@@ -429,12 +489,12 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
     residuals: list[float] = []
     cooling = False
     for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
-        cav = _cavity(post, sites, group_logit[coef_group], problem.untouched)
+        cav = _cavity(post, sites, groups.logit[coef_group], problem.untouched)
         new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable, xi)
         hyper_change = 0.0
         if adapt is not None:
-            hyper, hyper_change = adapt(hyper, post, cav, group_prob, xi)
-            model, prior_logit, v0, v_inf = _at(problem, hyper)
+            hyper, hyper_change = adapt(hyper, post, cav, groups, xi)
+            model, v0, v_inf = _at(problem, hyper)
         step_weight = xi
         xi *= COOL_DECAY if cooling else damping_decay
         try:
@@ -442,17 +502,16 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
         except np.linalg.LinAlgError as exc:  # rounding broke positive definiteness: keep the last posterior
             failure = f"the posterior lost positive definiteness at iteration {n_iter} ({exc})"
             break
-        new_group_logit = group_logit_of(new_sites)
-        new_group_prob = expit(new_group_logit)
+        new_groups = problem.group_posterior(hyper, new_sites)
         # Scale-free test: changes of the mean relative to the size of the largest coefficient, and
         # changes of the group probabilities (not their log-odds, which drift for groups surely on/off).
         size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
         change = max(np.max(np.abs(new_post.mean - post.mean)) / size,
-                     np.max(np.abs(new_group_prob - group_prob)), hyper_change)
+                     np.max(np.abs(new_groups.prob - groups.prob)), hyper_change)
         if not np.isfinite(change):  # keep the last finite posterior
             failure = f"non-finite posterior at iteration {n_iter}"
             break
-        sites, post, group_logit, group_prob = new_sites, new_post, new_group_logit, new_group_prob
+        sites, post, groups = new_sites, new_post, new_groups
         # The change an undamped update would make: small at a fixed point, whatever the damping.
         residual = change / step_weight
         if progress is not None:
@@ -470,23 +529,23 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
     converged = stopped and failure is None and residual < RESIDUAL_FACTOR * tol
     snr = model.signal_to_noise(sites.var)
     ill_conditioned = snr if snr * np.finfo(float).eps > MAX_VARIANCE_ERROR else None
-    cav = _cavity(post, sites, group_logit[coef_group], problem.untouched)
+    cav = _cavity(post, sites, groups.logit[coef_group], problem.untouched)
     if ill_conditioned is not None or not np.all(cav.usable):  # not an EP fixed point to be trusted
         converged = False
     if failure is None and np.all(cav.usable):
-        log_ev = _log_evidence(model, post, sites, cav, prior_logit, coef_group, v0)
+        log_ev = _log_evidence(model, post, sites, cav, problem.log_group_partition(hyper, sites), v0)
     else:
         log_ev = float("nan")
-    return EPRun(hyper=hyper, sites=sites, post=post, group_prob=group_prob, cavity=cav, n_iter=n_iter,
+    return EPRun(hyper=hyper, sites=sites, post=post, groups=groups, cavity=cav, n_iter=n_iter,
                  stopped=stopped, residual=float(residual), change=float(change), failure=failure,
                  ill_conditioned=ill_conditioned, converged=converged, log_evidence=log_ev)
 
 
-def _at(problem: EPProblem, hyper: Hyper) -> tuple[LinearGaussianModel, np.ndarray, np.ndarray, np.ndarray]:
-    """What one iteration needs of ``hyper``: the Gaussian model, the groups' prior log-odds, and the slab and
-    clamped variances of every coefficient."""
+def _at(problem: EPProblem, hyper: Hyper) -> tuple[LinearGaussianModel, np.ndarray, np.ndarray]:
+    """What one iteration needs of ``hyper``: the Gaussian model and the slab and clamped variances of every
+    coefficient."""
     v0 = problem.slab_var(hyper)
-    return problem.model(hyper.noise_var), problem.prior_logit(hyper), v0, problem.v_inf_ratio * v0
+    return problem.model(hyper.noise_var), v0, problem.v_inf_ratio * v0
 
 
 def _warn_unless_converged(name: str, run: EPRun, tol: float, max_iter: int) -> None:

@@ -26,7 +26,16 @@ import numpy as np
 from scipy.special import expit
 from sklearn.model_selection import KFold
 
-from adaptcs.models._ep import LEARNABLE, EPProblem, EPRun, EPSites, Hyper, _log_normal_at_zero, class_sums
+from adaptcs.models._ep import (
+    LEARNABLE,
+    EPProblem,
+    EPRun,
+    EPSites,
+    GroupPosterior,
+    Hyper,
+    _log_normal_at_zero,
+    class_sums,
+)
 
 GRID_P0 = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)
 GRID_NOISE = (0.6, 0.3, 0.1, 0.03)  # times mean(y^2), visited in this (decreasing) order
@@ -36,6 +45,7 @@ GRID_NOISE = (0.6, 0.3, 0.1, 0.03)  # times mean(y^2), visited in this (decreasi
 EXTRAPOLATION_ROUNDS = 10
 EXTRAPOLATION_STEPS = tuple(2.0 ** np.arange(1, 11))
 P0_RANGE = (1e-4, 0.9)  # the learned mean prior probability is kept inside
+TRANSITION_RANGE = (1e-4, 1.0 - 1e-4)  # with a tree prior, the learned transition probabilities are kept inside
 NOISE_RANGE = (1e-6, 1.0)  # the learned noise variance, times mean(y^2)
 V0_RANGE = (1e-3, 1e3)  # the learned slab variance, relative to the tied value at the learned p0 and s2
 GRID_EP = {"tol": 1e-4, "max_iter": 200}  # badly specified grid points only freeze: do not let them cost more
@@ -145,8 +155,11 @@ def evidence_gradient(problem: EPProblem, hyper: Hyper, run: EPRun) -> np.ndarra
     ndarray, shape (K_p + K_v + 1,)
         3 values without prior classes.
     """
-    p0_g = expit(problem.prior_logit(hyper))
-    d_level = class_sums(run.group_prob - p0_g, problem.group_class, problem.n_levels)
+    if problem.tree is not None:
+        d_level = problem.tree.level_gradient(run.groups.tree, hyper.level)
+    else:
+        p0_g = expit(problem.prior_logit(hyper))
+        d_level = class_sums(run.group_prob - p0_g, problem.group_class, problem.n_levels)
     v0 = problem.slab_var(hyper)
     vc, mc, slab, r1, _ = _slab_responsibility(run.cavity, v0)
     usable = run.cavity.usable
@@ -156,17 +169,20 @@ def evidence_gradient(problem: EPProblem, hyper: Hyper, run: EPRun) -> np.ndarra
     return np.concatenate([d_level, d_log_v0, [d_log_s2]])
 
 
-def em_update(problem: EPProblem, hyper: Hyper, post, cavity, group_prob: np.ndarray, learn) -> Hyper:
-    """One EM-like step (docs/learning.md) from the EP posterior ``post``, its ``cavity`` and group probabilities at
-    ``hyper``; the learned values only change, each prior and slab class from its own groups and coefficients.
+def em_update(problem: EPProblem, hyper: Hyper, post, cavity, groups: GroupPosterior, learn) -> Hyper:
+    """One EM-like step (docs/learning.md) from the EP posterior ``post``, its ``cavity`` and the groups' posterior
+    at ``hyper``; the learned values only change, each prior and slab class from its own groups and coefficients.
 
-    p0_k <- mean over the groups of class k of q(z_g);  s2 <- (|y - X m|^2 + tr(X V X^T)) / n;
+    p0_k <- mean over the groups of class k of q(z_g) (with a tree: each transition probability <- its expected
+    count over the expected count of its parent state, under q);  s2 <- (|y - X m|^2 + tr(X V X^T)) / n;
     v0_l <- sum_j r1_j E[w_j^2 | slab] / r_j / sum_j r1_j  over the coefficients of slab class l, under the
     tilted distributions (cavity x exact prior factor; ``r_j`` the fixed profile).
     """
     level, v0, s2 = hyper.level, hyper.v0, hyper.noise_var
-    if "p0" in learn:
-        level = np.array([problem.level_for(float(np.clip(np.mean(group_prob[problem.group_class == k]), *P0_RANGE)),
+    if "p0" in learn and problem.tree is not None:
+        level = problem.tree.em_levels(groups.tree, level, TRANSITION_RANGE)
+    elif "p0" in learn:
+        level = np.array([problem.level_for(float(np.clip(np.mean(groups.prob[problem.group_class == k]), *P0_RANGE)),
                                             k) for k in range(problem.n_levels)])
     if "noise_var" in learn:
         s2 = float(np.clip(_explained(problem, post) / problem.n, NOISE_RANGE[0] * problem.mean_y2,
@@ -194,7 +210,7 @@ def em_step(problem: EPProblem, hyper: Hyper, run: EPRun, learn) -> float:
     """The size of the EM-like step (:func:`em_update`) from ``hyper`` at its EP fit ``run``: the largest change
     of a learned value in :meth:`Hyper.phi`'s coordinates. Zero at a type-II fixed point."""
     mask = _mask(problem, learn)
-    target = em_update(problem, hyper, run.post, run.cavity, run.group_prob, learn)
+    target = em_update(problem, hyper, run.post, run.cavity, run.groups, learn)
     return float(np.max(np.abs(target.phi() - hyper.phi())[mask], initial=0.0))
 
 
@@ -209,8 +225,8 @@ def joint_run(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, *,
     """
     mask = _mask(problem, learn)
 
-    def adapt(current: Hyper, post, cav, group_prob, weight) -> tuple[Hyper, float]:
-        target = em_update(problem, current, post, cav, group_prob, learn)
+    def adapt(current: Hyper, post, cav, groups, weight) -> tuple[Hyper, float]:
+        target = em_update(problem, current, post, cav, groups, learn)
         phi = current.phi() + weight * np.where(mask, target.phi() - current.phi(), 0.0)
         moved = Hyper.from_phi(phi, problem.n_levels)
         return moved, float(np.max(np.abs(phi - current.phi()))) * tol / THETA_TOL  # in the units of tol
@@ -283,10 +299,12 @@ def _joint(problem: EPProblem, hyper: Hyper, sites: EPSites | None, learn, ep=RE
 
 
 def _clipped(problem: EPProblem, phi: np.ndarray) -> np.ndarray:
-    """``phi`` with the levels and the noise variance inside :data:`P0_RANGE` and :data:`NOISE_RANGE`."""
+    """``phi`` with the levels and the noise variance inside :data:`P0_RANGE` (with a tree,
+    :data:`TRANSITION_RANGE`) and :data:`NOISE_RANGE`."""
     phi = phi.copy()
     k = problem.n_levels
-    phi[:k] = np.clip(phi[:k], np.log(P0_RANGE[0] / (1 - P0_RANGE[0])), np.log(P0_RANGE[1] / (1 - P0_RANGE[1])))
+    low, high = P0_RANGE if problem.tree is None else TRANSITION_RANGE
+    phi[:k] = np.clip(phi[:k], np.log(low / (1 - low)), np.log(high / (1 - high)))
     phi[-1] = np.clip(phi[-1], np.log(NOISE_RANGE[0] * problem.mean_y2), np.log(NOISE_RANGE[1] * problem.mean_y2))
     return phi
 
@@ -295,7 +313,7 @@ def _extrapolated(problem: EPProblem, learned: Learned, learn) -> tuple[Hyper, E
     """The best point along the EM-like step from ``learned`` taken 2, 4, 8, ... times (EM acceleration by a line
     search on the evidence), or None if none has a larger evidence. Returns (hyper, run, EP fits)."""
     end = learned.hyper.phi()
-    target = em_update(problem, learned.hyper, learned.run.post, learned.run.cavity, learned.run.group_prob, learn)
+    target = em_update(problem, learned.hyper, learned.run.post, learned.run.cavity, learned.run.groups, learn)
     direction = np.where(_mask(problem, learn), target.phi() - end, 0.0)
     best, n_fits = None, 0
     best_ev, sites = learned.run.log_evidence, learned.run.sites

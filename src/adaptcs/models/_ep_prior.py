@@ -9,6 +9,11 @@ approximation) every label has its own spike probability and slab variance (docs
   ``p0`` and one ``v0`` per label (type-II ML, the per-scale EM of docs/learning.md);
 * ``scale_learning="profile"``: the given per-label values are a fixed profile; learning moves a common level of
   the log-odds (the offsets between labels are kept) and a common multiplier of the slab variances.
+
+With ``parents`` as well (one parent coefficient per coefficient, e.g. :meth:`adaptcs.basis.WaveletBasis.parents`)
+the groups' states are a hidden Markov tree (docs/model.md, "A tree over the scales"): every label other than 0 has
+a spike probability given that the parent group is on (``p0``; also that of a root) and one given that it is off
+(``p0_off``), learned per label; ``scale_learning`` then concerns the slab variances only.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logit
+from scipy.special import expit, logit
 
 from adaptcs import _validation as val
+from adaptcs.models._hmt import GroupTree, TreePrior
 
 SCALE_LEARNING = ("each", "profile")
 
@@ -49,6 +55,11 @@ class PriorClasses:
         Index of every group's label in ``scale_labels``.
     coef_scale : ndarray of int, shape (d,) or None
         Index of every coefficient's label in ``scale_labels``.
+    tree : TreePrior or None
+        With ``parents``: the tree over the groups (the levels are then its transitions' log-odds).
+    transitions : ndarray, shape (2, S), or None
+        With ``parents``: the given spike probabilities of a group whose parent is on (row 0) and off (row 1), per
+        scale label (1 for label 0).
     """
 
     p0_group: np.ndarray
@@ -61,6 +72,8 @@ class PriorClasses:
     scale_labels: np.ndarray | None = None
     group_scale: np.ndarray | None = None
     coef_scale: np.ndarray | None = None
+    tree: TreePrior | None = None
+    transitions: np.ndarray | None = None
 
     def per_scale(self, per_group: np.ndarray | None = None, per_coef: np.ndarray | None = None) -> np.ndarray:
         """One value per scale label, shape (S,), read off a per-group or a per-coefficient array (constant on
@@ -120,7 +133,7 @@ def check_per_scale(value, n_scales: int, name: str) -> np.ndarray:
 
 
 def prior_classes(p0, v0, coef_group: np.ndarray, n_groups: int, *, scales=None, scale_learning: str = "each",
-                  learning: bool = False) -> PriorClasses:
+                  learning: bool = False, parents=None, p0_off=None) -> PriorClasses:
     """The prior classes of a fit.
 
     Parameters
@@ -137,6 +150,10 @@ def prior_classes(p0, v0, coef_group: np.ndarray, n_groups: int, *, scales=None,
     learning : bool
         Whether anything is learned (without ``scales``, a learned fit keeps per-group p0 as offsets of one level,
         a fit with given values puts them all in the offsets).
+    parents : array-like of int, shape (d,), optional
+        Parent coefficient of every coefficient (-1: none); needs ``scales``. ``p0`` is then the spike probability
+        of a group whose parent group is on (or of a root), ``p0_off`` that of a group whose parent is off
+        (default: ``p0``), one value or one per scale label each.
     """
     d = coef_group.shape[0]
     zeros_d = np.zeros(d, dtype=np.intp)
@@ -159,14 +176,16 @@ def prior_classes(p0, v0, coef_group: np.ndarray, n_groups: int, *, scales=None,
     on = labels[group_scale] == 0
     p0_group = np.where(on, 1.0, p0_scale[group_scale])
     detail = np.flatnonzero(labels != 0)  # the labels with a prior class of their own
+    if parents is not None:
+        return _tree_classes(p0_scale, v0_scale, p0_off, coef_group, parents, labels, group_scale, coef_scale,
+                             detail, scale_learning)
     if scale_learning == "each":
         class_of_scale = np.full(S, -1, dtype=np.intp)
         class_of_scale[detail] = np.arange(detail.shape[0])
         group_class = class_of_scale[group_scale]
         return PriorClasses(p0_group, np.zeros(n_groups), logit(p0_scale[detail]), group_class, v0_scale,
                             coef_scale, np.ones(d), labels, group_scale, coef_scale)
-    if scale_learning != "profile":
-        raise ValueError(f"scale_learning must be one of {SCALE_LEARNING}; got {scale_learning!r}")
+    _check_scale_learning(scale_learning)
     group_class = np.where(on, -1, 0).astype(np.intp)
     if np.all(on):
         level, offsets = np.zeros(0), np.zeros(n_groups)
@@ -176,3 +195,31 @@ def prior_classes(p0, v0, coef_group: np.ndarray, n_groups: int, *, scales=None,
     reference = float(np.max(v0_scale))
     return PriorClasses(p0_group, offsets, level, group_class, np.array([reference]), zeros_d,
                         v0_scale[coef_scale] / reference, labels, group_scale, coef_scale)
+
+
+def _check_scale_learning(scale_learning: str) -> None:
+    if scale_learning not in SCALE_LEARNING:
+        raise ValueError(f"scale_learning must be one of {SCALE_LEARNING}; got {scale_learning!r}")
+
+
+def _tree_classes(p0_scale, v0_scale, p0_off, coef_group, parents, labels, group_scale, coef_scale, detail,
+                  scale_learning) -> PriorClasses:
+    """The prior classes of a tree prior (:func:`prior_classes` with ``parents``): one class per detail label for
+    the transitions, the slab variances per label ("each") or as a profile."""
+    S, n_groups, d = labels.shape[0], group_scale.shape[0], coef_group.shape[0]
+    p0_off_scale = p0_scale if p0_off is None else val.check_probability(p0_off, S, "p0_off (one per scale label)")
+    class_of_scale = np.full(S, -1, dtype=np.intp)
+    class_of_scale[detail] = np.arange(detail.shape[0])
+    group_class = class_of_scale[group_scale]
+    tree = TreePrior(GroupTree.of_coefficients(coef_group, parents), group_class)
+    level = np.concatenate([logit(p0_scale[detail]), logit(p0_off_scale[detail])])
+    p0_group = expit(tree.prior_logit(level))
+    _check_scale_learning(scale_learning)
+    if scale_learning == "each":
+        v0, coef_slab, profile = v0_scale, coef_scale, np.ones(d)
+    else:
+        reference = float(np.max(v0_scale))
+        v0, coef_slab, profile = np.array([reference]), np.zeros(d, dtype=np.intp), v0_scale[coef_scale] / reference
+    transitions = np.where(labels == 0, 1.0, np.stack([p0_scale, p0_off_scale]))
+    return PriorClasses(p0_group, np.zeros(n_groups), level, group_class, v0, coef_slab, profile, labels,
+                        group_scale, coef_scale, tree, transitions)

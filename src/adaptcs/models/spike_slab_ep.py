@@ -72,7 +72,16 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
     scale_learning : {"each", "profile"}
         With ``scales`` and ``learn``: "each" learns one p0 and one v0 per label (type-II ML); "profile" keeps the
         given per-label values as a profile and learns a common level of the log-odds and a common multiplier of
-        the slab variances.
+        the slab variances (with ``parents``: of the slab variances only).
+    parents : array-like of int, shape (d,), optional
+        A tree over the scales (docs/model.md, "A tree over the scales"; needs ``scales``): the parent coefficient
+        of every coefficient, -1 for none, e.g. ``basis.parents()`` of a wavelet basis. The coefficients of a group
+        must have their parents in one group, the parent group. The groups' states are then a hidden Markov tree:
+        a group is on with probability ``p0`` of its label when its parent group is on (or when it has no parent)
+        and ``p0_off`` when it is off; EP keeps the tree exact, and ``learn=("p0", ...)`` learns both per label.
+    p0_off : float or array-like of shape (S,), optional
+        With ``parents``: the spike probability of a group whose parent group is off, one value or one per scale
+        label; default ``p0`` (no dependence on the parent where learning starts).
     noise_var : float
         Noise variance ``sigma0^2``, in measurement units squared. The default 1 is a placeholder; give it or
         learn it. There is no intercept: remove any offset of ``y`` first (docs/model.md, section 1).
@@ -145,7 +154,10 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         the refits since the last search from scratch.
     p0_, v0_, noise_var_ : float (p0_: or ndarray of shape (G,), as ``p0`` was given)
         The hyper-parameters of the fit: learned ones, or the given ones. With ``scales``, ``p0_`` and ``v0_`` have
-        one value per scale label (shape (S,), in the order of ``scale_labels_``; ``p0_`` is 1 for label 0).
+        one value per scale label (shape (S,), in the order of ``scale_labels_``; ``p0_`` is 1 for label 0). With
+        ``parents``, ``p0_`` is the spike probability of a group whose parent is on.
+    p0_off_ : ndarray, shape (S,)
+        With ``parents``: the spike probability of a group whose parent is off, per scale label (1 for label 0).
     scale_labels_ : ndarray of int, shape (S,)
         With ``scales``: the distinct scale labels, sorted.
     n_ep_fits_ : int
@@ -186,20 +198,24 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
     _parameter_constraints = {
         "groups": constraints.GROUPS, "p0": constraints.PROBABILITY, "v0": constraints.POSITIVE_OR_ARRAY,
         "scales": [None, "array-like"], "scale_learning": [StrOptions(set(ep_prior.SCALE_LEARNING))],
+        "parents": [None, "array-like"], "p0_off": [None, *constraints.PROBABILITY],
         "noise_var": constraints.POSITIVE, "damping": constraints.FRACTION, "damping_decay": constraints.FRACTION,
         "tol": constraints.POSITIVE, "max_iter": constraints.COUNT, "v_inf_ratio": constraints.POSITIVE,
         "warm_start": constraints.BOOLEAN, "warm_schedule": [StrOptions(set(SCHEDULES))],
         "learn": constraints.NAMES, "learn_method": [StrOptions(set(LEARN_METHODS))], "cv": constraints.FOLDS,
         "restart_every": constraints.COUNT, "verbose": ["verbose"]}
 
-    def __init__(self, groups=None, *, p0=0.5, v0=1.0, scales=None, scale_learning="each", noise_var=1.0,
-                 damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000, v_inf_ratio=300.0, warm_start=False,
-                 warm_schedule="adaptive", learn=(), learn_method="evidence", cv=5, restart_every=4, verbose=0):
+    def __init__(self, groups=None, *, p0=0.5, v0=1.0, scales=None, scale_learning="each", parents=None,
+                 p0_off=None, noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000,
+                 v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(), learn_method="evidence",
+                 cv=5, restart_every=4, verbose=0):
         self.groups = groups
         self.p0 = p0
         self.v0 = v0
         self.scales = scales
         self.scale_learning = scale_learning
+        self.parents = parents
+        self.p0_off = p0_off
         self.noise_var = noise_var
         self.damping = damping
         self.damping_decay = damping_decay
@@ -221,10 +237,16 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
             val.check_probability(self.p0, n_groups, "p0")
             if np.ndim(self.v0) != 0:
                 raise ValueError("v0 must be one value unless scales are given (one v0 per scale label)")
+            if self.parents is not None:
+                raise ValueError("parents need scales: the tree's transition probabilities are per scale label")
         else:
             n_scales = ep_prior.check_scales(self.scales)[0].shape[0]
             val.check_probability(self.p0, n_scales, "p0 (one per scale label)")
             ep_prior.check_per_scale(self.v0, n_scales, "v0")
+            if self.p0_off is not None:
+                val.check_probability(self.p0_off, n_scales, "p0_off (one per scale label)")
+        if self.p0_off is not None and self.parents is None:
+            raise ValueError("p0_off is the spike probability of a group whose parent is off: it needs parents")
         self._learned_names()
 
     def _learned_names(self) -> tuple[str, ...]:
@@ -252,13 +274,14 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         name = type(self).__name__
         learn = self._learned_names()
         prior = ep_prior.prior_classes(self.p0, self.v0, coef_group, labels.shape[0], scales=self.scales,
-                                       scale_learning=self.scale_learning, learning=bool(learn))
+                                       scale_learning=self.scale_learning, learning=bool(learn),
+                                       parents=self.parents, p0_off=self.p0_off)
         # Scaling on entry: EP works on data of unit size (an exact power-of-two rescaling; see the class Notes).
         scale = DataScale.of(X, y)
         warm = self._warm_state(d) if self.warm_start else None
         start = Hyper(prior.level, prior.v0, float(self.noise_var)).scaled(scale)
         problem = EPProblem(X / scale.x, y / scale.y, coef_group, prior.offsets, group_class=prior.group_class,
-                            coef_slab=prior.coef_slab, slab_profile=prior.slab_profile,
+                            coef_slab=prior.coef_slab, slab_profile=prior.slab_profile, tree=prior.tree,
                             v_inf_ratio=float(self.v_inf_ratio), damping=float(self.damping),
                             damping_decay=float(self.damping_decay), progress=self._progress())
         if warm is not None:
@@ -299,6 +322,13 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
             p0_fit = expit(problem.prior_logit(learned.hyper)) if "p0" in learn else prior.p0_group
             self.p0_ = float(p0_fit[0]) if np.ndim(self.p0) == 0 else p0_fit
             self.v0_ = float(hyper.v0[0])  # the given value when nothing is learned (power-of-two scaling is exact)
+        elif prior.tree is not None:
+            self.scale_labels_ = prior.scale_labels
+            transitions = prior.transitions.copy()
+            if "p0" in learn:
+                transitions[:, prior.scale_labels != 0] = expit(learned.hyper.level).reshape(2, prior.tree.n_classes)
+            self.p0_, self.p0_off_ = transitions
+            self.v0_ = prior.per_scale(per_coef=problem.slab_var(hyper))
         else:
             self.scale_labels_ = prior.scale_labels
             self.p0_ = prior.per_scale(per_group=expit(problem.prior_logit(learned.hyper)))
@@ -365,8 +395,9 @@ class SpikeSlabEP(GroupSpikeSlabEP):
         with ``scales``, one per scale label.
     v0 : float or array-like of shape (S,)
         Slab variance, in signal units squared; with ``scales``, one value or one per scale label.
-    scales, scale_learning
-        As in :class:`GroupSpikeSlabEP` (every coefficient a group of its own).
+    scales, scale_learning, parents, p0_off
+        As in :class:`GroupSpikeSlabEP` (every coefficient a group of its own: ``parents`` is then the tree of the
+        coefficients themselves).
     noise_var : float
         Variance of the measurement noise, in measurement units squared.
     **options
@@ -389,10 +420,12 @@ class SpikeSlabEP(GroupSpikeSlabEP):
 
     _parameter_constraints = constraints.without_groups(GroupSpikeSlabEP._parameter_constraints)
 
-    def __init__(self, *, p0=0.5, v0=1.0, scales=None, scale_learning="each", noise_var=1.0, damping=0.9,
-                 damping_decay=0.99, tol=1e-4, max_iter=1000, v_inf_ratio=300.0, warm_start=False,
-                 warm_schedule="adaptive", learn=(), learn_method="evidence", cv=5, restart_every=4, verbose=0):
-        super().__init__(None, p0=p0, v0=v0, scales=scales, scale_learning=scale_learning, noise_var=noise_var,
+    def __init__(self, *, p0=0.5, v0=1.0, scales=None, scale_learning="each", parents=None, p0_off=None,
+                 noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000, v_inf_ratio=300.0,
+                 warm_start=False, warm_schedule="adaptive", learn=(), learn_method="evidence", cv=5,
+                 restart_every=4, verbose=0):
+        super().__init__(None, p0=p0, v0=v0, scales=scales, scale_learning=scale_learning, parents=parents,
+                         p0_off=p0_off, noise_var=noise_var,
                          damping=damping, damping_decay=damping_decay, tol=tol,
                          max_iter=max_iter, v_inf_ratio=v_inf_ratio, warm_start=warm_start,
                          warm_schedule=warm_schedule, learn=learn, learn_method=learn_method, cv=cv,

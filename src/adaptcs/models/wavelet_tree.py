@@ -39,6 +39,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from adaptcs import _validation as val
 from adaptcs.basis import WaveletBasis
 from adaptcs.models._base import GroupRegressor
+from adaptcs.models._hmt import GroupTree, sum_product
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 PROBABILITY_BOUNDS = (1e-6, 1.0 - 1e-6)  # EM keeps transition probabilities inside these
@@ -57,6 +58,8 @@ class WaveletTree:
         Scale of each group (0: the approximation).
     parent : ndarray of intp, shape (G,)
         Parent group of each detail group; -1 for the roots (the coarsest details) and the approximation.
+    groups : GroupTree
+        The same tree for :func:`adaptcs.models._hmt.sum_product` (the approximation's groups are roots).
     levels : list of ndarray
         Detail group indices per scale, coarse to fine.
     """
@@ -65,24 +68,11 @@ class WaveletTree:
         if not isinstance(basis, WaveletBasis):
             raise ValueError(f"the wavelet tree needs a wavelet basis (haar, db2, db4); got {type(basis).__name__}")
         _, self.coef_group = np.unique(basis.groups(), return_inverse=True)
-        scales = basis.scales()
         n_groups = int(self.coef_group.max()) + 1
         self.group_scale = np.zeros(n_groups, dtype=np.int64)
-        self.group_scale[self.coef_group] = scales
-        # coefficient index of (level, row, col, orientation) in the basis's order: position-major, h v d
-        sides = [basis.side >> (basis.level - j) for j in range(basis.level)]
-        start, index = sides[0] ** 2, {}
-        for level, s in enumerate(sides, start=1):
-            index[level] = start + 3 * np.arange(s * s).reshape(s, s)
-            start += 3 * s * s
-        self.parent = np.full(n_groups, -1, dtype=np.int64)
-        for level in range(2, basis.level + 1):
-            s = sides[level - 1]
-            rows, cols = np.divmod(np.arange(s * s), s)
-            for o in range(3):
-                child = index[level][rows, cols] + o
-                parent_coef = index[level - 1][rows // 2, cols // 2] + o
-                self.parent[self.coef_group[child]] = self.coef_group[parent_coef]
+        self.group_scale[self.coef_group] = basis.scales()
+        self.groups = GroupTree.of_coefficients(self.coef_group, basis.parents())
+        self.parent = self.groups.parent
         self.levels = [np.flatnonzero(self.group_scale == s) for s in range(1, basis.level + 1)]
 
 
@@ -236,39 +226,18 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         log_like = np.zeros((n_groups, 2))
         log_like[:, 0] = np.bincount(tree.coef_group, log_like_coef[0], minlength=n_groups)
         log_like[:, 1] = np.bincount(tree.coef_group, log_like_coef[1], minlength=n_groups)
-        approx = tree.group_scale == 0
-        log_z_approx = float(np.sum(log_like_coef[1][scale_of == 0]))
-        # transition log probabilities of each detail group: [z_parent, z_child]
+        # transition probabilities of each group [z_parent, z_g]; the approximation is always on
         s = tree.group_scale
-        detail = ~approx
+        detail = s > 0
         trans = np.zeros((n_groups, 2, 2))
+        trans[:, :, 1] = 1.0
         trans[detail, 1, 1], trans[detail, 0, 1] = p_on[s[detail] - 1], p_off[s[detail] - 1]
         trans[:, :, 0] = 1.0 - trans[:, :, 1]
         with np.errstate(divide="ignore"):
-            log_trans = np.log(trans)
-        beta = log_like.copy()  # upward: log p(y below and at g | z_g)
-        message = np.zeros((n_groups, 2))  # log sum_{z_h} T(z_h | z_parent) beta_h(z_h), per parent state
-        for level in reversed(tree.levels[1:]):
-            terms = log_trans[level] + beta[level][:, None, :]
-            message[level] = np.logaddexp(terms[:, :, 0], terms[:, :, 1])
-            for z in (0, 1):  # the product over a group's four children, in logs
-                beta[:, z] += np.bincount(tree.parent[level], message[level][:, z], minlength=n_groups)
-        roots = tree.levels[0]
-        root_joint = log_trans[roots, 1, :] + beta[roots]  # the virtual parent of the roots is on
-        log_z_roots = np.logaddexp(root_joint[:, 0], root_joint[:, 1])
-        log_post = np.zeros((n_groups, 2))
-        log_post[roots] = root_joint - log_z_roots[:, None]
-        pair = np.zeros((n_groups, 2, 2))  # P(z_parent, z_g | y) for non-root detail groups
-        for level in tree.levels[1:]:
-            # log P(z_par, z_g | y) = log P(z_par | y) + log T(z_g | z_par) + beta_g(z_g) - message_g(z_par)
-            joint = (log_post[tree.parent[level]][:, :, None] + log_trans[level] + beta[level][:, None, :]
-                     - message[level][:, :, None])
-            pair[level] = np.exp(joint)
-            log_post[level] = np.logaddexp(joint[:, 0, :], joint[:, 1, :])
-        prob = np.exp(log_post[:, 1])
-        prob[approx] = 1.0
-        log_z = log_z_approx + float(np.sum(log_z_roots))
-        return prob, pair, log_z, mean, var
+            marginals = sum_product(tree.groups, log_like, np.log(trans))
+        prob = marginals.prob
+        prob[~detail] = 1.0
+        return prob, marginals.pair, marginals.log_z, mean, var
 
     # -- fit -------------------------------------------------------------------------------------------------
     def _start(self, tree, value, G, measured, y):

@@ -1,0 +1,233 @@
+"""Hidden Markov trees over group states: the structure and exact sum-product.
+
+A forest over the G groups (each group has at most one parent group) carries binary states ``z_g`` that are a
+Markov chain down the tree: ``P(z_g | z_parent(g))`` for a group with a parent, ``P(z_g)`` for a root (written
+as the transition from a virtual parent that is on, the convention of Crouse, Nowak & Baraniuk 1998 for the
+coarsest wavelet details). With node potentials ``phi_g(z_g)`` (the evidence of each group's own data, in logs),
+:func:`sum_product` gives the marginals ``q(z_g)``, the pairwise marginals ``q(z_parent(g), z_g)`` and the log
+partition function ``log sum_z P(z) prod_g phi_g(z_g)`` by one upward and one downward pass, O(G).
+
+Used by :class:`adaptcs.models.WaveletTreeSpikeSlab` (exact on basis scans) and by GSS-EP with ``parents``
+(the tree kept exact inside EP: docs/model.md, "A tree over the scales").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit, log_expit
+
+
+@dataclass(frozen=True)
+class GroupTree:
+    """A forest over groups, with its groups ordered by depth.
+
+    Attributes
+    ----------
+    parent : ndarray of intp, shape (G,)
+        Parent group of every group, -1 for a root.
+    depths : list of ndarray of intp
+        The groups at depth 0 (the roots), 1, 2, ...
+    """
+
+    parent: np.ndarray
+    depths: list
+
+    @classmethod
+    def from_parents(cls, parent) -> GroupTree:
+        """The forest of parent groups ``parent`` (shape (G,), -1 for roots); ValueError if it has a cycle."""
+        parent = np.asarray(parent, dtype=np.intp)
+        G = parent.shape[0]
+        if np.any((parent < -1) | (parent >= G)) or np.any(parent == np.arange(G)):
+            raise ValueError("parents must name another group or -1 (a root)")
+        depth = np.where(parent < 0, 0, -1)
+        for level in range(1, G + 1):
+            pending = depth < 0
+            if not pending.any():
+                break
+            ready = pending & (depth[np.maximum(parent, 0)] == level - 1)
+            if not ready.any():
+                raise ValueError("parents: the groups' parents form a cycle (not a tree)")
+            depth[ready] = level
+        return cls(parent, [np.flatnonzero(depth == k) for k in range(int(depth.max()) + 1)])
+
+    @classmethod
+    def of_coefficients(cls, coef_group: np.ndarray, coef_parent) -> GroupTree:
+        """The tree of groups from one parent coefficient per coefficient (``coef_parent``, shape (d,), -1 for
+        none): the parent group of a group is the group of its coefficients' parents, which must be one group
+        (or none for all of them).
+
+        Raises
+        ------
+        ValueError
+            If ``coef_parent`` has the wrong shape or values, a group's coefficients have parents in different
+            groups (or some have none), or the groups' parents form a cycle.
+        """
+        coef_parent = np.asarray(coef_parent)
+        d = coef_group.shape[0]
+        if coef_parent.shape != (d,) or not np.issubdtype(coef_parent.dtype, np.integer):
+            raise ValueError(f"parents must be one integer per coefficient ({d}); got shape {coef_parent.shape} "
+                             f"of {coef_parent.dtype}")
+        if np.any((coef_parent < -1) | (coef_parent >= d)):
+            raise ValueError(f"parents must be coefficient indices in 0..{d - 1} or -1 (none)")
+        G = int(coef_group.max()) + 1
+        parent_group = np.where(coef_parent >= 0, coef_group[np.maximum(coef_parent, 0)], -1)
+        low = np.full(G, np.iinfo(np.int64).max)
+        high = np.full(G, np.iinfo(np.int64).min)
+        np.minimum.at(low, coef_group, parent_group)
+        np.maximum.at(high, coef_group, parent_group)
+        mixed = np.flatnonzero(low != high)
+        if mixed.size:
+            raise ValueError(f"parents: the coefficients of group {mixed[0]} (in sorted label order) have parents in "
+                             "different groups; every group needs one parent group (or none)")
+        return cls.from_parents(low)
+
+
+@dataclass(frozen=True)
+class TreeMarginals:
+    """What :func:`sum_product` returns.
+
+    Attributes
+    ----------
+    log_post : ndarray, shape (G, 2)
+        ``log q(z_g = 0)``, ``log q(z_g = 1)``.
+    pair : ndarray, shape (G, 2, 2)
+        ``q(z_parent = a, z_g = b)`` at ``[g, a, b]`` for a group with a parent; for a root, zero.
+    log_z : float
+        ``log sum_z P(z) prod_g phi_g(z_g)``.
+    """
+
+    log_post: np.ndarray
+    pair: np.ndarray
+    log_z: float
+
+    @property
+    def logit(self) -> np.ndarray:
+        """``log q(z_g = 1) - log q(z_g = 0)``, shape (G,) (+inf for a group that is surely on)."""
+        with np.errstate(invalid="ignore"):
+            return self.log_post[:, 1] - self.log_post[:, 0]
+
+    @property
+    def prob(self) -> np.ndarray:
+        """``q(z_g = 1)``, shape (G,)."""
+        return np.exp(self.log_post[:, 1])
+
+
+def sum_product(tree: GroupTree, log_phi: np.ndarray, log_trans: np.ndarray) -> TreeMarginals:
+    """Exact marginals of ``P(z) prod_g phi_g(z_g)`` on a forest, by an upward and a downward pass.
+
+    Parameters
+    ----------
+    tree : GroupTree
+    log_phi : ndarray, shape (G, 2)
+        ``log phi_g(0)``, ``log phi_g(1)``.
+    log_trans : ndarray, shape (G, 2, 2)
+        ``log P(z_g = b | z_parent = a)`` at ``[g, a, b]``; for a root, row ``a = 1`` is ``log P(z_g)`` (a virtual
+        parent that is on). ``-inf`` entries (a group that is always on, say) are allowed.
+
+    Returns
+    -------
+    TreeMarginals
+    """
+    G = log_phi.shape[0]
+    parent = tree.parent
+    beta = log_phi.astype(np.float64, copy=True)  # upward: log phi of the subtree below and at g, given z_g
+    message = np.zeros((G, 2))  # log sum_b P(z_g = b | z_parent = a) beta_g(b), for each parent state a
+    with np.errstate(invalid="ignore"):  # -inf + -inf stays -inf; nothing here is inf - inf
+        for level in reversed(tree.depths[1:]):
+            terms = log_trans[level] + beta[level][:, None, :]
+            message[level] = np.logaddexp(terms[:, :, 0], terms[:, :, 1])
+            for a in (0, 1):
+                beta[:, a] += np.bincount(parent[level], message[level][:, a], minlength=G)
+        roots = tree.depths[0]
+        root_joint = log_trans[roots, 1, :] + beta[roots]
+        log_z_roots = np.logaddexp(root_joint[:, 0], root_joint[:, 1])
+        log_post = np.zeros((G, 2))
+        log_post[roots] = root_joint - log_z_roots[:, None]
+        pair = np.zeros((G, 2, 2))
+        for level in tree.depths[1:]:
+            # log q(z_parent = a, z_g = b) = log q(z_parent = a) + log P(b | a) + beta_g(b) - message_g(a)
+            msg = message[level][:, :, None]
+            joint = log_post[parent[level]][:, :, None] + log_trans[level] + beta[level][:, None, :] \
+                - np.where(np.isfinite(msg), msg, 0.0)
+            pair[level] = np.exp(joint)
+            log_post[level] = np.logaddexp(joint[:, 0, :], joint[:, 1, :])
+    return TreeMarginals(log_post, pair, float(np.sum(log_z_roots)))
+
+
+class TreePrior:
+    """A hidden Markov tree prior on group states with one pair of transition probabilities per prior class
+    (a wavelet scale, say), parametrised by their log-odds (the "levels" of a GSS-EP prior with a tree).
+
+    A group of class k is on with probability ``p_on[k]`` when its parent is on (or it is a root) and ``p_off[k]``
+    when its parent is off; a group of class -1 is always on. The levels are
+    ``(logit p_on[0], ..., logit p_on[K-1], logit p_off[0], ..., logit p_off[K-1])``.
+
+    Parameters
+    ----------
+    tree : GroupTree
+    group_class : ndarray of int, shape (G,)
+        Class 0..K-1 of every group, -1 for a group that is always on.
+    """
+
+    def __init__(self, tree: GroupTree, group_class: np.ndarray):
+        self.tree = tree
+        self.group_class = np.asarray(group_class, dtype=np.intp)
+        self.n_classes = int(self.group_class.max(initial=-1)) + 1
+        self.n_levels = 2 * self.n_classes
+        self.always_on = self.group_class < 0
+        has_parent = tree.parent >= 0
+        self._child = has_parent & ~self.always_on  # groups whose transition from a parent is learned
+        self._root = ~has_parent & ~self.always_on
+
+    def log_trans(self, level: np.ndarray) -> np.ndarray:
+        """``log P(z_g = b | z_parent = a)`` at ``[g, a, b]``, shape (G, 2, 2)."""
+        k = np.maximum(self.group_class, 0)
+        on, off = level[:self.n_classes][k], level[self.n_classes:][k]
+        log_trans = np.empty((k.shape[0], 2, 2))
+        log_trans[:, 1, 1], log_trans[:, 1, 0] = log_expit(on), log_expit(-on)
+        log_trans[:, 0, 1], log_trans[:, 0, 0] = log_expit(off), log_expit(-off)
+        log_trans[self.always_on, :, 1], log_trans[self.always_on, :, 0] = 0.0, -np.inf
+        return log_trans
+
+    def marginals(self, level: np.ndarray, log_phi: np.ndarray) -> TreeMarginals:
+        """:func:`sum_product` at ``level`` with node potentials ``log_phi`` (shape (G, 2))."""
+        return sum_product(self.tree, log_phi, self.log_trans(level))
+
+    def prior_logit(self, level: np.ndarray) -> np.ndarray:
+        """Prior log-odds of every group (its marginal under the tree, no evidence), shape (G,)."""
+        return self.marginals(level, np.zeros((self.group_class.shape[0], 2))).logit
+
+    def expected_transitions(self, marginals: TreeMarginals) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per class, the expected numbers of (parent on or root, group on), (parent on or root), (parent off,
+        group on) and (parent off) under ``marginals``; each shape (K,)."""
+        K, k = self.n_classes, self.group_class
+        prob = marginals.prob
+        child, root = self._child, self._root
+        def per_class(mask, weights=None):
+            return np.bincount(k[mask], weights, minlength=K)
+
+        on_on = per_class(child, marginals.pair[child, 1, 1]) + per_class(root, prob[root])
+        on = per_class(child, marginals.pair[child, 1].sum(axis=1)) + per_class(root)
+        off_on = per_class(child, marginals.pair[child, 0, 1])
+        off = per_class(child, marginals.pair[child, 0].sum(axis=1))
+        return on_on, on, off_on, off
+
+    def em_levels(self, marginals: TreeMarginals, level: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
+        """EM's update of the levels: expected transitions over expected parents in each state, kept inside
+        ``bounds`` (probabilities); a transition no group can take keeps its level. Shape (2K,)."""
+        on_on, on, off_on, off = self.expected_transitions(marginals)
+        counts, events = np.concatenate([on, off]), np.concatenate([on_on, off_on])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            prob = np.clip(events / counts, *bounds)
+        return np.where(counts > 1e-12, np.log(prob) - np.log1p(-prob), level)
+
+    def level_gradient(self, marginals: TreeMarginals, level: np.ndarray) -> np.ndarray:
+        """Gradient of ``log sum_z P(z) prod_g phi_g(z_g)`` in the levels at the ``marginals`` of those
+        potentials: ``sum_g E[z_parent (z_g - p_on)]`` and ``sum_g E[(1 - z_parent) (z_g - p_off)]`` per class.
+        Shape (2K,)."""
+        on_on, on, off_on, off = self.expected_transitions(marginals)
+        K = self.n_classes
+        p_on, p_off = expit(level[:K]), expit(level[K:])
+        return np.concatenate([on_on - p_on * on, off_on - p_off * off])
