@@ -8,7 +8,10 @@ and each prior, with every hyper-parameter learned from the measurements:
 - ``profile``: the fixed profile ``v0_s = v0 2^(-2 alpha (s - 1))`` (alpha = 1.2, the approximation 100 v0), the
   common multiplier and level learned (docs/model.md, "Priors per scale");
 - ``training``: E7's ``gss_ep_profile``, the profile the per-scale second moments of the PCA rows' training crops
-  (never a test image), the common multiplier and level learned.
+  (never a test image), the common multiplier and level learned;
+- ``tree``: ``each`` with a hidden Markov tree over the scales (``parents=basis.parents()``): per scale, the spike
+  probability given the parent group on and off, and the slab variance, learned;
+- ``tree_training``: ``training`` with the tree (transitions per scale and the profile's multiplier learned).
 
 Non-adaptive rows (random, top-down, PCA) are fitted cold at n = d/8 and d/4; ``design`` and ``predict`` (the
 wavelet prediction scan, Rousset et al. 2017) run the sequential loop (d/256 rows per step, warm learned
@@ -40,20 +43,21 @@ from adaptcs.experiments.wavelet import E7, NATURAL_IMAGES, sequence_rows, wavel
 from adaptcs.measurement import sphere_rows
 from adaptcs.metrics import relative_error
 
-PRIORS = ("one", "each", "profile", "training")
+PRIORS = ("one", "each", "profile", "training", "tree", "tree_training")
 STRATEGIES = ("design", "random", "topdown", "pca", "predict")
 ALPHA = 1.2  # decay of the per-scale second moments of photographs (MULTISCALE-PRIORS.md)
 
 
 def estimator(prior: str, case, basis):
     """E7's learned GSS-EP, with the prior asked for."""
-    if prior == "training":
-        return case_estimator("gss_ep_profile", case, hyperparameters="learned")
+    if prior in ("training", "tree_training"):
+        est = case_estimator("gss_ep_profile", case, hyperparameters="learned")
+        return est.set_params(parents=basis.parents()) if prior == "tree_training" else est
     est = case_estimator("gss_ep", case, hyperparameters="learned")
     if prior == "one":
         return est
     scales = basis.scales()
-    est = clone(est).set_params(scales=scales)
+    est = clone(est).set_params(scales=scales, parents=basis.parents() if prior == "tree" else None)
     if prior == "profile":
         labels = np.unique(scales)
         profile = np.where(labels == 0, 100.0, 2.0 ** (-2 * ALPHA * (labels - 1)))

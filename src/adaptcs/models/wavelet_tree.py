@@ -19,8 +19,8 @@ coefficients given the states are Gaussian in closed form. Hyper-parameters (``p
 the evidence at every step. A fine detail's posterior variance thus depends on its parent's measured value: the spike
 probability of the children of a large coefficient rises, that of the children of a negligible one falls.
 
-Other rows (random projections) are not handled here: the prior per scale of :class:`GroupSpikeSlabEP` is the
-model for them.
+Other rows (random projections) are not handled here: for them, ``GroupSpikeSlabEP(groups, scales=...,
+parents=basis.parents())`` keeps the same tree (with an exact spike) exact inside EP.
 """
 
 from __future__ import annotations
