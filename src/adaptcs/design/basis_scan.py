@@ -111,6 +111,8 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
         check_prediction_basis(basis)
     approximation = np.flatnonzero((basis.scales() == 0) & available)
     permutation = rng.permutation(d)
+    tie_rank = np.empty(d, dtype=np.intp)
+    tie_rank[permutation] = np.arange(d)  # "design" breaks ties in the random order's order
     est = clone(estimator)
     if "warm_start" in est.get_params():
         est.set_params(warm_start=True)
@@ -136,9 +138,7 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
             if variance is None:
                 raise ValueError(f"order='design' needs the posterior variances coef_var_; "
                                  f"{type(est).__name__} has none")
-            # exact ties (no information) go in coefficient order; near-ties are real posterior differences (a
-            # coefficient's tree context), so no rounding: rounding to 10 digits lost 0.5 dB over E7's photographs
-            new = np.argsort(-np.where(taken, -np.inf, variance), kind="stable")[:k]
+            new = _largest_variance_first(variance, taken, k, tie_rank)
         taken[new] = True
         chosen.extend(int(j) for j in new)
         at_checkpoint = len(chosen) in checkpoints
@@ -160,6 +160,17 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
                       n_iter=np.asarray(kept["n_iter"], dtype=np.int64),
                       cpu_seconds=np.asarray(kept["cpu_seconds"]),
                       group_prob=None if group_prob is None else np.asarray(group_prob, dtype=float).copy())
+
+
+def _largest_variance_first(variance: np.ndarray, taken: np.ndarray, k: int, tie_rank: np.ndarray) -> np.ndarray:
+    """The ``k`` untaken coefficients of largest posterior variance. Variances equal to 10 significant digits are
+    ties (the unmeasured coefficients of one context share their variance up to rounding), broken by ``tie_rank``,
+    a fixed random order: neither rounding nor the data's units decide between them, and tied coefficients are
+    spread over the image rather than taken in raster order."""
+    free = np.where(taken, -np.inf, variance)
+    top = np.max(free)
+    score = np.round(free / top, 10) if np.isfinite(top) and top > 0 else free
+    return np.lexsort((tie_rank, -score))[:k]
 
 
 def _selection(chosen: list[int], d: int, sparse_rows: bool):
