@@ -6,7 +6,8 @@ replays the acquisition on those values (:func:`adaptcs.design.basis_scan.replay
 per refit, the approximation first for all), reconstructing with the same estimator:
 
 - ``tree``: :class:`adaptcs.models.wavelet_tree.WaveletTreeSpikeSlab` with a small-variance off state, everything
-  learned by EM (the hidden Markov tree);
+  learned by EM (the hidden Markov tree of the coefficients, its default);
+- ``tree_groups``: the same with a state per 2 x 2 group of siblings (``states="groups"``);
 - ``scales``: GSS-EP with a p0 and v0 per scale, learned (``gss_ep_scales``, no tree).
 
 Prints the PSNR against the full-scan image (what the issue asks) at 10, 15 and 25 % of the coefficients, mean
@@ -32,7 +33,7 @@ from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 
 ORDERS = ("design", "topdown", "predict")
 FRACTIONS = (0.10, 0.15, 0.25)
-PRIORS = ("tree", "scales")
+PRIORS = ("tree", "tree_groups", "scales")
 
 
 def psnr(image: np.ndarray, reference: np.ndarray) -> float:
@@ -41,8 +42,9 @@ def psnr(image: np.ndarray, reference: np.ndarray) -> float:
 
 
 def estimator(prior: str, case, basis):
-    if prior == "tree":
-        return WaveletTreeSpikeSlab(basis, learn=("p_on", "p_off", "v0", "v_small", "noise_var"))
+    if prior in ("tree", "tree_groups"):
+        return WaveletTreeSpikeSlab(basis, states="groups" if prior == "tree_groups" else "coefficients",
+                                    learn=WaveletTreeSpikeSlab.LEARNABLE)
     return case_estimator("gss_ep_scales", case, hyperparameters="learned")
 
 

@@ -137,7 +137,8 @@ def test_exact_on_a_basis_scan(seed):
     posterior (means, group probabilities, evidence; variances wherever the site is not clamped)."""
     basis, X, y = small_scan(seed, repeat=False)
     p_on, p_off, v0, s2 = np.array([0.7, 0.6]), np.array([0.3, 0.1]), np.array([3.0, 1.0, 0.2]), 0.09
-    exact = WaveletTreeSpikeSlab(basis, p_on=p_on, p_off=p_off, v0=v0, noise_var=s2, learn=()).fit(X, y)
+    exact = WaveletTreeSpikeSlab(basis, states="groups", p_on=p_on, p_off=p_off, v0=v0, noise_var=s2,
+                                 learn=()).fit(X, y)
     ep = GroupSpikeSlabEP(basis.groups(), scales=basis.scales(), parents=basis.parents(), p0=np.r_[0.5, p_on],
                           p0_off=np.r_[0.5, p_off], v0=v0, noise_var=s2, tol=1e-12, max_iter=5000).fit(X, y)
     assert ep.converged_
@@ -148,6 +149,22 @@ def test_exact_on_a_basis_scan(seed):
     clamped = ep.sites_.var >= 0.99 * 300.0 * v0[basis.scales()]
     assert np.count_nonzero(~clamped) > 0.9 * basis.d
     np.testing.assert_allclose(ep.coef_var_[~clamped], exact.coef_var_[~clamped], rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_ss_ep_with_the_coefficients_tree_is_exact_on_a_basis_scan(seed):
+    """SpikeSlabEP with ``parents=basis.parents()`` (a state per coefficient) equals WaveletTreeSpikeSlab with
+    ``states="coefficients"`` on a scan (means, inclusion probabilities, evidence)."""
+    basis, X, y = small_scan(seed, repeat=False)
+    p_on, p_off, v0, s2 = np.array([0.7, 0.6]), np.array([0.3, 0.1]), np.array([3.0, 1.0, 0.2]), 0.09
+    exact = WaveletTreeSpikeSlab(basis, states="coefficients", p_on=p_on, p_off=p_off, v0=v0, noise_var=s2,
+                                 learn=()).fit(X, y)
+    ep = SpikeSlabEP(scales=basis.scales(), parents=basis.parents(), p0=np.r_[0.5, p_on], p0_off=np.r_[0.5, p_off],
+                     v0=v0, noise_var=s2, tol=1e-12, max_iter=5000).fit(X, y)
+    assert ep.converged_
+    np.testing.assert_allclose(ep.coef_, exact.coef_, atol=1e-10)
+    np.testing.assert_allclose(ep.group_prob_, exact.group_prob_, atol=1e-10)
+    assert ep.log_evidence_ == pytest.approx(exact.log_evidence_, abs=1e-9)
 
 
 def test_ungrouped_tree_on_a_scan_equals_the_tree_of_coefficients():
@@ -217,7 +234,7 @@ def test_learned_tree_on_a_scan_matches_exact_em(seed):
     """Type-II ML of the transitions, slab variances and noise on a scan: from the same start, EP's learning ends
     where exact EM (WaveletTreeSpikeSlab, one v0 per scale) does, up to the bounds on the probabilities."""
     basis, X, y = small_scan(seed, repeat=False)
-    exact = WaveletTreeSpikeSlab(basis, scale_profile="free", tol=1e-10, max_iter=5000).fit(X, y)
+    exact = WaveletTreeSpikeSlab(basis, states="groups", scale_profile="free", tol=1e-10, max_iter=5000).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         ep = GroupSpikeSlabEP(basis.groups(), scales=basis.scales(), parents=basis.parents(), p0=[0.5, 0.7, 0.7],

@@ -1,9 +1,10 @@
 """A hidden Markov tree of group spike-and-slab states over the wavelet quadtree, exact on basis scans.
 
-Prior (Crouse, Nowak & Baraniuk 1998; TSW-CS, He & Carin 2009; here with E7's groups): each detail group ``g``
-(the four children of one parent coefficient) has a state ``z_g``; its parent group is the group of that parent
-coefficient, so the groups form a quadtree (the coarsest detail groups are its roots). States are a Markov chain
-down the tree, per scale ``s``::
+Prior (Crouse, Nowak & Baraniuk 1998; TSW-CS, He & Carin 2009): each detail coefficient has a state, its parent
+the coefficient one level coarser whose support covers it (``states="coefficients"``), or, with E7's groups,
+each detail group ``g`` (the four children of one parent coefficient) has a state ``z_g`` and its parent group is
+the group of that parent coefficient (``states="groups"``). Either way the states form a quadtree (the coarsest
+details are its roots) and are a Markov chain down it, per scale ``s``::
 
     P(z_g = 1 | z_parent = 1) = p_on[s],   P(z_g = 1 | z_parent = 0) = p_off[s],   P(z_root = 1) = p_on[1]
     c_j | z_g = 1 ~ N(0, v0[s]),   c_j | z_g = 0 ~ N(0, v_small[s]);   approximation ~ N(0, v0[0]), always on.
@@ -45,15 +46,25 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 PROBABILITY_BOUNDS = (1e-6, 1.0 - 1e-6)  # EM keeps transition probabilities inside these
 NOISE_FLOOR = 1e-10  # learned noise variance stays above this fraction of the mean squared measurement
 MAX_JUMP = 5.0  # SQUAREM jumps move no parameter more than this (logit or log units) beyond EM's second step
+STATES = ("groups", "coefficients")
 
 
 class WaveletTree:
-    """The quadtree of a wavelet basis's groups.
+    """The quadtree of a wavelet basis: of its groups (2 x 2 siblings), or of its coefficients.
+
+    Parameters
+    ----------
+    basis : WaveletBasis
+    states : {"groups", "coefficients"}
+        "groups": a state per group of the basis, the four children of one parent coefficient, whose parent is the
+        group of that coefficient; "coefficients": a state per coefficient (Crouse, Nowak & Baraniuk's tree), whose
+        parent is its parent coefficient.
 
     Attributes
     ----------
     coef_group : ndarray of intp, shape (d,)
-        Group index of each coefficient (the basis's groups, relabelled 0..G-1 in coefficient order).
+        Group index of each coefficient (the basis's groups, relabelled 0..G-1 in coefficient order; with
+        ``states="coefficients"`` every coefficient is a group of its own).
     group_scale : ndarray of int, shape (G,)
         Scale of each group (0: the approximation).
     parent : ndarray of intp, shape (G,)
@@ -64,10 +75,15 @@ class WaveletTree:
         Detail group indices per scale, coarse to fine.
     """
 
-    def __init__(self, basis: WaveletBasis):
+    def __init__(self, basis: WaveletBasis, states: str = "groups"):
         if not isinstance(basis, WaveletBasis):
             raise ValueError(f"the wavelet tree needs a wavelet basis (haar, db2, db4); got {type(basis).__name__}")
-        _, self.coef_group = np.unique(basis.groups(), return_inverse=True)
+        if states not in STATES:
+            raise ValueError(f"states must be one of {STATES}; got {states!r}")
+        if states == "groups":
+            _, self.coef_group = np.unique(basis.groups(), return_inverse=True)
+        else:
+            self.coef_group = np.arange(basis.d, dtype=np.intp)
         n_groups = int(self.coef_group.max()) + 1
         self.group_scale = np.zeros(n_groups, dtype=np.int64)
         self.group_scale[self.coef_group] = basis.scales()
@@ -82,7 +98,12 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     Parameters
     ----------
     basis : WaveletBasis
-        The basis whose coefficients are fitted (its groups and scales give the tree).
+        The basis whose coefficients are fitted (its scales, parents and groups give the tree).
+    states : {"coefficients", "groups"}
+        "coefficients" (default): a state per detail coefficient, conditioned on its parent coefficient's, so a
+        large coefficient raises the probability of its own four children; "groups": a state per 2 x 2 group of
+        siblings (the basis's groups), conditioned on the parent coefficient's group (one state for the children
+        of four neighbouring coefficients).
     p_on, p_off : float or array-like of shape (L,)
         ``P(z = 1 | parent on)`` and ``P(z = 1 | parent off)`` per detail scale 1..L (a float: every scale);
         the starting point when learned.
@@ -114,7 +135,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     coef_var_ : ndarray, shape (d,)
         Posterior marginal variances (what a basis scan's design reads: ``x^T V x`` of basis row ``j``).
     group_prob_ : ndarray, shape (G,)
-        ``P(z_g = 1 | y)`` (1 for the approximation's groups).
+        ``P(z_g = 1 | y)`` of every state (1 for the approximation's); G = d with ``states="coefficients"``.
     p_on_, p_off_ : ndarray, shape (L,)
     v0_, v_small_ : ndarray, shape (L + 1,)
     noise_var_ : float
@@ -144,6 +165,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
 
     _parameter_constraints = {
         "basis": [WaveletBasis],
+        "states": [StrOptions(set(STATES))],
         "p_on": [Interval(Real, 0, 1, closed="neither"), "array-like"],
         "p_off": [Interval(Real, 0, 1, closed="neither"), "array-like"],
         "v0": [Interval(Real, 0, None, closed="neither"), "array-like", None],
@@ -158,10 +180,11 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     LEARNABLE = ("p_on", "p_off", "v0", "v_small", "noise_var")
     accepts_sparse_selection = True  # fit takes a scipy.sparse X (replay_basis_scan passes one)
 
-    def __init__(self, basis, *, p_on=0.7, p_off=0.1, v0=None, v_small=0.0, noise_var=None,
+    def __init__(self, basis, *, states="coefficients", p_on=0.7, p_off=0.1, v0=None, v_small=0.0, noise_var=None,
                  learn=("p_on", "p_off", "v0", "noise_var"), scale_profile="decay", max_iter=500, tol=1e-4,
                  warm_start=False):
         self.basis = basis
+        self.states = states
         self.p_on = p_on
         self.p_off = p_off
         self.v0 = v0
@@ -279,7 +302,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         unknown = set(self.learn) - set(self.LEARNABLE)
         if unknown:
             raise ValueError(f"learn may name {self.LEARNABLE}; got {sorted(unknown)}")
-        tree = WaveletTree(self.basis)
+        tree = WaveletTree(self.basis, self.states)
         value, G, count, measured, residual, y = self._measurements(X, y)
         data = _Scan(tree, value, G, measured, residual, y.shape[0], NOISE_FLOOR * float(np.mean(y * y)))
         params = self._start(tree, value, G, measured, y)
