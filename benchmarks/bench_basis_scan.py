@@ -5,9 +5,10 @@ noise (:func:`adaptcs.design.basis_scan.photon_basis_scan`, ``--photons`` per un
 replays the acquisition on those values (:func:`adaptcs.design.basis_scan.replay_basis_scan`, d/256 coefficients
 per refit, the approximation first for all), reconstructing with the same estimator:
 
-- ``tree``: :class:`adaptcs.models.wavelet_tree.WaveletTreeSpikeSlab` with a small-variance off state, everything
-  learned by EM (the hidden Markov tree of the coefficients, its default);
-- ``tree_groups``: the same with a state per 2 x 2 group of siblings (``states="groups"``);
+- ``tree``: :class:`adaptcs.models.wavelet_tree.WaveletTreeSpikeSlab` as it comes (the hidden Markov tree of the
+  coefficients, an exact spike, transitions, slab variances and noise learned by EM);
+- ``tree_small``: the same with a small-variance off state, learned too;
+- ``tree_groups``: ``tree_small`` with a state per 2 x 2 group of siblings (``states="groups"``);
 - ``scales``: GSS-EP with a p0 and v0 per scale, learned (``gss_ep_scales``, no tree).
 
 Prints the PSNR against the full-scan image (what the issue asks) at 10, 15 and 25 % of the coefficients, mean
@@ -33,7 +34,7 @@ from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 
 ORDERS = ("design", "topdown", "predict")
 FRACTIONS = (0.10, 0.15, 0.25)
-PRIORS = ("tree", "tree_groups", "scales")
+PRIORS = ("tree", "tree_small", "tree_groups", "scales")
 
 
 def psnr(image: np.ndarray, reference: np.ndarray) -> float:
@@ -42,7 +43,9 @@ def psnr(image: np.ndarray, reference: np.ndarray) -> float:
 
 
 def estimator(prior: str, case, basis):
-    if prior in ("tree", "tree_groups"):
+    if prior == "tree":
+        return WaveletTreeSpikeSlab(basis)
+    if prior in ("tree_small", "tree_groups"):
         return WaveletTreeSpikeSlab(basis, states="groups" if prior == "tree_groups" else "coefficients",
                                     learn=WaveletTreeSpikeSlab.LEARNABLE)
     return case_estimator("gss_ep_scales", case, hyperparameters="learned")

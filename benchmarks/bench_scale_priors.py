@@ -11,7 +11,9 @@ and each prior, with every hyper-parameter learned from the measurements:
   (never a test image), the common multiplier and level learned;
 - ``tree``: ``each`` with a hidden Markov tree over the scales (``parents=basis.parents()``): per scale, the spike
   probability given the parent group on and off, and the slab variance, learned;
-- ``tree_training``: ``training`` with the tree (transitions per scale and the profile's multiplier learned).
+- ``tree_training``: ``training`` with the tree (transitions per scale and the profile's multiplier learned);
+- ``tree_coef``: SS-EP (a state per coefficient) with the tree of the coefficients themselves, per scale the
+  transitions and the slab variance learned.
 
 Non-adaptive rows (random, top-down, PCA) are fitted cold at n = d/8 and d/4; ``design`` and ``predict`` (the
 wavelet prediction scan, Rousset et al. 2017) run the sequential loop (d/256 rows per step, warm learned
@@ -42,8 +44,9 @@ from adaptcs.experiments import case_estimator
 from adaptcs.experiments.wavelet import E7, NATURAL_IMAGES, sequence_rows, wavelet_case
 from adaptcs.measurement import sphere_rows
 from adaptcs.metrics import relative_error
+from adaptcs.models import SpikeSlabEP
 
-PRIORS = ("one", "each", "profile", "training", "tree", "tree_training")
+PRIORS = ("one", "each", "profile", "training", "tree", "tree_training", "tree_coef")
 STRATEGIES = ("design", "random", "topdown", "pca", "predict")
 ALPHA = 1.2  # decay of the per-scale second moments of photographs (MULTISCALE-PRIORS.md)
 
@@ -56,6 +59,10 @@ def estimator(prior: str, case, basis):
     est = case_estimator("gss_ep", case, hyperparameters="learned")
     if prior == "one":
         return est
+    if prior == "tree_coef":
+        start = est.get_params()
+        return SpikeSlabEP(scales=basis.scales(), parents=basis.parents(), p0=float(np.mean(start["p0"])),
+                           v0=start["v0"], noise_var=start["noise_var"], learn=start["learn"])
     scales = basis.scales()
     est = clone(est).set_params(scales=scales, parents=basis.parents() if prior == "tree" else None)
     if prior == "profile":
