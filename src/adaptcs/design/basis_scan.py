@@ -17,11 +17,13 @@ measures the approximation subband first (nothing else is sensible before it, an
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
 from adaptcs.basis import Basis
@@ -117,6 +119,10 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
     if "warm_start" in est.get_params():
         est.set_params(warm_start=True)
     sparse_rows = getattr(est, "accepts_sparse_selection", False)  # else dense rows: n x d floats
+    # an estimator that learns by many cheap iterations may track its hyper-parameters between checkpoints: those
+    # refits only choose the next rows, and the next refit goes on from where they stopped
+    tracking = getattr(est, "replay_tracking_iterations", None)
+    full_iterations = est.get_params().get("max_iter")
     started = time.process_time()
     chosen: list[int] = []
     taken = ~available  # never chosen: not measured, or chosen already
@@ -143,7 +149,8 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
         chosen.extend(int(j) for j in new)
         at_checkpoint = len(chosen) in checkpoints
         if at_checkpoint or order in ("design", "predict"):  # topdown and random choose without the estimator
-            est.fit(_selection(chosen, d, sparse_rows), values[chosen])
+            _refit(est, _selection(chosen, d, sparse_rows), values[chosen],
+                   None if at_checkpoint or tracking is None else min(tracking, full_iterations), full_iterations)
         if at_checkpoint:
             flag = getattr(est, "converged_", None)
             kept["n"].append(len(chosen))
@@ -160,6 +167,20 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
                       n_iter=np.asarray(kept["n_iter"], dtype=np.int64),
                       cpu_seconds=np.asarray(kept["cpu_seconds"]),
                       group_prob=None if group_prob is None else np.asarray(group_prob, dtype=float).copy())
+
+
+def _refit(est, rows, values, tracking: int | None, full_iterations: int | None) -> None:
+    """Refit ``est``; with ``tracking`` iterations at most and no convergence warning (a refit between
+    checkpoints, whose hyper-parameters go on moving at the next), else with its own ``max_iter``."""
+    if tracking is None:
+        if full_iterations is not None:
+            est.set_params(max_iter=full_iterations)
+        est.fit(rows, values)
+        return
+    est.set_params(max_iter=tracking)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(rows, values)
 
 
 def _largest_variance_first(variance: np.ndarray, taken: np.ndarray, k: int, tie_rank: np.ndarray) -> np.ndarray:

@@ -179,6 +179,10 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     }
     LEARNABLE = ("p_on", "p_off", "v0", "v_small", "noise_var")
     accepts_sparse_selection = True  # fit takes a scipy.sparse X (replay_basis_scan passes one)
+    # replay_basis_scan's refits between checkpoints take at most this many EM iterations (warm-started, the values
+    # go on moving at the next refit): with a small-variance off state EM crawls along the ridge between it and the
+    # noise (hundreds of iterations per refit), and those refits only choose the next rows
+    replay_tracking_iterations = 10
 
     def __init__(self, basis, *, states="coefficients", p_on=0.7, p_off=0.1, v0=None, v_small=0.0, noise_var=None,
                  learn=("p_on", "p_off", "v0", "noise_var"), scale_profile="decay", max_iter=500, tol=1e-4,
