@@ -16,6 +16,7 @@ measures the approximation subband first (nothing else is sensible before it, an
 
 from __future__ import annotations
 
+import copy
 import time
 import warnings
 from dataclasses import dataclass
@@ -119,10 +120,10 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
     if "warm_start" in est.get_params():
         est.set_params(warm_start=True)
     sparse_rows = getattr(est, "accepts_sparse_selection", False)  # else dense rows: n x d floats
-    # an estimator that learns by many cheap iterations may track its hyper-parameters between checkpoints: those
-    # refits only choose the next rows, and the next refit goes on from where they stopped
+    # An estimator that learns by many cheap iterations may track its hyper-parameters instead: every refit takes
+    # a few iterations from where the last one stopped, and a checkpoint's reconstruction is a separate fit to
+    # convergence from there, so the order (and every later checkpoint) does not depend on where checkpoints are.
     tracking = getattr(est, "replay_tracking_iterations", None)
-    full_iterations = est.get_params().get("max_iter")
     started = time.process_time()
     chosen: list[int] = []
     taken = ~available  # never chosen: not measured, or chosen already
@@ -149,15 +150,19 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
         chosen.extend(int(j) for j in new)
         at_checkpoint = len(chosen) in checkpoints
         if at_checkpoint or order in ("design", "predict"):  # topdown and random choose without the estimator
-            _refit(est, _selection(chosen, d, sparse_rows), values[chosen],
-                   None if at_checkpoint or tracking is None else min(tracking, full_iterations), full_iterations)
+            rows = _selection(chosen, d, sparse_rows)
+            if tracking is None:
+                est.fit(rows, values[chosen])
+            else:
+                _tracked_fit(est, rows, values[chosen], tracking)
         if at_checkpoint:
-            flag = getattr(est, "converged_", None)
+            recorded = est if tracking is None else _converged_copy(est, rows, values[chosen])
+            flag = getattr(recorded, "converged_", None)
             kept["n"].append(len(chosen))
-            kept["coef"].append(np.asarray(est.coef_, dtype=float).copy())
+            kept["coef"].append(np.asarray(recorded.coef_, dtype=float).copy())
             kept["converged"].append(-1 if flag is None else int(bool(flag)))
-            kept["noise_var"].append(float(getattr(est, "noise_var_", np.nan)))
-            kept["n_iter"].append(int(getattr(est, "n_iter_", -1)))
+            kept["noise_var"].append(float(getattr(recorded, "noise_var_", np.nan)))
+            kept["n_iter"].append(int(getattr(recorded, "n_iter_", -1)))
             kept["cpu_seconds"].append(time.process_time() - started)
     group_prob = getattr(est, "group_prob_", None)
     return ScanReplay(order=order, n=np.asarray(kept["n"], dtype=np.int64), coef=np.asarray(kept["coef"]),
@@ -169,18 +174,23 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
                       group_prob=None if group_prob is None else np.asarray(group_prob, dtype=float).copy())
 
 
-def _refit(est, rows, values, tracking: int | None, full_iterations: int | None) -> None:
-    """Refit ``est``; with ``tracking`` iterations at most and no convergence warning (a refit between
-    checkpoints, whose hyper-parameters go on moving at the next), else with its own ``max_iter``."""
-    if tracking is None:
-        if full_iterations is not None:
-            est.set_params(max_iter=full_iterations)
-        est.fit(rows, values)
-        return
-    est.set_params(max_iter=tracking)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        est.fit(rows, values)
+def _tracked_fit(est, rows, values, iterations: int) -> None:
+    """Refit ``est`` (warm-started) with at most ``iterations`` iterations and no convergence warning: its
+    hyper-parameters go on moving at the next refit (the tracked fit only chooses the next rows)."""
+    full = est.get_params()["max_iter"]
+    est.set_params(max_iter=min(iterations, full))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est.fit(rows, values)
+    finally:
+        est.set_params(max_iter=full)
+
+
+def _converged_copy(est, rows, values):
+    """A copy of the tracked ``est`` fitted to convergence (its own ``max_iter``) from where it stands."""
+    recorded = copy.deepcopy(est)
+    return recorded.fit(rows, values)
 
 
 def _largest_variance_first(variance: np.ndarray, taken: np.ndarray, k: int, tie_rank: np.ndarray) -> np.ndarray:
