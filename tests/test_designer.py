@@ -7,7 +7,7 @@ import pytest
 from sklearn.linear_model import Ridge
 
 from adaptcs.design import FitFailedWarning, SequentialDesigner, binary_rows
-from adaptcs.design.designer import NO_MEASUREMENTS, Asked, Told
+from adaptcs.design.designer import NO_MEASUREMENTS, RANDOM_START, Asked, Told
 from adaptcs.models import GroupSpikeSlabEP, SpikeSlabEP
 
 from conftest import random_group_problem
@@ -35,6 +35,27 @@ def test_first_rows_are_random_before_any_measurement(problem):
                                 row_norm=8.0,
                                 rng=0).ask()
     np.testing.assert_array_equal(np.abs(binary), np.full((1, 32), 8.0 / np.sqrt(32)))
+
+
+def test_design_and_pool_start_with_random_rows_until_d_over_16_are_told(problem):
+    X, y, groups, _ = problem  # d = 32: "auto" asks for 2 random rows first
+    est = GroupSpikeSlabEP(groups, p0=0.25, v0=1.0, noise_var=0.1)
+    designer = SequentialDesigner(est, rng=0)
+    designer.tell(X[:1], y[:1])
+    designer.ask()
+    assert designer.history_[-1].chosen_by == RANDOM_START
+    designer.tell(X[1:2], y[1:2])
+    designer.ask()
+    assert designer.history_[-1].chosen_by == "design"
+    pool = X[2:]
+    pooled = SequentialDesigner(est, strategy="pool", pool=pool, rng=0, n_random_start=5).tell(X[:4], y[:4])
+    row = pooled.ask()
+    assert pooled.history_[-1].chosen_by == RANDOM_START and any(np.array_equal(row[0], p) for p in pool)
+    at_once = SequentialDesigner(est, rng=0, n_random_start=0).tell(X[:1], y[:1])
+    at_once.ask()
+    assert at_once.history_[-1].chosen_by == "design"
+    with pytest.raises(ValueError, match="n_random_start"):
+        SequentialDesigner(est, n_random_start=-1)
 
 
 def test_asking_before_the_size_is_known_is_a_clear_error():

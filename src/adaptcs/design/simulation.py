@@ -96,7 +96,8 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     w_true : array-like, shape (d,)
         The signal that measurements are taken of (in its own domain, e.g. pixels, also with a ``basis``).
     X0 : array-like, shape (n0, d)
-        Initial rows (in the signal's domain).
+        Initial rows (in the signal's domain): the random start; every later row is chosen by ``strategy``
+        (``SequentialDesigner(n_random_start=0)``).
     y0 : array-like, shape (n0,)
         Initial measurements.
     n_steps : int
@@ -154,8 +155,9 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         if pool.shape[0] < n_steps * batch_size:
             raise ValueError(f"pool has {pool.shape[0]} rows; {n_steps} steps of {batch_size} need "
                              f"{n_steps * batch_size}")
+    # The initial rows X are the protocol's random start: every later row is chosen by ``strategy``.
     designer = SequentialDesigner(estimator, strategy=strategy, row_norm=row_norm, batch_size=batch_size,
-                                  pool=pool, row_constraint=row_constraint, rng=rng, basis=basis)
+                                  pool=pool, row_constraint=row_constraint, rng=rng, basis=basis, n_random_start=0)
     record = _Record(w_true, checkpoints)
 
     def tell(X_new, y_new, step) -> bool:
