@@ -3,12 +3,13 @@
 Two problems, each over the same signals, noise draws and random-row seeds for every variant (paired):
 
 * ``issue``: d = 300, 60 groups of 5, 10 active with N(0, 1) coefficients, noise variance 0.25, 81 rows;
-* ``e3``: E3's signals (d = 512, 128 groups of 4, 4 active, Uniform[-1, 1], noise variance 1), 64 rows.
+* ``e3``: signals from E3's generator (d = 512, 128 groups of 4, 4 active, Uniform[-1, 1], noise variance 1), 64 rows.
 
-Variants: designed rows after a random start of ``n_random_start`` rows (0: designed from the second row on,
-"auto": ``ceil(d / 16)``) and random rows throughout. Printed per variant: mean final error +- s.e., the paired
-difference to random rows with the number of signals where design won, the learned noise variance at the end
-(range, and how many are within a factor 3 of the truth) and its smallest value along the loop, CPU seconds.
+``--oracle`` gives the true p0, v0 and noise variance instead of learning them. Variants: designed rows after a
+random start of ``n_random_start`` rows (0: designed from the second row on, "auto": ``ceil(d / 16)``) and random
+rows throughout. Printed per variant: mean final error +- s.e., the paired difference to random rows with the
+number of signals where design won, the learned noise variance at the end (range, and how many are within a factor
+3 of the truth) and its smallest value along the loop, CPU seconds.
 
 Run: ``python benchmarks/bench_design_start.py --signals 20`` (about 15 CPU minutes). One BLAS thread; never
 asserts on time.
@@ -31,27 +32,29 @@ LEARN = ("p0", "v0", "noise_var")
 
 
 def issue_problem(r: int):
-    """(groups, w, noise variance, rows) of signal r of the 300-coefficient problem."""
+    """(groups, w, noise variance, rows, the oracle's p0 and v0) of signal r of the 300-coefficient problem."""
     rng = np.random.default_rng([31, r])
     groups = np.repeat(np.arange(60), 5)
     active = rng.choice(60, 10, replace=False)
-    return groups, np.where(np.isin(groups, active), rng.normal(size=300), 0.0), 0.25, 81
+    return groups, np.where(np.isin(groups, active), rng.normal(size=300), 0.0), 0.25, 81, (10 / 60, 1.0)
 
 
 def e3_problem(r: int):
-    """(groups, w, noise variance, rows) of an E3-like signal r."""
+    """(groups, w, noise variance, rows, the oracle's p0 and v0) of an E3-like signal r."""
     p = make_e1_problem(np.random.default_rng([77, r]), d=512, n_groups=128, n_active=4, n=1, noise_var=1.0)
-    return p.groups, p.w_true, 1.0, 64
+    return p.groups, p.w_true, 1.0, 64, (4 / 128, 1 / 3)
 
 
 PROBLEMS = {"issue": issue_problem, "e3": e3_problem}
 
 
-def loop(groups, w, noise, n_rows, strategy, n_random_start, seed):
-    """One ask/tell loop: (final relative error, final noise variance, smallest noise variance, CPU seconds)."""
+def loop(groups, w, noise, n_rows, oracle, strategy, n_random_start, seed):
+    """One ask/tell loop: (final relative error, final noise variance, smallest noise variance, CPU seconds).
+    ``oracle``: None (learn everything) or the true (p0, v0), given with the true noise variance."""
     draws = np.random.default_rng([seed, 1]).normal(0.0, np.sqrt(noise), n_rows)
-    designer = SequentialDesigner(GroupSpikeSlabEP(groups, learn=LEARN), strategy=strategy, rng=seed,
-                                  n_random_start=n_random_start)
+    estimator = GroupSpikeSlabEP(groups, learn=LEARN) if oracle is None else \
+        GroupSpikeSlabEP(groups, p0=oracle[0], v0=oracle[1], noise_var=noise)
+    designer = SequentialDesigner(estimator, strategy=strategy, rng=seed, n_random_start=n_random_start)
     start, smallest = time.process_time(), np.inf
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -69,20 +72,22 @@ def main() -> None:
     parser.add_argument("--signals", type=int, default=20)
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     parser.add_argument("--starts", nargs="+", default=["0", "auto"], help="n_random_start values of 'design'")
+    parser.add_argument("--oracle", action="store_true", help="give the true p0, v0 and noise variance instead")
     args = parser.parse_args()
     variants = [("design", s if s == "auto" else int(s)) for s in args.starts] + [("random", 0)]
     with threadpool_limits(1):
         for name in args.problems:
             results = {v: [] for v in variants}
             for r in range(args.signals):
-                groups, w, noise, n_rows = PROBLEMS[name](r)
+                groups, w, noise, n_rows, truth = PROBLEMS[name](r)
+                oracle = truth if args.oracle else None
                 for v in variants:
-                    results[v].append(loop(groups, w, noise, n_rows, *v, seed=1000 + r))
+                    results[v].append(loop(groups, w, noise, n_rows, oracle, *v, seed=1000 + r))
                 print(f"  {name} signal {r}: " + ", ".join(f"{s}/{n}: {results[(s, n)][-1][0]:.3f}"
                                                           for s, n in variants), flush=True)
             random = np.array(results[("random", 0)])
-            print(f"\n{name}: {args.signals} signals, {n_rows} rows from nothing, everything learned "
-                  f"(noise variance {noise:g})")
+            given = "the oracle's p0, v0 and noise variance" if args.oracle else "everything learned"
+            print(f"\n{name}: {args.signals} signals, {n_rows} rows from nothing, {given} (noise variance {noise:g})")
             print("| rows | final error | minus random (+- s.e.) [design won] | final noise (within x3) "
                   "| smallest noise along the loop | CPU s |\n|---|---:|---:|---:|---:|---:|")
             for (strategy, start), res in results.items():
