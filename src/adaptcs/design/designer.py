@@ -28,7 +28,7 @@ NO_MEASUREMENTS = "random (no measurements yet)"
 RANDOM_START = "random (random start)"
 # "design" and "pool" ask for random rows until this fraction of d rows is told (``n_random_start="auto"``): greedy
 # design from almost no data trusts a posterior that is still mostly the prior, whose confident "off" groups the
-# designed rows then never revisit (docs/design.md, "Starting from nothing"; benchmarks/bench_design_start.py).
+# designed rows then never revisit (docs/model.md, "Starting from nothing"; benchmarks/bench_design_start.py).
 RANDOM_START_FRACTION = 1 / 16  # E3 starts from 32 random rows of d = 512, E7 from d / 16
 # Designed rows need x^T V x near its maximum, not the eigenvector to many digits: a Ritz vector with relative
 # residual r has x^T V x within about r^2 lambda_1 / gap (and never much more than r lambda_1) of lambda_1.
@@ -139,9 +139,10 @@ class SequentialDesigner:
         rows ``a`` are returned as ``Psi^T a`` (same norm). See :meth:`reconstruction`.
     n_random_start : int or "auto"
         "design" and "pool" ask for random rows (random unmeasured pool rows) until this many rows have been
-        told; "auto": ``ceil(d / 32)``. Designing from one or two rows loses to random rows (d = 300, 60 groups of
-        5, 81 rows from nothing: error 0.171 against 0.090; 10 random rows first: 0.037, better on 19 of 20
-        signals). 0 designs from the first row told. Ignored by the other strategies.
+        told; "auto": ``ceil(d / 16)``. Designing from one or two rows loses to random rows (E3's generator, 64 rows
+        from nothing, everything learned: error 0.492 against 0.337; after the random start 0.087, better on 20 of
+        20 signals: benchmarks/bench_design_start.py). 0 designs from the first row told. Ignored by the other
+        strategies.
 
     Attributes
     ----------
