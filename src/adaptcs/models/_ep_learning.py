@@ -28,6 +28,7 @@ from sklearn.model_selection import KFold
 
 from adaptcs.models._ep import (
     LEARNABLE,
+    RESIDUAL_FACTOR,
     EPProblem,
     EPRun,
     EPSites,
@@ -327,12 +328,28 @@ def _extrapolated(problem: EPProblem, learned: Learned, learn) -> tuple[Hyper, E
     return None if best is None else (*best, n_fits)
 
 
-def learn_evidence(problem: EPProblem, start: Hyper, learn, ep=REFINE_EP) -> Learned:
+def _settled(problem: EPProblem, learned: Learned, learn) -> Learned:
+    """A joint run that stopped short, checked at its end: EP at its hyper-parameters from its sites with fresh
+    damping. The joint run's decaying damping also slows theta, so it often stops with theta at its EM fixed point
+    and only the sites short of theirs. At the joint fixed point when this EP converges and one more EM-like step
+    would move no learned value by more than ``RESIDUAL_FACTOR * THETA_TOL`` (the joint run's own test)."""
+    run = problem.try_run(learned.hyper, learned.run.sites, **REFINE_EP)
+    if not _usable(run):
+        return learned
+    step = em_step(problem, learned.hyper, run, learn) if np.all(run.cavity.usable) else np.inf
+    converged = run.converged and step < RESIDUAL_FACTOR * THETA_TOL
+    message = "" if converged else (
+        f"{learned.message}; at its end EP {'converged' if run.converged else 'did not converge'} and an EM-like "
+        f"step would still move the hyper-parameters by {step:.3g} > {RESIDUAL_FACTOR * THETA_TOL:g} in log units")
+    return replace(learned, run=run, n_ep_fits=learned.n_ep_fits + 1, converged=converged, message=message)
+
+
+def learn_evidence(problem: EPProblem, start: Hyper, learn, ep=REFINE_EP, settle: bool = True) -> Learned:
     """Coarse search, then EP with EM-like steps from its best point to the joint fixed point (type-II ML).
 
     With a prior per scale, a joint run that stops short of its fixed point is followed by a line search along
     the EM-like step from where it stopped (:func:`_extrapolated`) and a new joint run from the best point, while
-    that helps."""
+    that helps. With ``settle``, a joint run still short of its fixed point is checked there (:func:`_settled`)."""
     hyper, run, n_fits = coarse_search(problem, start, learn)
     learned = _joint(problem, hyper, run.sites, learn, ep)
     if learned is None:  # the joint iteration broke down: keep the best point of the search, not converged
@@ -351,7 +368,8 @@ def learn_evidence(problem: EPProblem, start: Hyper, learn, ep=REFINE_EP) -> Lea
         if again is None or again.run.log_evidence < run.log_evidence:
             break
         learned = again
-    return replace(learned, n_ep_fits=n_fits)
+    learned = replace(learned, n_ep_fits=n_fits)
+    return _settled(problem, learned, learn) if settle and not learned.converged else learned
 
 
 def learn_warm(problem: EPProblem, start: Hyper, sites: EPSites, learn) -> Learned | None:
@@ -441,7 +459,7 @@ def infer(problem: EPProblem, start: Hyper, sites: EPSites, learn, *, tol: float
         learned = learn_warm(problem, start, sites, learn)
         n_fits = 0 if learned is None else learned.n_ep_fits
         if learned is None or refits % restart_every == 0:
-            fresh = learn_evidence(problem, start, learn, WARM_EP)
+            fresh = learn_evidence(problem, start, learn, WARM_EP, settle=False)  # judged by em_step below
             n_fits += fresh.n_ep_fits
             if learned is None or fresh.run.log_evidence > learned.run.log_evidence:
                 learned = fresh
