@@ -7,7 +7,8 @@ standard error, so "the same within sampling error" can be read off. One BLAS th
 ``run_job`` call (data loading included).
 
 Run: ``python benchmarks/bench_design_loop.py --e3 50 --e5 20`` (about 10 minutes; ``--e5 0`` to skip MNIST).
-``--params '{"warm_schedule": "decay"}'`` runs the paper's schedule for warm refits. Never asserts on time.
+``--params '{"warm_schedule": "decay"}'`` runs the paper's schedule for warm refits; ``--learned`` learns p0, v0 and
+the noise variance (the workflow's learned variant). Never asserts on time.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ from adaptcs.experiments import run_job
 CHECKPOINTS = {"E3": (40, 48, 56, 64), "E5": (160, 192, 224, 256, 288)}
 
 
-def run(experiment: str, setting: int, replicates: int, params: dict) -> dict:
+def run(experiment: str, setting: int, replicates: int, params: dict, hyperparameters: str) -> dict:
     out = {k: [] for k in ("cpu", "errors", "n_iter", "converged", "select", "n")}
     for r in range(replicates):
         start = time.process_time()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            job = run_job(experiment, setting, "gss_ep", "design", [r], method_params=params)  # MNIST: embedded
+            job = run_job(experiment, setting, "gss_ep", "design", [r], method_params=params,  # MNIST: embedded
+                          hyperparameters=hyperparameters)
         out["cpu"].append(time.process_time() - start)
         out["errors"].append(job.errors[0])
         out["n_iter"].append(job.n_iter[0])
@@ -72,6 +74,8 @@ def main() -> None:
     parser.add_argument("--e5", type=int, default=20, help="E5 images of --digit")
     parser.add_argument("--digit", type=int, default=3)
     parser.add_argument("--params", default="{}", help="estimator parameters as JSON")
+    parser.add_argument("--learned", action="store_true",
+                        help="learn p0, v0 and the noise variance (the workflow's learned variant)")
     parser.add_argument("--save", help="keep the per-replicate numbers in this .npz")
     parser.add_argument("--compare", help="an .npz from --save to pair with")
     args = parser.parse_args()
@@ -82,7 +86,7 @@ def main() -> None:
         for experiment, count, setting in (("E3", args.e3, 0), ("E5", args.e5, args.digit)):
             if not count:
                 continue
-            res = run(experiment, setting, count, params)
+            res = run(experiment, setting, count, params, "learned" if args.learned else "oracle")
             saved.update({f"{experiment}/{k}": v for k, v in res.items()})
             theirs = None
             if other is not None and f"{experiment}/cpu" in other:
