@@ -1,6 +1,7 @@
 """Basis scans: the photon-noise instrument and replaying acquisition orders on a scan's values."""
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ from adaptcs.basis import make_basis
 from adaptcs.design.basis_scan import photon_basis_scan, replay_basis_scan
 from adaptcs.models import GroupARD
 from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def test_photon_scan_is_unbiased_with_the_poisson_variance():
@@ -88,7 +91,7 @@ def test_a_tracked_replay_does_not_depend_on_its_checkpoints():
     from adaptcs.replay import read_vector, scan_values
 
     basis = make_basis("haar", 64)
-    values = scan_values(basis, read_vector("examples/single_pixel/camera_haar64.csv"))
+    values = scan_values(basis, read_vector(EXAMPLES / "single_pixel" / "camera_haar64.csv"))
     est = WaveletTreeSpikeSlab(basis, learn=WaveletTreeSpikeSlab.LEARNABLE)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

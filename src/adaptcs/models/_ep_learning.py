@@ -209,7 +209,10 @@ def _mask(problem: EPProblem, learn) -> np.ndarray:
 
 def em_step(problem: EPProblem, hyper: Hyper, run: EPRun, learn) -> float:
     """The size of the EM-like step (:func:`em_update`) from ``hyper`` at its EP fit ``run``: the largest change
-    of a learned value in :meth:`Hyper.phi`'s coordinates. Zero at a type-II fixed point."""
+    of a learned value in :meth:`Hyper.phi`'s coordinates. Zero at a type-II fixed point; infinite where the run
+    failed or a site has no valid cavity (no fixed point to step from)."""
+    if run.failure is not None or not np.all(run.cavity.usable):
+        return np.inf
     mask = _mask(problem, learn)
     target = em_update(problem, hyper, run.post, run.cavity, run.groups, learn)
     return float(np.max(np.abs(target.phi() - hyper.phi())[mask], initial=0.0))
@@ -336,7 +339,7 @@ def _settled(problem: EPProblem, learned: Learned, learn) -> Learned:
     run = problem.try_run(learned.hyper, learned.run.sites, **REFINE_EP)
     if not _usable(run):
         return learned
-    step = em_step(problem, learned.hyper, run, learn) if np.all(run.cavity.usable) else np.inf
+    step = em_step(problem, learned.hyper, run, learn)
     converged = run.converged and step < RESIDUAL_FACTOR * THETA_TOL
     message = "" if converged else (
         f"{learned.message}; at its end EP {'converged' if run.converged else 'did not converge'} and an EM-like "
@@ -470,7 +473,7 @@ def infer(problem: EPProblem, start: Hyper, sites: EPSites, learn, *, tol: float
     run = problem.run(hyper, learned.run.sites, tol=tol, max_iter=max_iter)
     converged, message = learned.converged, learned.message
     if warm is not None and method != "cv":  # theta is tracked: learned when it is (nearly) its own EM update here
-        step = em_step(problem, hyper, run, learn) if run.failure is None and np.all(run.cavity.usable) else np.inf
+        step = em_step(problem, hyper, run, learn)
         converged = step < TRACK_TOL
         message = f"an EM-like step from the tracked values would still move them by {step:.3g} > {TRACK_TOL:g} in " \
                   "log units"
