@@ -25,7 +25,7 @@ STRATEGIES = ("design", "random", "pool", "sequence", "predict")
 FIXED_ROWS = ("pool", "sequence")  # strategies that take their rows from ``pool``
 ROW_CONSTRAINTS = ("sphere", "binary")
 NO_MEASUREMENTS = "random (no measurements yet)"
-RANDOM_START = "random (random start)"
+RANDOM_START = "random (random start, before designing)"
 # "design" and "pool" ask for random rows until this fraction of d rows is told (``n_random_start="auto"``): greedy
 # design from almost no data trusts a posterior that is still mostly the prior, whose confident "off" groups the
 # designed rows then never revisit (docs/model.md, "Starting from nothing"; benchmarks/bench_design_start.py).
