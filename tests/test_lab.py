@@ -1,6 +1,14 @@
 """The lab loop's command line: ask, measure, tell, estimate, with all state in one HDF5 file."""
 
+import fcntl
 import hashlib
+import json
+import os
+import resource
+import stat
+import subprocess
+import sys
+import threading
 import warnings
 
 import h5py
@@ -9,8 +17,10 @@ import pandas as pd
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
+from adaptcs import _io as adaptcs_io
 from adaptcs import lab
 from adaptcs.cli import main
+from adaptcs.design import SequentialDesigner
 from adaptcs.models import GroupSpikeSlabEP
 
 
@@ -135,7 +145,8 @@ def asked_and_measured(folder, w, batch, seed):
     return state
 
 
-def test_an_interrupted_write_leaves_the_state_as_it_was(bench, monkeypatch):
+@pytest.mark.parametrize("where", ["building", "renaming"])
+def test_an_interrupted_write_leaves_the_state_as_it_was(bench, monkeypatch, where):
     folder, _, w = bench
     state = asked_and_measured(folder, w, batch=2, seed=4)
     before = digest(state)
@@ -143,12 +154,23 @@ def test_an_interrupted_write_leaves_the_state_as_it_was(bench, monkeypatch):
     def dies(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(lab.h5py.Dataset, "__setitem__", dies)
-    monkeypatch.setattr(lab.h5py.Group, "__setitem__", dies)
+    if where == "building":
+        monkeypatch.setattr(lab.h5py.Group, "create_dataset", dies)
+    else:  # the new file is complete on disk, the rename never happens
+        monkeypatch.setattr(adaptcs_io.os, "replace", dies)
     with pytest.raises(KeyboardInterrupt):
         lab.add(state, folder / "rows.csv", folder / "y.csv")
     assert digest(state) == before
     assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".s.h5.tmp")) == []
+
+
+def test_temporary_files_of_a_killed_command_are_removed_by_the_next(bench):
+    folder, _, w = bench
+    state = asked_and_measured(folder, w, batch=2, seed=4)
+    (folder / ".s.h5.tmp-999999").write_bytes(b"half an HDF5 file")
+    assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv") == 0
+    assert not (folder / ".s.h5.tmp-999999").exists()
+    assert lab.load_state(state).X.shape == (2, 64)
 
 
 def test_pool_rows_measured_are_not_asked_again(bench):
@@ -255,6 +277,230 @@ def test_version_1_states_still_open_and_an_image_needs_a_basis(bench, capsys):
     assert design("estimate", "--state", state, "--out", folder / "e.csv", "--image", folder / "i.csv") == 2
     assert "has no basis" in capsys.readouterr().err
     with h5py.File(state, "a") as f:
-        f.attrs["format_version"] = 3
+        f.attrs["format_version"] = 4
     assert design("estimate", "--state", state, "--out", folder / "e.csv") == 2
-    assert "version 3 is not supported" in capsys.readouterr().err
+    assert "version 4 is not supported" in capsys.readouterr().err
+
+
+# -- the state file never loses or silently changes a measurement ------------------------------------------------
+
+def added_twice(folder, w):
+    """A state with two adds of two asked rows each (add 0 and add 1)."""
+    state = asked_and_measured(folder, w, batch=2, seed=4)
+    assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv") == 0
+    design("next", "--state", state, "--batch", 2, "--out", folder / "rows.csv")
+    measure(folder, w, np.random.default_rng(5))
+    assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv") == 0
+    return state
+
+
+def test_no_output_file_may_be_the_state_file(bench, capsys):
+    folder, _, w = bench
+    state = added_twice(folder, w)
+    (folder / "link.h5").symlink_to(state)
+    (folder / "hard.h5").hardlink_to(state)
+    before = digest(state)
+    for out in (state, folder / "link.h5", folder / "hard.h5", folder / "sub" / ".." / "s.h5"):
+        assert design("next", "--state", state, "--out", out) == 2
+        assert "names the state file" in capsys.readouterr().err
+        assert design("estimate", "--state", state, "--out", out) == 2
+        assert "names the state file" in capsys.readouterr().err
+        assert digest(state) == before
+    assert lab.load_state(state).X.shape == (4, 64)
+
+
+def test_a_flipped_bit_anywhere_is_an_error_or_changes_nothing(bench):
+    folder, _, w = bench
+    state = added_twice(folder, w)
+    good = lab.load_state(state)
+    data = bytearray(state.read_bytes())
+    with h5py.File(state, "r") as f:  # a bit inside the measured values themselves, and bits all over the file
+        y_offset = f["y"].id.get_chunk_info(0).byte_offset
+    offsets = [y_offset + 3] + list(range(0, len(data), max(1, len(data) // 300)))
+    refused = 0
+    for offset in offsets:
+        broken = bytearray(data)
+        broken[offset] ^= 1 << (offset % 8)
+        state.write_bytes(bytes(broken))
+        try:
+            read = lab.load_state(state)
+        except lab.StateError as exc:
+            assert str(state) in str(exc)
+            refused += 1
+            continue
+        for name in lab.DATASETS + lab.REMOVED:  # read back: then it is exactly what was written
+            np.testing.assert_array_equal(getattr(read, name), getattr(good, name), err_msg=f"byte {offset}")
+        assert (read.log, read.given, read.strategy, read.seed) == (good.log, good.given, good.strategy, good.seed)
+    assert refused > len(offsets) // 4  # most bytes of a small state are its data and metadata
+
+
+def test_damaged_states_are_messages_and_every_command_refuses_them(bench, capsys):
+    folder, _, w = bench
+    state = added_twice(folder, w)
+    data = bytearray(state.read_bytes())
+    (folder / "other.h5").write_bytes(bytes(data))
+    with h5py.File(state, "r") as f:
+        y_offset = f["y"].id.get_chunk_info(0).byte_offset
+    data[y_offset + 3] ^= 4
+    state.write_bytes(bytes(data))
+    before = digest(state)
+    for args in (("next", "--out", folder / "r.csv"), ("estimate", "--out", folder / "e.csv"),
+                 ("add", "--rows", folder / "rows.csv", "--values", folder / "y.csv", "--again"),
+                 ("remove", "--batch", 0)):
+        assert design(args[0], "--state", state, *args[1:]) == 2
+        err = capsys.readouterr().err
+        assert str(state) in err and "damaged" in err and "Traceback" not in err
+        assert digest(state) == before
+    with h5py.File(folder / "other.h5", "a") as f:
+        del f["y"]
+    assert design("estimate", "--state", folder / "other.h5", "--out", folder / "e.csv") == 2
+    assert "lacks its dataset 'y'" in capsys.readouterr().err
+
+
+def version_2_state(path, state):
+    """``state`` written as adaptcs wrote version 2 (no checksums, no removed rows, the log as text)."""
+    with h5py.File(path, "w") as f:
+        for key, value in (("format", lab.STATE_FORMAT), ("format_version", 2), ("strategy", state.strategy),
+                           ("row_constraint", state.row_constraint), ("row_norm", np.nan), ("seed", state.seed),
+                           ("given", "{}"), ("basis", ""), ("side", 0), ("estimator", "{}")):
+            f.attrs[key] = value
+        for name in lab.DATASETS:
+            f[name] = getattr(state, name)
+        f["log"] = np.array([json.dumps(e) for e in state.log], dtype=h5py.string_dtype())
+
+
+def test_old_states_open_with_a_note_and_inconsistent_ones_are_refused(bench, capsys):
+    folder, _, w = bench
+    good = lab.load_state(added_twice(folder, w))
+    version_2_state(folder / "old.h5", good)
+    capsys.readouterr()
+    old = lab.load_state(folder / "old.h5")
+    assert "without checksums" in capsys.readouterr().err
+    np.testing.assert_array_equal(old.y, good.y)
+    assert design("add", "--state", folder / "old.h5", "--rows", folder / "rows.csv", "--values", folder / "y.csv",
+                  "--again") == 0
+    with h5py.File(folder / "old.h5") as f:  # written back with checksums
+        assert f.attrs["format_version"] == lab.STATE_VERSION and f["y"].fletcher32
+    good.y = good.y[:-1]  # a state whose parts do not fit together
+    version_2_state(folder / "bad.h5", good)
+    assert design("next", "--state", folder / "bad.h5", "--out", folder / "r.csv") == 2
+    assert "does not fit together" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rows, values, match", [
+    ("1e300", "1.0", "overflows"),
+    ("1.0", "1e300", "overflows"),
+    ("1.0", "1e14", "times the largest told so far"),
+])
+def test_absurd_rows_and_values_are_refused_before_they_poison_the_state(bench, capsys, rows, values, match):
+    folder, _, w = bench
+    state = added_twice(folder, w)
+    before = digest(state)
+    row = np.ones(64)
+    row[5] = float(rows)
+    np.savetxt(folder / "bad_rows.csv", row[None, :], delimiter=",")
+    (folder / "bad_y.csv").write_text(values + "\n")
+    assert design("add", "--state", state, "--rows", folder / "bad_rows.csv", "--values", folder / "bad_y.csv") == 2
+    assert match in capsys.readouterr().err
+    assert digest(state) == before
+    assert design("next", "--state", state, "--out", folder / "r.csv") == 0
+
+
+def test_the_designer_refuses_absurd_measurements_after_its_first_fit(bench):
+    _, groups, w = bench
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8, 64))
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, p0=0.2, v0=1.0, noise_var=0.01), rng=0)
+    designer.tell(X, X @ w)
+    for row, value in ((np.full(64, 1e300), 1.0), (np.ones(64), 1e300), (np.ones(64), 1e15)):
+        with pytest.raises(ValueError, match="refused"):
+            designer.tell(row, value)
+        assert designer.n_told_ == 8 and not designer.failure_
+
+
+def test_a_batch_added_by_mistake_is_taken_back_and_kept(bench, capsys):
+    folder, _, w = bench
+    state = added_twice(folder, w)
+    good = lab.load_state(state)
+    assert design("remove", "--state", state, "--batch", 1) == 0
+    s = lab.load_state(state)
+    np.testing.assert_array_equal(s.X, good.X[:2])
+    np.testing.assert_array_equal(s.removed_X, good.X[2:])
+    np.testing.assert_array_equal(s.removed_y, good.y[2:])
+    np.testing.assert_array_equal(s.removed_by, [1, 1])
+    assert s.measured.tolist() == [True, True, False, False] and s.log[-1]["command"] == "remove"
+    capsys.readouterr()
+    assert design("remove", "--state", state, "--batch", 1) == 2
+    assert "already removed" in capsys.readouterr().err
+    assert design("remove", "--state", state, "--batch", 7) == 2
+    assert "there is no add 7" in capsys.readouterr().err
+    assert design("estimate", "--state", state, "--out", folder / "e.csv") == 0
+    # the removed rows can be added again (they are measurements the user wants back)
+    assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv") == 0
+    np.testing.assert_array_equal(lab.load_state(state).X, good.X)
+
+
+def test_adding_the_same_files_twice_needs_again(bench, capsys):
+    folder, _, w = bench
+    state = added_twice(folder, w)
+    before = digest(state)
+    assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv") == 2
+    assert "repeat the measurements of add 1" in capsys.readouterr().err
+    assert digest(state) == before
+    assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv",
+                  "--again") == 0
+    s = lab.load_state(state)
+    assert s.X.shape == (6, 64) and s.log[-1]["repeats"] == 1
+
+
+@pytest.mark.parametrize("labels, match", [
+    ("0\n1e300\n", "up to"), ("0\n2.5\n", "non-negative integers"), ("0,1\n2,3\n", "one per line"),
+])
+def test_group_labels_must_be_small_non_negative_integers_in_one_column(bench, capsys, labels, match):
+    folder, _, _ = bench
+    (folder / "g.csv").write_text(labels)
+    assert design("init", "--groups", folder / "g.csv", "--state", folder / "t.h5") == 2
+    assert match in capsys.readouterr().err
+    assert not (folder / "t.h5").exists()
+
+
+def test_the_state_keeps_its_file_mode(bench):
+    folder, _, w = bench
+    state = asked_and_measured(folder, w, batch=2, seed=4)
+    os.chmod(state, 0o600)
+    assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv") == 0
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o600
+
+
+def test_init_force_waits_for_the_lock_of_a_running_command(bench):
+    folder, _, _ = bench
+    state = folder / "s.h5"
+    design("init", "--groups", folder / "groups.csv", "--state", state)
+    done = threading.Event()
+    with open(folder / ".s.h5.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # as add or next hold it while they write
+        worker = threading.Thread(target=lambda: (lab.init(state, folder / "groups.csv", force=True), done.set()))
+        worker.start()
+        assert not done.wait(0.5)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    worker.join(10)
+    assert done.is_set()
+
+
+def test_a_file_size_limit_ends_with_one_message_and_the_state_unchanged(bench):
+    folder, _, w = bench
+    state = asked_and_measured(folder, w, batch=2, seed=4)
+    before = digest(state)
+    limit = state.stat().st_size // 2
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = subprocess.run([sys.executable, "-m", "adaptcs", "design", "add", "--state", str(state), "--rows",
+                           str(folder / "rows.csv"), "--values", str(folder / "y.csv")], preexec_fn=small_files,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "cannot write the state" in done.stderr and "Traceback" not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if "error" in line.lower()]) == 1
+    assert digest(state) == before
+    assert [p.name for p in folder.iterdir() if ".tmp-" in p.name] == []

@@ -1,23 +1,49 @@
-"""Small file helpers shared by the results and the data modules."""
+"""Small file helpers shared by the results, the lab state and the data modules."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 
 def atomic_write(path, write) -> Path:
     """Call ``write(tmp)`` on a temporary path in the same folder, then rename it to ``path``.
 
-    On any failure (or interruption) the temporary file is removed and ``path`` is left as it was.
+    The temporary file is flushed to disk before the rename and the folder after it, so that a crash leaves
+    either the old file or the new one. A file that is replaced keeps its permission bits. On any failure (or
+    interruption) the temporary file is removed and ``path`` is left as it was.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temporary_path(path)
     try:
         write(tmp)
+        _fsync(tmp)
+        if path.exists():
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
         os.replace(tmp, path)
+        _fsync(path.parent)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def temporary_path(path: Path) -> Path:
+    """Where :func:`atomic_write` writes ``path`` before the rename (one per process)."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def stale_temporaries(path: Path) -> list[Path]:
+    """Temporary files of ``path`` that :func:`atomic_write` left behind (a killed process's)."""
+    return sorted(path.parent.glob(f".{path.name}.tmp-*"))
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file or a folder to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

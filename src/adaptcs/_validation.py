@@ -41,6 +41,35 @@ def check_design(X, y) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(X), y
 
 
+# Measurements beyond MAX_MAGNITUDE cannot be squared and summed over a row in double precision; a new row or value
+# MAX_SCALE_JUMP times larger than everything told before is a unit or typing error, not a measurement.
+MAX_MAGNITUDE = 1e150
+MAX_SCALE_JUMP = 1e10
+
+
+def check_measurement_scale(X_new: np.ndarray, y_new: np.ndarray, X_old=None, y_old=None) -> None:
+    """Refuse rows or values no fit can use: entries above :data:`MAX_MAGNITUDE`, or :data:`MAX_SCALE_JUMP` times
+    larger than the largest told before (``X_old``, ``y_old``; none: only the first check).
+
+    Parameters
+    ----------
+    X_new : ndarray, shape (k, d)
+    y_new : ndarray, shape (k,)
+    X_old : ndarray, shape (n, d), optional
+    y_old : ndarray, shape (n,), optional
+    """
+    for name, new, old in (("row entry", X_new, X_old), ("measured value", y_new, y_old)):
+        largest = float(np.max(np.abs(new), initial=0.0))
+        if largest > MAX_MAGNITUDE:
+            raise ValueError(f"a {name} of {largest:.3g} is refused: beyond {MAX_MAGNITUDE:.0e}, its square "
+                             "overflows double precision; nothing was changed")
+        before = 0.0 if old is None else float(np.max(np.abs(old), initial=0.0))
+        if before > 0.0 and largest > MAX_SCALE_JUMP * before:
+            raise ValueError(f"a {name} of {largest:.3g} is refused: {largest / before:.3g} times the largest told "
+                             f"so far ({before:.3g}), a unit or typing error rather than a measurement; nothing was "
+                             "changed")
+
+
 def check_fit_data(estimator, X, y) -> tuple[np.ndarray, np.ndarray]:
     """Validate the data of ``estimator.fit`` with scikit-learn's ``validate_data`` (its messages; sets
     ``n_features_in_``): dense, finite, float64, y 1-D (a single column is raveled with a DataConversionWarning).

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 
 import numpy as np
@@ -199,9 +200,18 @@ def _design_next(args) -> int:
 def _design_add(args) -> int:
     from adaptcs import lab
 
-    info = lab.add(args.state, args.rows, args.values)
-    print(f"{args.state}: added {info['rows']} measurements ({info['asked']} of them asked for); "
-          f"{info['n_measured']} in all")
+    info = lab.add(args.state, args.rows, args.values, again=args.again)
+    print(f"{args.state}: added {info['rows']} measurements as add {info['call']} ({info['asked']} of them asked "
+          f"for); {info['n_measured']} in all")
+    return 0
+
+
+def _design_remove(args) -> int:
+    from adaptcs import lab
+
+    info = lab.remove(args.state, args.batch)
+    print(f"{args.state}: took back the {info['rows']} measurements of add {info['batch']} (kept in the file as "
+          f"removed); {info['n_measured']} in the fit")
     return 0
 
 
@@ -321,7 +331,15 @@ def _add_design_parser(sub) -> None:
     tell.add_argument("--state", required=True)
     tell.add_argument("--rows", required=True, help="CSV: one measured row per line")
     tell.add_argument("--values", required=True, help="CSV: one measured value per line, in the same order")
+    tell.add_argument("--again", action="store_true",
+                      help="the rows and values repeat an earlier add exactly and are a real repeat measurement")
     tell.set_defaults(func=_design_add)
+
+    take_back = steps.add_parser("remove", help="take back the measurements of one add (kept in the file, logged)")
+    take_back.add_argument("--state", required=True)
+    take_back.add_argument("--batch", type=int, required=True,
+                           help="which add to take back: 0 for the first, as 'add' reports it")
+    take_back.set_defaults(func=_design_remove)
 
     est = steps.add_parser("estimate", help="posterior mean, std and group probabilities from all measurements")
     est.add_argument("--state", required=True)
@@ -385,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     parser.add_argument("--quiet", action="store_true", help="print warnings and errors only, no progress")
     args = parser.parse_args(argv)
+    if hasattr(signal, "SIGXFSZ"):  # past a file-size limit, writes fail with an error instead of killing us
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr, force=True)
     try:

@@ -3,7 +3,9 @@
 ``python -m adaptcs design init|next|add|estimate`` (see :mod:`adaptcs.cli`) call the functions here. Each
 command reads the state, and the ones that change it (init, next, add) write a complete new file next to it
 and rename it over the old one, under an exclusive lock: an interrupted or failed command leaves the state as
-it was, and bad input files change nothing. The estimate depends only on the measurements told (every command
+it was, and bad input files change nothing. No output file may be the state file, the same rows and values are
+not added twice by mistake (``add --again`` for a real repeat), and a batch added by mistake is taken back with
+``remove`` (kept in the file and logged, never deleted). The estimate depends only on the measurements told (every command
 refits GSS-EP from scratch on all of them), never on the order of the commands.
 
 With a basis (``init --basis haar --side 64``) the unknowns are the basis coefficients ``c`` of an image
@@ -11,11 +13,13 @@ With a basis (``init --basis haar --side 64``) the unknowns are the basis coeffi
 a slab variance per wavelet scale (learned unless given), and every row asked for, told or pooled is a pattern of
 pixels (what the instrument shows), stored as such; the fit sees it as ``Psi a``.
 
-State file layout (format ``adaptcs-design-state``, version 2; version 1 files, without a basis, still open)::
+State file layout (format ``adaptcs-design-state``, version 3; versions 1 and 2, without checksums, still open
+with a note and gain them when a command next changes the state)::
 
     attrs: format, format_version, strategy, row_constraint, row_norm (NaN: sqrt(d)), seed,
            given (JSON: the hyper-parameters fixed by the user; the others are learned), estimator (JSON),
-           basis ("" or a name of adaptcs.basis.BASES), side (0 without a basis)
+           basis ("" or a name of adaptcs.basis.BASES), side (0 without a basis),
+           data_sha256 (of every dataset's name, type, shape and bytes), attrs_sha256 (of the other attributes)
     groups      (d,)     int    group label of every coefficient
     X           (n, d)   float  every row measured, in the order told (pixels with a basis)
     y           (n,)     float  the measured values
@@ -24,8 +28,15 @@ State file layout (format ``adaptcs-design-state``, version 2; version 1 files, 
     asked       (m, d)   float  every row ``next`` ever asked for
     asked_by    (m,)     int    which ``next`` asked it
     measured    (m,)     bool   whether that asked row has been added since
+    removed_X   (r, d)   float  rows taken back by ``remove`` (kept, never deleted)
+    removed_y   (r,)     float  their values
+    removed_by  (r,)     int    the ``add`` that had told them
     pool        (p, d)   float  candidate rows (strategy "pool" only)
-    log         (k,)     str    one JSON line per command that changed the state
+    log         (k,)     bytes  one JSON line (UTF-8) per command that changed the state
+
+Every dataset carries a Fletcher-32 checksum (HDF5 filter) and the file uses HDF5's checksummed metadata: a
+flipped bit is an error naming the file, never a different estimate. A state whose parts do not fit together
+(lengths, widths, labels) is refused by every command and never written back.
 """
 
 from __future__ import annotations
@@ -33,7 +44,11 @@ from __future__ import annotations
 import contextlib
 import datetime
 import fcntl
+import hashlib
+import io
 import json
+import logging
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 from adaptcs import _validation as val
-from adaptcs._io import atomic_write
+from adaptcs._io import atomic_write, stale_temporaries
 from adaptcs.basis import BASES, WAVELETS, Basis, make_basis
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES
@@ -51,9 +66,14 @@ from adaptcs.experiments import UNINFORMED_P0, uninformed_scale
 from adaptcs.models import GroupSpikeSlabEP
 
 STATE_FORMAT = "adaptcs-design-state"
-STATE_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # version 1: no basis attributes
+STATE_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # version 1: no basis attributes; versions 1 and 2: no checksums, no removed rows
 HYPERPARAMETER_NAMES = ("p0", "v0", "noise_var")
+DATASETS = ("groups", "X", "y", "added_by", "was_asked", "asked", "asked_by", "measured")
+REMOVED = ("removed_X", "removed_y", "removed_by")  # rows taken back (version 3)
+MAX_GROUP_LABEL = 2**31 - 1
+
+log = logging.getLogger(__name__)
 
 
 class StateError(ValueError):
@@ -81,11 +101,15 @@ class LabState:
     log: list = field(default_factory=list)
     basis_name: str = ""
     side: int = 0
+    removed_X: np.ndarray | None = None
+    removed_y: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    removed_by: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __post_init__(self):
         d = self.d
         self.X = np.zeros((0, d)) if self.X is None else self.X
         self.asked = np.zeros((0, d)) if self.asked is None else self.asked
+        self.removed_X = np.zeros((0, d)) if self.removed_X is None else self.removed_X
 
     @property
     def d(self) -> int:
@@ -156,9 +180,14 @@ def read_numbers(path, what: str) -> np.ndarray:
 
 def read_groups(path) -> np.ndarray:
     """Group labels, one integer per coefficient: one per line, or all on one line separated by commas."""
-    values = read_numbers(path, "group labels").ravel()
-    if not np.all(values == np.round(values)) or values.min() < 0:
-        raise StateError(f"{path}: group labels must be non-negative integers")
+    values = read_numbers(path, "group labels")
+    if values.shape[0] > 1 and values.shape[1] > 1:
+        raise StateError(f"{path}: group labels must be one per line or all on one line; got {values.shape[0]} lines "
+                         f"of {values.shape[1]}")
+    values = values.ravel()
+    if not np.all(values == np.round(values)) or values.min() < 0 or values.max() > MAX_GROUP_LABEL:
+        bad = values[(values != np.round(values)) | (values < 0) | (values > MAX_GROUP_LABEL)][0]
+        raise StateError(f"{path}: group labels must be non-negative integers up to {MAX_GROUP_LABEL}; got {bad:g}")
     return values.astype(np.int64)
 
 
@@ -181,46 +210,100 @@ def write_csv(path, array: np.ndarray) -> Path:
 
 @contextlib.contextmanager
 def locked(path):
-    """An exclusive lock on ``path`` (through a ``.lock`` file next to it) for a read-modify-write."""
+    """An exclusive lock on ``path`` (through a ``.lock`` file next to it) for a read-modify-write; temporary
+    files that a killed command left next to ``path`` are removed once the lock is held."""
     lock_path = Path(path).with_name(f".{Path(path).name}.lock")
     with open(lock_path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
+            for stale in stale_temporaries(Path(path)):
+                stale.unlink(missing_ok=True)
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def refuse_state_as_output(state_path, out_path, option: str) -> None:
+    """StateError if ``out_path`` is the state file (the same path, or the same file through a link)."""
+    if out_path is None:
+        return
+    state, out = Path(state_path), Path(out_path)
+    same = out.resolve() == state.resolve()
+    if not same and out.exists() and state.exists():
+        same = os.path.samefile(out, state)
+    if same:
+        raise StateError(f"{out_path}: {option} names the state file {state_path}, which holds every measurement; "
+                         "write the output to another file")
+
+
+def _digest(items) -> str:
+    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
+
+
+def _attrs_digest(attrs) -> str:
+    """SHA-256 of the attributes but the digest itself, in a canonical form."""
+    return _digest({k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in attrs.items()
+                    if k != "attrs_sha256"})
+
+
+def _data_digest(arrays: dict) -> str:
+    """SHA-256 of every dataset's name, type, shape and bytes."""
+    sha = hashlib.sha256()
+    for name in sorted(arrays):
+        value = np.ascontiguousarray(arrays[name])
+        sha.update(f"{name}:{value.dtype.str}:{value.shape}".encode())
+        sha.update(value.tobytes())
+    return sha.hexdigest()
+
+
+def _state_arrays(state: LabState) -> dict:
+    arrays = {name: np.asarray(getattr(state, name)) for name in DATASETS + REMOVED}
+    arrays["was_asked"], arrays["measured"] = arrays["was_asked"].astype(bool), arrays["measured"].astype(bool)
+    if state.pool is not None:
+        arrays["pool"] = np.asarray(state.pool)
+    lines = [json.dumps(entry, sort_keys=True).encode() for entry in state.log]
+    arrays["log"] = np.array(lines, dtype=bytes) if lines else np.zeros(0, dtype="S1")
+    return arrays
+
+
 def save_state(path, state: LabState) -> Path:
-    """Write the whole state to a new file and rename it over ``path``."""
+    """Write the whole state (with checksums) to a new file, flush it, and rename it over ``path``."""
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w", libver=("v110", "latest")) as f:  # v110: checksummed object headers
+        f.attrs["format"] = STATE_FORMAT
+        f.attrs["format_version"] = STATE_VERSION
+        f.attrs["strategy"] = state.strategy
+        f.attrs["row_constraint"] = state.row_constraint
+        f.attrs["row_norm"] = np.nan if state.row_norm is None else state.row_norm
+        f.attrs["seed"] = state.seed
+        f.attrs["given"] = json.dumps(state.given, sort_keys=True)
+        f.attrs["basis"] = state.basis_name
+        f.attrs["side"] = state.side
+        estimator = state.estimator().get_params()
+        estimator.pop("groups")
+        estimator.pop("scales")  # the basis's, saved as basis and side
+        f.attrs["estimator"] = json.dumps({"class": "GroupSpikeSlabEP", **estimator}, sort_keys=True, default=str)
+        arrays = _state_arrays(state)
+        for name, value in arrays.items():
+            # Fletcher-32 needs chunked storage, which needs at least one element
+            f.create_dataset(name, data=value, fletcher32=value.size > 0)
+        f.attrs["data_sha256"] = _data_digest(arrays)
+        f.attrs["attrs_sha256"] = _attrs_digest(f.attrs)
+    data = buffer.getvalue()
 
     def write(tmp):
-        with h5py.File(tmp, "w", locking=False) as f:
-            f.attrs["format"] = STATE_FORMAT
-            f.attrs["format_version"] = STATE_VERSION
-            f.attrs["strategy"] = state.strategy
-            f.attrs["row_constraint"] = state.row_constraint
-            f.attrs["row_norm"] = np.nan if state.row_norm is None else state.row_norm
-            f.attrs["seed"] = state.seed
-            f.attrs["given"] = json.dumps(state.given, sort_keys=True)
-            f.attrs["basis"] = state.basis_name
-            f.attrs["side"] = state.side
-            estimator = state.estimator().get_params()
-            estimator.pop("groups")
-            estimator.pop("scales")  # the basis's, saved as basis and side
-            f.attrs["estimator"] = json.dumps({"class": "GroupSpikeSlabEP", **estimator}, sort_keys=True, default=str)
-            f["groups"] = state.groups
-            for name in ("X", "y", "added_by", "was_asked", "asked", "asked_by", "measured"):
-                f[name] = getattr(state, name)
-            if state.pool is not None:
-                f["pool"] = state.pool
-            f["log"] = np.array([json.dumps(entry, sort_keys=True) for entry in state.log], dtype=h5py.string_dtype())
+        with open(tmp, "wb") as handle:
+            handle.write(data)
 
-    return atomic_write(path, write)
+    try:
+        return atomic_write(path, write)
+    except OSError as exc:  # a full disk, a file-size limit: the old state is untouched
+        raise StateError(f"{path}: cannot write the state ({exc.strerror or exc}); the state file is unchanged and "
+                         "nothing was recorded") from None
 
 
 def load_state(path) -> LabState:
-    """Read a state file (StateError if it is not one)."""
+    """Read and check a state file (StateError if it is not one, is damaged or does not fit together)."""
     path = Path(path)
     if not path.exists():
         raise StateError(f"{path}: no such state file (make one with 'python -m adaptcs design init')")
@@ -228,22 +311,89 @@ def load_state(path) -> LabState:
         with h5py.File(path, "r", locking=False) as f:
             if f.attrs.get("format") != STATE_FORMAT:
                 raise StateError(f"{path}: not an adaptcs design state file")
-            if int(f.attrs["format_version"]) not in READABLE_VERSIONS:
-                raise StateError(f"{path}: state format version {f.attrs['format_version']} is not supported (this "
+            version = int(_attr(f, "format_version", path))
+            if version not in READABLE_VERSIONS:
+                raise StateError(f"{path}: state format version {version} is not supported (this "
                                  f"adaptcs reads versions {READABLE_VERSIONS})")
-            row_norm = float(f.attrs["row_norm"])
-            return LabState(
-                groups=f["groups"][()], strategy=str(f.attrs["strategy"]),
-                row_constraint=str(f.attrs["row_constraint"]),
-                row_norm=None if np.isnan(row_norm) else row_norm, seed=int(f.attrs["seed"]),
-                given=json.loads(f.attrs["given"]), X=f["X"][()], y=f["y"][()], added_by=f["added_by"][()],
-                was_asked=f["was_asked"][()].astype(bool), asked=f["asked"][()], asked_by=f["asked_by"][()],
-                measured=f["measured"][()].astype(bool),
-                pool=f["pool"][()] if "pool" in f else None,
-                log=[json.loads(line) for line in f["log"].asstr()[()]],
-                basis_name=str(f.attrs.get("basis", "")), side=int(f.attrs.get("side", 0)))
+            checked = version >= 3
+            if checked and f.attrs.get("attrs_sha256") != _attrs_digest(f.attrs):
+                raise StateError(f"{path}: the state's attributes do not match their checksum (the file is damaged); "
+                                 "nothing was read or changed")
+            names = DATASETS + (REMOVED if checked else ()) + (("pool",) if "pool" in f else ()) + ("log",)
+            arrays = {name: _dataset(f, name, path) for name in names}
+            if checked and f.attrs.get("data_sha256") != _data_digest(arrays):
+                raise StateError(f"{path}: the state's data do not match their checksum (the file is damaged); nothing "
+                                 "was read or changed")
+            if not checked:
+                log.warning("%s: written by an older adaptcs (state version %d, without checksums); it gains them "
+                            "the next time a command changes it", path, version)
+            row_norm = float(_attr(f, "row_norm", path))
+            lines = arrays.pop("log")
+            state = LabState(
+                groups=arrays.pop("groups"), strategy=str(_attr(f, "strategy", path)),
+                row_constraint=str(_attr(f, "row_constraint", path)),
+                row_norm=None if np.isnan(row_norm) else row_norm, seed=int(_attr(f, "seed", path)),
+                given=json.loads(_attr(f, "given", path)), pool=arrays.pop("pool", None),
+                log=[json.loads(line.decode() if isinstance(line, bytes) else line) for line in lines],
+                basis_name=str(f.attrs.get("basis", "")), side=int(f.attrs.get("side", 0)), **arrays)
+    except StateError:
+        raise
     except OSError as exc:
-        raise StateError(f"{path}: cannot read the state file: {exc}") from None
+        raise StateError(f"{path}: cannot read the state file (it may be damaged): {exc}") from None
+    except (KeyError, ValueError, TypeError, IndexError, RuntimeError) as exc:  # h5py's and json's on damaged bytes
+        raise StateError(f"{path}: the state file is damaged ({type(exc).__name__}: {exc}); nothing was "
+                         "changed") from None
+    _check_consistent(state, path)
+    return state
+
+
+def _attr(f, name: str, path):
+    if name not in f.attrs:
+        raise StateError(f"{path}: the state lacks its attribute {name!r} (the file is damaged)")
+    return f.attrs[name]
+
+
+def _dataset(f, name: str, path) -> np.ndarray:
+    if name not in f:
+        raise StateError(f"{path}: the state lacks its dataset {name!r} (the file is damaged)")
+    try:
+        return f[name][()]
+    except OSError as exc:
+        raise StateError(f"{path}: the dataset {name!r} fails its checksum or cannot be read (the file is damaged: "
+                         f"{exc}); nothing was changed") from None
+
+
+def _check_consistent(state: LabState, path) -> None:
+    """StateError unless the parts of ``state`` fit together (widths, lengths, labels, settings)."""
+    problems = []
+    groups = state.groups
+    if groups.ndim != 1 or groups.dtype.kind not in "iu" or groups.size == 0 or groups.min() < 0:
+        problems.append("the group labels are not non-negative integers, one per coefficient")
+    d = state.d
+    for rows_name, columns in (("X", ("y", "added_by", "was_asked")), ("asked", ("asked_by", "measured")),
+                               ("removed_X", ("removed_y", "removed_by"))):
+        rows = getattr(state, rows_name)
+        if rows.ndim != 2 or rows.shape[1] != d:
+            problems.append(f"{rows_name} has shape {rows.shape}, not (rows, {d})")
+            continue
+        for name in columns:
+            if np.shape(getattr(state, name)) != (rows.shape[0],):
+                problems.append(f"{name} has shape {np.shape(getattr(state, name))}, not ({rows.shape[0]},)")
+    if state.pool is not None and (state.pool.ndim != 2 or state.pool.shape[1] != d):
+        problems.append(f"pool has shape {state.pool.shape}, not (rows, {d})")
+    for name in ("X", "y", "asked", "removed_X", "removed_y") + (("pool",) if state.pool is not None else ()):
+        value = getattr(state, name)
+        if value.dtype.kind != "f" or not np.all(np.isfinite(value)):
+            problems.append(f"{name} holds values that are not finite numbers")
+    if not problems and int(np.sum(state.was_asked)) != int(np.sum(state.measured)):
+        problems.append("the rows marked as asked do not match the asked rows marked as measured")
+    if state.strategy not in STRATEGIES or state.row_constraint not in ROW_CONSTRAINTS:
+        problems.append(f"unknown strategy {state.strategy!r} or row constraint {state.row_constraint!r}")
+    if not all(isinstance(entry, dict) and "command" in entry for entry in state.log):
+        problems.append("the log has entries that are not commands")
+    if problems:
+        raise StateError(f"{path}: the state does not fit together ({'; '.join(problems)}): the file is damaged; "
+                         "nothing was changed")
 
 
 def _now() -> str:
@@ -276,8 +426,6 @@ def init(state_path, groups_path=None, *, basis=None, side=None, p0=None, v0=Non
     row_constraint, row_norm, seed, pool_path, force
         As the command line's options.
     """
-    if Path(state_path).exists() and not force:
-        raise StateError(f"{state_path} exists (it holds measurements); remove it or pass --force to start over")
     if strategy not in STRATEGIES:
         raise StateError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
     if row_constraint not in ROW_CONSTRAINTS:
@@ -325,7 +473,10 @@ def init(state_path, groups_path=None, *, basis=None, side=None, p0=None, v0=Non
         raise StateError(str(exc)) from None
     state.log.append({"command": "init", "time": _now(), "d": state.d, "groups": int(np.unique(groups).size),
                       "given": given, "learned": list(state.learned), "basis": basis_name, "side": side})
-    save_state(state_path, state)
+    with locked(state_path):  # the lock of add and next: --force never replaces a state while they write it
+        if Path(state_path).exists() and not force:
+            raise StateError(f"{state_path} exists (it holds measurements); remove it or pass --force to start over")
+        save_state(state_path, state)
     return state
 
 
@@ -373,6 +524,7 @@ def _fit_summary(designer: SequentialDesigner) -> FitSummary:
 def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSummary, dict]:
     """Ask for the next ``batch`` rows: write them to ``out_path`` (CSV, one row per line) and record them."""
     batch = val.check_count(batch, "batch")
+    refuse_state_as_output(state_path, out_path, "--out")
     with locked(state_path):
         state = load_state(state_path)
         with warnings.catch_warnings():
@@ -398,14 +550,28 @@ def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSumm
     return rows, summary, info
 
 
-def add(state_path, rows_path, values_path) -> dict:
-    """Tell measured rows and their values (any rows, asked or not); checked before anything is changed."""
+def add(state_path, rows_path, values_path, *, again: bool = False) -> dict:
+    """Tell measured rows and their values (any rows, asked or not); checked before anything is changed.
+
+    Rows and values that repeat an earlier add exactly are refused unless ``again`` says that they are a real
+    repeat measurement (adding a file twice by mistake would count its measurements twice); rows or values whose
+    scale is absurd against the rest are refused (:func:`adaptcs._validation.check_measurement_scale`).
+    """
     with locked(state_path):
         state = load_state(state_path)
         rows = read_numbers(rows_path, "measured rows")
         if rows.shape[1] != state.d:
             raise StateError(f"{rows_path}: rows have {rows.shape[1]} entries; this state has {state.d} coefficients")
         values = read_values(values_path, rows.shape[0])
+        try:
+            val.check_measurement_scale(rows, values, state.X, state.y)
+        except ValueError as exc:
+            raise StateError(f"{rows_path}, {values_path}: {exc}") from None
+        repeated = _repeated_batch(state, rows, values)
+        if repeated is not None and not again:
+            raise StateError(f"{rows_path} and {values_path} repeat the measurements of add {repeated} exactly (the "
+                             "same rows and values): adding them again would count them twice; pass --again if they "
+                             "are a real repeat measurement")
         pending = ~state.measured  # asked rows not measured yet; each asked row matches one measured row
         was_asked = np.zeros(rows.shape[0], dtype=bool)
         for i, row in enumerate(rows):
@@ -421,15 +587,65 @@ def add(state_path, rows_path, values_path) -> dict:
         info = {"command": "add", "time": _now(), "call": call, "rows": int(rows.shape[0]),
                 "asked": int(was_asked.sum()), "n_measured": int(state.X.shape[0]),
                 "rows_file": str(rows_path), "values_file": str(values_path)}
+        if repeated is not None:
+            info["repeats"] = int(repeated)
         state.log.append(info)
         save_state(state_path, state)
     return info
+
+
+def _repeated_batch(state: LabState, rows: np.ndarray, values: np.ndarray) -> int | None:
+    """The earlier add (still in the fit) whose rows and values are exactly ``rows`` and ``values``, if any."""
+    for call in np.unique(state.added_by):
+        mine = state.added_by == call
+        if np.count_nonzero(mine) == rows.shape[0] and np.array_equal(state.X[mine], rows) \
+                and np.array_equal(state.y[mine], values):
+            return int(call)
+    return None
+
+
+def remove(state_path, batch: int) -> dict:
+    """Take back the measurements of one ``add`` (numbered from 0 in the order of the adds): they leave the fit but
+    stay in the state file (``removed_X``, ``removed_y``, ``removed_by``), and the log records the removal."""
+    batch = val.check_count(batch, "batch", minimum=0)
+    with locked(state_path):
+        state = load_state(state_path)
+        if batch >= state.n_adds:
+            raise StateError(f"{state_path}: there is no add {batch} (adds are numbered 0..{state.n_adds - 1})"
+                             if state.n_adds else f"{state_path}: nothing has been added yet")
+        take = state.added_by == batch
+        if not take.any():
+            raise StateError(f"{state_path}: the measurements of add {batch} were already removed")
+        state.removed_X = np.vstack([state.removed_X, state.X[take]])
+        state.removed_y = np.concatenate([state.removed_y, state.y[take]])
+        state.removed_by = np.concatenate([state.removed_by, state.added_by[take]])
+        state.X, state.y, state.added_by = state.X[~take], state.y[~take], state.added_by[~take]
+        state.was_asked, state.measured = _matched_asked(state.asked, state.X)
+        info = {"command": "remove", "time": _now(), "batch": batch, "rows": int(np.count_nonzero(take)),
+                "n_measured": int(state.X.shape[0])}
+        state.log.append(info)
+        save_state(state_path, state)
+    return info
+
+
+def _matched_asked(asked: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which rows of X are asked rows, and which asked rows are measured: each asked row matches one measured row,
+    in order."""
+    pending = np.ones(asked.shape[0], dtype=bool)
+    was_asked = np.zeros(X.shape[0], dtype=bool)
+    for i, row in enumerate(X):
+        hit = np.flatnonzero(pending & (asked == row).all(axis=1))
+        if hit.size:
+            was_asked[i], pending[hit[0]] = True, False
+    return was_asked, ~pending
 
 
 def estimate(state_path, out_path, image_path=None) -> tuple[pd.DataFrame, FitSummary]:
     """The posterior from every measurement: per coefficient its group, mean, standard deviation and the
     probability that its group is active; written to ``out_path`` (CSV with a header). With a basis,
     ``image_path`` also gets the posterior mean image ``Psi^T E[c]`` (CSV, ``side`` lines of ``side`` pixels)."""
+    refuse_state_as_output(state_path, out_path, "--out")
+    refuse_state_as_output(state_path, image_path, "--image")
     state = load_state(state_path)
     if image_path is not None and not state.basis_name:
         raise StateError(f"{state_path} has no basis: its coefficients are not an image (--image needs a state made "

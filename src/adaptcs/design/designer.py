@@ -351,8 +351,9 @@ class SequentialDesigner:
         y_new : array-like, shape (k,) or scalar
             Their measured values.
 
-        Bad input (wrong width, non-finite values, a row count that does not match the values) raises
-        ValueError and changes nothing. A refit that fails numerically keeps the measurements, sets
+        Bad input (wrong width, non-finite values, a row count that does not match the values, entries whose
+        square overflows or that are 1e10 times larger than everything told before) raises ValueError and
+        changes nothing. A refit that fails numerically keeps the measurements, sets
         ``failure_`` and warns (:class:`FitFailedWarning`).
         """
         X_new = np.atleast_2d(np.asarray(X_new, dtype=float)) if np.ndim(X_new) == 1 else X_new
@@ -361,6 +362,7 @@ class SequentialDesigner:
         if d is not None and X_new.shape[1] != d:
             raise ValueError(f"rows must have {d} entries (coefficients); got {X_new.shape[1]}")
         first = self.estimator_ is None
+        val.check_measurement_scale(X_new, y_new, None if first else self.X_, None if first else self.y_)
         A_new = X_new if self.basis is None else self.basis.analyze(X_new)
         X_all = X_new if first else np.vstack([self.X_, X_new])
         A_all = A_new if first else np.vstack([self._A, A_new])
