@@ -255,6 +255,16 @@ def test_invalid_config_fails_before_any_job(tmp_path, change, message):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_key_given_twice_in_a_config_is_an_error(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({**TINY_CONFIG, "results": str(tmp_path / "out")}) + "results: elsewhere\n")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--nolock", "-n", "--configfile", str(path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "the key 'results' appears twice" in proc.stdout + proc.stderr
+    assert main(["run", "--configfile", str(path), "--job", "E1/setting0/gss_ep-oracle-random-chunk0"]) == 2
+
+
 def test_job_grid():
     jobs = resolve_jobs({**TINY_CONFIG, "replicates_per_job": 1})
     # E1: 5 methods x 2 hyper-parameter kinds x 2 chunks; E2: 2 settings x 2 methods x 2 chunks;

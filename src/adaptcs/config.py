@@ -81,6 +81,35 @@ def load_plugins(config: dict) -> None:
 _LOADED: set[str] = set()
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, but a key repeated in one mapping is an error (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} appears twice in one mapping",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path):
+    """A YAML file (a config) with every key of a mapping given once; ValueError naming the file and line if not."""
+    path = Path(path)
+    try:
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def check_config_files(paths) -> None:
+    """ValueError if a config file repeats a key (Snakemake reads configs itself and would keep the last value)."""
+    for path in paths:
+        read_yaml(path)
+
+
 def load_config(path) -> dict:
     """A config file as the workflow reads it: YAML, validated against the schema with its defaults filled in."""
     from snakemake.utils import validate
@@ -88,7 +117,7 @@ def load_config(path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such config file")
-    config = yaml.safe_load(path.read_text())
+    config = read_yaml(path)
     validate(config, str(SCHEMA))
     return config
 
