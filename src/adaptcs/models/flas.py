@@ -34,6 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
 from adaptcs.models._base import GroupRegressor
+from adaptcs.models._scaling import DataScale
 
 METHODS = ("lbfgs", "gist")
 INITS = ("group_lasso", "zeros")
@@ -142,8 +143,9 @@ def _lbfgs(objective: _Objective, w0: np.ndarray, tol: float, max_iter: int):
     res = minimize(objective.smooth, w0, jac=True, method="L-BFGS-B",
                    options={"maxiter": max_iter, "maxcor": 20, "gtol": tol, "ftol": 10 * np.finfo(float).eps})
     # L-BFGS-B also stops when the objective stops decreasing (ftol at machine precision), which is a minimum
-    # to working precision; only the iteration cap and line-search failures are not converged
-    converged = res.success or "REL_REDUCTION_OF_F" in str(res.message)
+    # to working precision; the iteration cap, line-search failures and a stop where it started are not converged
+    converged = (res.success or "REL_REDUCTION_OF_F" in str(res.message)) and res.nit < max_iter \
+        and not np.array_equal(res.x, w0)
     return res.x, float(res.fun), int(res.nit), bool(converged)
 
 
@@ -160,7 +162,8 @@ def _gist(objective: _Objective, w0: np.ndarray, lipschitz: float, tol: float, m
             w_new = objective.prox(w - grad / inv_t, 1.0 / inv_t)
             value = objective.hard(w_new)
             dw = w_new - w
-            if value <= max(history[-5:]) - 0.5e-5 * inv_t * float(dw @ dw) or inv_t > 1e12 * lipschitz:
+            stuck = inv_t > 1e12 * lipschitz  # the line search found no decrease: a step of zero, not a minimum
+            if value <= max(history[-5:]) - 0.5e-5 * inv_t * float(dw @ dw) or stuck:
                 break
             inv_t *= 2.0
         grad_new = -tau * (X.T @ (y - X @ w_new))
@@ -169,7 +172,7 @@ def _gist(objective: _Objective, w0: np.ndarray, lipschitz: float, tol: float, m
         w, grad = w_new, grad_new
         history.append(value)
         if math.sqrt(step2) <= tol * max(1.0, float(np.linalg.norm(w))):
-            converged = True
+            converged = not stuck and not np.array_equal(w, w0)
             break
         inv_t = min(max(float(dw @ dg) / step2, 1e-6 * lipschitz), lipschitz) if step2 > 0 else lipschitz
     return w, history[-1], n_iter, converged
@@ -276,7 +279,8 @@ class FLAS(GroupRegressor):
     n_iter_ : int
         Iterations of the MAP optimiser.
     converged_ : bool
-        Whether the optimiser met its tolerance.
+        Whether the optimiser met its tolerance; False when it stopped on its iteration count, in a failed line
+        search or where it started.
     p0_, v0_, noise_var_ : float
         The hyper-parameters used (p0_ averaged over groups when given per group).
 
@@ -362,13 +366,18 @@ class FLAS(GroupRegressor):
         n, d = X.shape
         G = labels.shape[0]
         p0 = val.check_probability(self.p0, G, "p0")  # one per group
-        v0, noise_var, tol, max_iter = float(self.v0), float(self.noise_var), float(self.tol), int(self.max_iter)
+        tol, max_iter = float(self.tol), int(self.max_iter)
+        # work on unit-size data (exact powers of two), so that the answer does not depend on the data's units
+        scale = DataScale.of(X, y)
+        X, y = X / scale.x, y / scale.y
+        v0, r0 = scale.scaled_variance(float(self.v0), "v0"), scale.scaled_variance(self._spike_var(), "r0")
+        noise_var = scale.scaled_noise(float(self.noise_var))
         groups = _Groups(coef_group, G)
-        prior = _Prior(groups, p0, v0, self._spike_var())
+        prior = _Prior(groups, p0, v0, r0)
         objective = _Objective(X, y, noise_var, prior)
         lipschitz = float(np.linalg.norm(X, 2)) ** 2
         best = None
-        for w0 in self._starts(X, y, groups, p0, lipschitz):
+        for w0 in self._starts(X, y, groups, p0, lipschitz, scale.coef):
             if self.method == "lbfgs":
                 found = _lbfgs(objective, w0, tol, max_iter)
             else:
@@ -380,28 +389,29 @@ class FLAS(GroupRegressor):
         covariance = _LaplaceCovariance(X, noise_var, groups, a, c, w)
         self.n_features_in_ = d
         self.group_labels_ = labels
-        self.coef_ = w
-        self.coef_var_ = np.maximum(covariance.diagonal(), 0.0)
+        self.coef_ = w * scale.coef
+        self.coef_var_ = np.maximum(covariance.diagonal(), 0.0) * scale.coef2
         self.group_prob_ = self._group_probabilities(w, covariance, prior, groups, int(self.n_gh))
-        self.objective_ = value
+        self.objective_ = value + 0.5 * d * math.log(scale.coef2)  # the log prior's normaliser in the data's units
         self.n_iter_ = n_iter
         self.converged_ = converged
         self.p0_ = float(np.mean(p0))
-        self.v0_ = v0
-        self.noise_var_ = noise_var
-        self._covariance = covariance
+        self.v0_ = float(self.v0)
+        self.noise_var_ = float(self.noise_var)
+        self._covariance, self._var_unit = covariance, scale.coef2
         return self
 
-    def _starts(self, X, y, groups, p0, lipschitz) -> list[np.ndarray]:
-        """Where the MAP optimiser starts: the group-lasso path's solution (or zeros), and with ``warm_start`` also
-        the last fit's estimate; the lower objective wins. (The warm start alone would keep the local minimum found
-        at few rows: docs/model.md, section 5.)"""
+    def _starts(self, X, y, groups, p0, lipschitz, coef_unit: float) -> list[np.ndarray]:
+        """Where the MAP optimiser starts (on the unit-size data, whose coefficients are the data's divided by
+        ``coef_unit``): the group-lasso path's solution (or zeros), and with ``warm_start`` also the last fit's
+        estimate; the lower objective wins. (The warm start alone would keep the local minimum found at few rows:
+        docs/model.md, section 5.)"""
         d = X.shape[1]
         fresh = np.zeros(d) if self.init == "zeros" else group_lasso_start(
             X, y, groups, math.ceil(float(self.init_group_factor) * float(np.mean(p0)) * groups.sizes.size),
             lipschitz)
         if self.warm_start and getattr(self, "coef_", None) is not None and self.coef_.shape == (d,):
-            return [fresh, self.coef_.copy()]
+            return [fresh, self.coef_ / coef_unit]
         return [fresh]
 
     def _prior_hessian(self, w, prior: _Prior) -> tuple[np.ndarray, np.ndarray]:
@@ -441,7 +451,7 @@ class FLAS(GroupRegressor):
     def cov_matvec(self, v):
         """Laplace posterior covariance times v, shape (d,) or (d, k); O(n d k), never forming it."""
         check_is_fitted(self, "coef_")
-        return self._covariance.matvec(val.check_vector_or_block(v, self.n_features_in_))
+        return self._var_unit * self._covariance.matvec(val.check_vector_or_block(v, self.n_features_in_))
 
     def predict(self, X, return_std: bool = False):
         """Mean ``X w_hat`` (and the predictive standard deviation ``sqrt(x^T H^{-1} x + s2)``)."""
@@ -450,7 +460,7 @@ class FLAS(GroupRegressor):
         mean = X @ self.coef_
         if not return_std:
             return mean
-        quad = np.einsum("ij,ij->i", X, self._covariance.matvec(X.T).T)
+        quad = np.einsum("ij,ij->i", X, self._var_unit * self._covariance.matvec(X.T).T)
         return mean, np.sqrt(np.maximum(quad, 0.0) + self.noise_var_)
 
 
