@@ -133,3 +133,54 @@ def test_user_images_in_a_basis_run_like_e7(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     with pytest.raises(ValueError, match="need a profile of the scales from training images; photos has none"):
         resolve_experiment(load_config(tmp_path / "config.yaml"), "photos")
+
+
+def test_unusable_images_are_errors_naming_the_file_and_changes_are_said(tmp_path, caplog):
+    import imageio.v3 as iio
+
+    from adaptcs.experiments.user import read_grey_image
+
+    rng = np.random.default_rng(0)
+    grey = (rng.random((16, 16)) * 255).astype(np.uint8)
+    iio.imwrite(tmp_path / "ok.png", grey)
+    (tmp_path / "corrupt.png").write_bytes((tmp_path / "ok.png").read_bytes()[:60])
+    iio.imwrite(tmp_path / "anim.gif", (rng.random((3, 16, 16, 3)) * 255).astype(np.uint8), extension=".gif")
+    for name, match in (("corrupt.png", "cannot be read as an image"), ("anim.gif", "has 3 frames")):
+        with pytest.raises(ValueError, match=match) as info:
+            read_grey_image(tmp_path / name)
+        assert name in str(info.value)
+    # grey + alpha and RGBA: composited on white; a float image outside [0, 1]: mapped onto it; never silent
+    iio.imwrite(tmp_path / "ga.png", np.stack([grey, np.full_like(grey, 128)], -1))
+    iio.imwrite(tmp_path / "rgba.png", np.stack([grey, grey, grey, np.full_like(grey, 128)], -1))
+    iio.imwrite(tmp_path / "float.tif", rng.normal(size=(16, 16)).astype(np.float32))
+    with caplog.at_level("WARNING"):
+        ga, rgba = read_grey_image(tmp_path / "ga.png"), read_grey_image(tmp_path / "rgba.png")
+        flt = read_grey_image(tmp_path / "float.tif")
+    alpha = 128 / 255
+    np.testing.assert_allclose(ga, grey / 255 * alpha + 1 - alpha, atol=1e-12)
+    np.testing.assert_allclose(rgba, ga, atol=1e-3)  # the same grey through the colour path
+    assert flt.min() == 0.0 and flt.max() == 1.0
+    assert caplog.text.count("composited on a white background") == 2 and "mapped linearly" in caplog.text
+    # a non-square image is cropped to its central square (never stretched), and says so
+    wide = (rng.random((16, 24)) * 255).astype(np.uint8)
+    iio.imwrite(tmp_path / "wide.png", wide)
+    with caplog.at_level("WARNING"):
+        np.testing.assert_allclose(read_grey_image(tmp_path / "wide.png"), wide[:, 4:20] / 255)
+    assert "cropped to its central 16 x 16 square" in caplog.text
+
+
+def test_an_all_black_image_fails_when_the_config_is_read(tmp_path):
+    import yaml
+
+    from adaptcs.config import load_config, resolve_experiment
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    imsave(folder / "a.png", np.full((8, 8), 200, np.uint8), check_contrast=False)
+    imsave(folder / "b.png", np.zeros((8, 8), np.uint8), check_contrast=False)
+    config = {"experiments": {"photos": {"kind": "user", "data": {"images": str(folder), "side": 8},
+                                         "replicates": 2, "methods": ["gss_ep"], "hyperparameters": ["learned"]}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    load_images.cache_clear()
+    with pytest.raises(ValueError, match="b.png: the image is all black"):
+        resolve_experiment(load_config(tmp_path / "config.yaml"), "photos")

@@ -6,9 +6,11 @@ then ``n_steps`` rows chosen by the strategy, refitting after each. The signals 
 measured against; the methods never see them (except the oracle hyper-parameters, which need exactly sparse
 signals: prefer ``hyperparameters: [learned]`` for real data).
 
-Images: PNG (or anything scikit-image reads), converted to grey, resized with scikit-image to ``side x side``
-(anti-aliased), scaled to [0, 1] by the image type's range, flattened row-major. Files are taken in sorted name
-order; replicate r is the r-th file. ``.npy``: an array of shape (m, d), replicate r is row r.
+Images: PNG (or anything scikit-image reads), converted to grey (transparency composited on white), cropped to
+their central square if they are not square, resized with scikit-image to ``side x side`` (anti-aliased), scaled
+to [0, 1] by the image type's range (a float image outside [0, 1] mapped linearly onto it), flattened row-major;
+each change is logged, and a file that cannot be decoded, an animation or an all-black image is an error naming
+the file, raised when the config is read. Files are taken in sorted name order; replicate r is the r-th file. ``.npy``: an array of shape (m, d), replicate r is row r.
 
 With ``basis`` (images only) the images are reconstructed in that orthonormal basis as in E7: the rows measure
 pixels, the methods fit the basis coefficients in the basis's groups (``gss_ep_scales``: a prior per scale), the
@@ -19,6 +21,7 @@ no oracle.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -38,6 +41,8 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif")
 GROUP_KINDS = ("blocks", "file", "similarity")
 DEFAULTS = {"noise_var": 1e-4, "n_initial": 32}
 
+
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class UserExperiment(Experiment):
@@ -232,11 +237,12 @@ class UserExperiment(Experiment):
 
 @functools.lru_cache(maxsize=8)
 def load_images(folder: str, side: int) -> np.ndarray:
-    """Every image of ``folder`` (sorted by name) as grey values in [0, 1], resized to ``side x side``; (m, side^2)."""
-    from skimage.color import rgb2gray, rgba2rgb
-    from skimage.io import imread
+    """Every image of ``folder`` (sorted by name) as grey values in [0, 1], resized to ``side x side``; (m, side^2).
+
+    Each file is read by :func:`read_grey_image`: what it cannot use is an error naming the file, and what it
+    changes (transparency, a crop to a square, a float range) it logs.
+    """
     from skimage.transform import resize
-    from skimage.util import img_as_float
 
     path = Path(folder)
     if not path.is_dir():
@@ -246,13 +252,61 @@ def load_images(folder: str, side: int) -> np.ndarray:
         raise ValueError(f"{folder}: no images ({', '.join(IMAGE_SUFFIXES)})")
     images = []
     for file in files:
-        image = img_as_float(imread(file))
-        if image.ndim == 3 and image.shape[2] == 4:
-            image = rgba2rgb(image)
-        if image.ndim == 3:
-            image = rgb2gray(image)
-        images.append(np.clip(resize(image, (side, side), anti_aliasing=True), 0.0, 1.0).ravel())
+        image = np.clip(resize(read_grey_image(file), (side, side), anti_aliasing=True), 0.0, 1.0)
+        if not np.any(image > 0.0):
+            raise ValueError(f"{file}: the image is all black at {side} x {side} pixels: there is nothing to "
+                             "reconstruct, and a relative error against it is undefined")
+        images.append(image.ravel())
     return np.asarray(images)
+
+
+def read_grey_image(file: Path) -> np.ndarray:
+    """One still image as a square grey array in [0, 1].
+
+    Grey, grey with alpha, RGB and RGBA are accepted; transparency is composited on white (logged); a
+    non-square image is cropped to its central square (logged, never stretched); a float image outside [0, 1]
+    is mapped linearly onto it (logged). A file that cannot be decoded, an animation and any other layout are
+    errors naming the file.
+    """
+    from skimage.color import rgb2gray
+    from skimage.io import imread
+    from skimage.util import img_as_float
+
+    try:
+        raw = imread(file)
+    except Exception as exc:  # noqa: BLE001 (the decoders raise many kinds; each means an unusable file)
+        raise ValueError(f"{file}: cannot be read as an image ({type(exc).__name__}: {exc})") from None
+    if raw.ndim == 4 and raw.shape[0] == 1:  # a still GIF reads as one frame
+        raw = raw[0]
+    if raw.ndim == 4 or (raw.ndim == 3 and raw.shape[-1] not in (2, 3, 4)):
+        raise ValueError(f"{file}: has {raw.shape[0]} frames (an animation or a stack); give one still image")
+    if raw.ndim not in (2, 3) or min(raw.shape[:2]) < 1:
+        raise ValueError(f"{file}: not a grey or colour image (array of shape {raw.shape})")
+    if raw.dtype.kind == "f":
+        image = raw.astype(float)
+        if not np.all(np.isfinite(image)):
+            raise ValueError(f"{file}: has pixels that are not finite numbers")
+        low, high = float(image.min()), float(image.max())
+        if low < 0.0 or high > 1.0:
+            image = (image - low) / (high - low) if high > low else np.zeros_like(image)
+            log.warning("%s: float pixels in [%g, %g], outside [0, 1]: mapped linearly onto [0, 1]", file, low, high)
+    else:
+        image = img_as_float(raw)
+    if image.ndim == 3:
+        if image.shape[2] in (2, 4):  # with transparency: composite on white, as scikit-image's rgba2rgb does
+            alpha = image[..., -1:]
+            if np.any(alpha < 1.0):
+                log.warning("%s: transparent pixels composited on a white background", file)
+            image = image[..., :-1] * alpha + (1.0 - alpha)
+        image = image[..., 0] if image.shape[2] == 1 else rgb2gray(image)
+    rows, cols = image.shape
+    if rows != cols:
+        size = min(rows, cols)
+        top, left = (rows - size) // 2, (cols - size) // 2
+        image = image[top:top + size, left:left + size]
+        log.warning("%s: %d x %d pixels, not square: cropped to its central %d x %d square", file, rows, cols, size,
+                    size)
+    return image
 
 
 @functools.lru_cache(maxsize=8)
