@@ -285,3 +285,27 @@ def test_learning_works_from_a_subset_of_basis_rows():
     unmeasured = np.ones(d, dtype=bool)
     unmeasured[order[:d // 4]] = False
     assert np.all(est.coef_[unmeasured] == 0.0)
+
+
+@pytest.mark.parametrize("learn", [(), ("p0", "v0", "noise_var")])
+def test_an_all_zero_column_among_random_rows_gets_the_limit_site(learn):
+    """A coefficient no row touches, among random rows: EP converges and the coefficient's posterior is exactly
+    its prior given its group's state (mean 0, variance P(z_g = 1 | y) v0), for GSS-EP and SS-EP, given or learned
+    hyper-parameters."""
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(16), 4)
+    w = np.where(np.isin(groups, [2, 9]), rng.normal(size=64), 0.0)
+    X = rng.normal(size=(30, 64))
+    X[:, [5, 41]] = 0.0  # group 1 and group 10 keep three touched coefficients each
+    X[:, 40:44] = 0.0  # group 10 is touched by no row at all
+    y = X @ w + 0.1 * rng.normal(size=30)
+    given = {} if learn else {"p0": 0.2, "v0": 1.0, "noise_var": 0.01}
+    for est in (GroupSpikeSlabEP(groups, learn=learn, **given), SpikeSlabEP(learn=learn, **given)):
+        est.fit(X, y)
+        assert est.converged_
+        prob = est.group_prob_ if isinstance(est, SpikeSlabEP) else est.group_prob_[groups]  # per coefficient
+        for j in (5, 40, 41, 42, 43):
+            assert est.coef_[j] == pytest.approx(0.0, abs=1e-12)
+            # to EP's tolerance on probabilities (1e-4): the log-odds of a group surely off may still drift
+            assert est.coef_var_[j] == pytest.approx(prob[j] * est.v0_, abs=1e-3 * est.v0_)
+        assert np.linalg.norm(est.coef_ - w) < 0.1 * np.linalg.norm(w)

@@ -457,6 +457,10 @@ def init(state_path, groups_path=None, *, basis=None, side=None, p0=None, v0=Non
     pool = None
     if pool_path is not None:
         pool = read_numbers(pool_path, "candidate rows")
+        try:
+            val.check_measurement_scale(pool, np.zeros(0))
+        except ValueError as exc:
+            raise StateError(f"{pool_path}: {exc}") from None
         if pool.shape[1] != groups.shape[0]:
             raise StateError(f"{pool_path}: candidate rows have {pool.shape[1]} entries; the groups file has "
                              f"{groups.shape[0]} coefficients")
@@ -646,6 +650,8 @@ def estimate(state_path, out_path, image_path=None) -> tuple[pd.DataFrame, FitSu
     ``image_path`` also gets the posterior mean image ``Psi^T E[c]`` (CSV, ``side`` lines of ``side`` pixels)."""
     refuse_state_as_output(state_path, out_path, "--out")
     refuse_state_as_output(state_path, image_path, "--image")
+    if image_path is not None and Path(image_path).resolve() == Path(out_path).resolve():
+        raise StateError(f"{image_path}: --image and --out name the same file; give two files")
     state = load_state(state_path)
     if image_path is not None and not state.basis_name:
         raise StateError(f"{state_path} has no basis: its coefficients are not an image (--image needs a state made "
