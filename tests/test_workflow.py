@@ -205,7 +205,8 @@ def test_tiny_end_to_end_run(tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"experiments": {"E1": {"replicates": 2, "methods": ["gss_ep"], "extra": 1}}}, "Additional properties"),
+    ({"experiments": {"E1": {"replicates": 2, "methods": ["gss_ep"], "extra": 1}}},
+     "config: unknown key experiments.E1.extra; known keys here: replicates, methods"),
     ({"experiments": {"E1": {"replicates": "two", "methods": ["gss_ep"]}}}, "is not of type 'integer'"),
     ({"experiments": {"E1": {"replicates": 2, "methods": ["lasso"]}}}, "experiments.E1.methods has unknown ['lasso']"),
     ({"experiments": {"E1": {"replicates": 2, "methods": ["gss-ep"]}}}, "'gss-ep' does not match"),
@@ -216,7 +217,7 @@ def test_tiny_end_to_end_run(tmp_path):
      "experiments.E1: E1 does not take ['basis']"),
     ({"plugins": ["no_such_module_here"]}, "config: plugins: cannot import 'no_such_module_here'"),
     ({"experiments": {"E2": {"replicates": 2, "methods": ["gss_ep"], "settings": [9]}}}, "settings has [9]"),
-    ({"replicate_per_job": 3}, "Additional properties"),
+    ({"replicate_per_job": 3}, "config: unknown key replicate_per_job; did you mean 'replicates_per_job'?"),
     ({"experiments": {"E4": {"replicates": 2, "methods": ["gss_ep"], "digits": [10]}}}, "10 is greater than"),
     ({"experiments": {"E4": {"replicates": 2, "methods": ["gss_ep"], "settings": [0]}}},
      "experiments.E4: E4 does not take ['settings']"),

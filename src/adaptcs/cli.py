@@ -1,22 +1,22 @@
-"""Command line for people who do not use Snakemake: ``python -m adaptcs {run,table,curves,design} ...``.
+"""Command line for people who do not use Snakemake: python -m adaptcs {run,settings,table,curves,design,replay}.
 
-Examples::
+Examples:
 
-    python -m adaptcs run --experiment E3 --method gss_ep --strategy design --replicates 0:50 \\
+    python -m adaptcs run --experiment E3 --method gss_ep --strategy design --replicates 0:50 \
         --out results/runs/E3-0-gss_ep-design.h5
-    python -m adaptcs run --experiment E5 --setting 3 --method gss_ep --hyperparameters learned \\
+    python -m adaptcs run --experiment E5 --setting 3 --method gss_ep --hyperparameters learned \
         --strategy design --replicates 0:2 --n-steps 16 --out E5-digit3.h5
     python -m adaptcs table results/runs/E2-*.h5
     python -m adaptcs curves results/runs/E3-*.h5 --every 8
 
-Every experiment runs here (E1-E7); settings are listed by ``python -m adaptcs settings E5``. One job of a workflow
-config, exactly as the workflow runs it (``results/jobs.tsv`` lists their names)::
+Every experiment runs here (E1-E7); "python -m adaptcs settings E5" lists an experiment's settings. One job of a
+workflow config, exactly as the workflow runs it (results/jobs.tsv lists their names):
 
     python -m adaptcs run --configfile config/paper.yaml --job E3/setting0/gss_ep-oracle-design-chunk0
 
-Progress goes to standard error, one line per replicate (``--quiet`` for warnings only).
+Progress goes to standard error, one line per replicate (--quiet for warnings only).
 
-The lab loop at an instrument (all state in one HDF5 file; see adaptcs.lab)::
+The lab loop at an instrument, with every measurement in one HDF5 state file:
 
     python -m adaptcs design init --groups groups.csv --state s.h5     # p0, v0, noise learned (or --p0 ...)
     python -m adaptcs design next --state s.h5 --batch 4 --out rows.csv
@@ -24,7 +24,10 @@ The lab loop at an instrument (all state in one HDF5 file; see adaptcs.lab)::
     python -m adaptcs design estimate --state s.h5 --out estimate.csv
     python -m adaptcs design init --basis haar --side 64 --state s.h5   # rows are pixel patterns of an image
 
-Replaying a complete basis scan in several acquisition orders (see adaptcs.replay)::
+Rows and values files take numbers separated by commas, spaces or tabs, one record per line, with an optional
+header line and # comments.
+
+Replaying a complete basis scan in several acquisition orders:
 
     python -m adaptcs replay --basis haar --side 64 --values scan.csv --out replay.csv
 """
@@ -34,16 +37,23 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
+import os
 import signal
 import sys
 
-import numpy as np
+from adaptcs._names import (
+    BASES,
+    EXPERIMENTS,
+    HYPERPARAMETERS,
+    METHODS,
+    MNIST_SOURCES,
+    REPLAY_ORDERS,
+    REPLAY_PRIORS,
+    STRATEGIES,
+)
 
-from adaptcs.data.mnist import SOURCES as MNIST_SOURCES
-from adaptcs.experiments import EXPERIMENTS, STRATEGIES, get_experiment, run_job
-from adaptcs.models.registry import HYPERPARAMETERS, METHODS
-from adaptcs.results import curves_table, final_table, write_job
-from adaptcs.tables import setting_label, summary_table, to_markdown
+# The numerical modules are imported by the commands that need them, so that --help answers at once.
 
 
 def parse_replicates(text: str) -> list[int]:
@@ -63,6 +73,9 @@ def parse_replicates(text: str) -> list[int]:
 
 def _run(args) -> int:
     from threadpoolctl import threadpool_limits
+
+    from adaptcs.experiments import run_job
+    from adaptcs.results import write_job
 
     if args.job is not None:
         return _run_workflow_job(args)
@@ -102,6 +115,7 @@ def _run_workflow_job(args) -> int:
 
     from adaptcs.config import load_config
     from adaptcs.jobs import resolve_jobs
+    from adaptcs.results import write_job
 
     if args.configfile is None:
         raise ValueError("--job needs --configfile (the config whose job it is)")
@@ -124,6 +138,7 @@ def _run_workflow_job(args) -> int:
 
 
 def _settings(args) -> int:
+    from adaptcs.experiments import get_experiment
     from adaptcs.experiments.strategies import allowed_strategies
 
     spec = get_experiment(args.experiment)
@@ -136,6 +151,9 @@ def _settings(args) -> int:
 
 
 def _table(args) -> int:
+    from adaptcs.results import final_table
+    from adaptcs.tables import summary_table, to_markdown
+
     table = summary_table(final_table(args.files))
     for experiment, block in table.groupby("experiment", sort=True):
         print(f"## {experiment}\n\n{to_markdown(block)}")
@@ -143,6 +161,9 @@ def _table(args) -> int:
 
 
 def _curves(args) -> int:
+    from adaptcs.results import curves_table
+    from adaptcs.tables import setting_label
+
     curves = curves_table(args.files)
     # one table per (experiment, setting): never average curves of different settings together
     for (experiment, _index, setting), block in curves.groupby(["experiment", "setting_index", "setting"], sort=True):
@@ -192,7 +213,7 @@ def _design_next(args) -> int:
     if summary.converged is False:
         print("warning: the fit did not converge; these rows are the best the current fit suggests", file=sys.stderr)
     detail = f"x^T V x {min(info['score']):.4g}..{max(info['score']):.4g} (bound {info['bound']:.4g})" \
-        if np.isfinite(info["bound"]) else "no covariance used"
+        if math.isfinite(info["bound"]) else "no covariance used"
     print(f"wrote {rows.shape[0]} rows ({info['chosen_by']}; {detail}) to {args.out}")
     return 0
 
@@ -231,6 +252,7 @@ def _design_estimate(args) -> int:
 
 
 def _replay(args) -> int:
+    import numpy as np
     from threadpoolctl import threadpool_limits
 
     from adaptcs import replay
@@ -266,10 +288,6 @@ def _replay(args) -> int:
 
 
 def _add_replay_parser(sub) -> None:
-    from adaptcs.basis import BASES
-    from adaptcs.design.basis_scan import REPLAY_ORDERS
-    from adaptcs.replay import PRIORS
-
     replay = sub.add_parser("replay", help="replay a complete basis scan in several acquisition orders",
                             description="Replay a basis scan an instrument made (a single-pixel camera showing "
                                         "basis images): each order chooses only among the measured patterns, and "
@@ -284,7 +302,7 @@ def _add_replay_parser(sub) -> None:
     replay.add_argument("--orders", nargs="+", default=list(REPLAY_ORDERS), choices=list(REPLAY_ORDERS))
     replay.add_argument("--fractions", nargs="+", type=float, default=[0.10, 0.15, 0.25],
                         help="fractions of the basis images at which to score (default 0.10 0.15 0.25)")
-    replay.add_argument("--prior", default="tree", choices=list(PRIORS),
+    replay.add_argument("--prior", default="tree", choices=list(REPLAY_PRIORS),
                         help="tree: the hidden Markov tree (default); scales: GSS-EP with a prior per scale")
     replay.add_argument("--batch", type=int, help="patterns per refit (default d/256)")
     replay.add_argument("--seed", type=int, default=0, help="seed of the random order")
@@ -295,8 +313,6 @@ def _add_replay_parser(sub) -> None:
 
 
 def _add_design_parser(sub) -> None:
-    from adaptcs.basis import BASES
-
     design = sub.add_parser("design", help="the lab loop: ask for rows, measure, tell (state in one HDF5 file)",
                             description="Sequential design at an instrument. Every command takes --state, the HDF5 "
                                         "file that holds every measurement and setting (written atomically).")
@@ -409,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr, force=True)
     try:
         return args.func(args)
+    except BrokenPipeError:  # the reader went away (| head): not an error; nothing more to print
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ValueError, OSError) as exc:  # bad input, a missing or unreadable file: a message, not a traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2

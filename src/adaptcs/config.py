@@ -110,6 +110,47 @@ def check_config_files(paths) -> None:
         read_yaml(path)
 
 
+def check_known_keys(config, schema: dict | None = None) -> None:
+    """ValueError naming the first key the schema does not know, where it is and the nearest known key (the
+    schema's own error lists the whole schema); the schema then checks everything else.
+
+    Follows ``properties``, ``patternProperties``, ``$ref`` and the data block of the shipped kinds (``user``,
+    ``replay``)."""
+    import difflib
+    import re
+
+    schema = yaml.safe_load(SCHEMA.read_text()) if schema is None else schema
+    defs = schema.get("$defs", {})
+
+    def resolved(node: dict) -> dict:
+        while "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    def walk(value, node: dict, where: str) -> None:
+        node = resolved(node)
+        if not isinstance(value, dict) or ("properties" not in node and "patternProperties" not in node):
+            return
+        known = node.get("properties", {})
+        patterns = node.get("patternProperties", {})
+        for key, item in value.items():
+            if key in known:
+                child = known[key]
+                if key == "data" and isinstance(value.get("kind"), str) and f"{value['kind']}_data" in defs:
+                    child = defs[f"{value['kind']}_data"]
+                walk(item, child, f"{where}{key}.")
+                continue
+            matched = next((p for p in patterns if isinstance(key, str) and re.fullmatch(p, key)), None)
+            if matched is not None:
+                walk(item, patterns[matched], f"{where}{key}.")
+            elif node.get("additionalProperties", True) is False:
+                nearest = difflib.get_close_matches(str(key), list(known), n=1)
+                hint = f"; did you mean {nearest[0]!r}?" if nearest else f"; known keys here: {', '.join(known)}"
+                raise ValueError(f"config: unknown key {where}{key}{hint} (config/README.md lists every key)")
+
+    walk(config, schema, "")
+
+
 def load_config(path) -> dict:
     """A config file as the workflow reads it: YAML, validated against the schema with its defaults filled in."""
     from snakemake.utils import validate
@@ -118,6 +159,7 @@ def load_config(path) -> dict:
     if not path.is_file():
         raise ValueError(f"{path}: no such config file")
     config = read_yaml(path)
+    check_known_keys(config)
     validate(config, str(SCHEMA))
     return config
 

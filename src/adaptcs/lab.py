@@ -5,8 +5,8 @@ command reads the state, and the ones that change it (init, next, add) write a c
 and rename it over the old one, under an exclusive lock: an interrupted or failed command leaves the state as
 it was, and bad input files change nothing. No output file may be the state file, the same rows and values are
 not added twice by mistake (``add --again`` for a real repeat), and a batch added by mistake is taken back with
-``remove`` (kept in the file and logged, never deleted). The estimate depends only on the measurements told (every command
-refits GSS-EP from scratch on all of them), never on the order of the commands.
+``remove`` (kept in the file and logged, never deleted). The estimate depends only on the measurements told
+(every command refits GSS-EP from scratch on all of them), never on the order of the commands.
 
 With a basis (``init --basis haar --side 64``) the unknowns are the basis coefficients ``c`` of an image
 ``x = Psi^T c`` (:mod:`adaptcs.basis`): groups are the basis's 2 x 2 blocks, GSS-EP has a spike probability and
@@ -49,6 +49,7 @@ import io
 import json
 import logging
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,23 +160,55 @@ class LabState:
 
 # -- files -------------------------------------------------------------------------------------------------------
 
+_FIELD_SEPARATOR = re.compile(r"\s*,\s*|\s+")  # a comma (with any spaces around it), or spaces or tabs
+
+
 def read_numbers(path, what: str) -> np.ndarray:
-    """A CSV of numbers (comma separated, one record per line, ``#`` comments allowed) as a 2-D float array."""
+    """A text file of numbers as a 2-D float array: one record per line, the numbers separated by commas, spaces or
+    tabs; ``#`` starts a comment; the first line may be a header (it is skipped when it is not all numbers)."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # numpy warns (not raises) on an empty file
-            values = np.loadtxt(path, delimiter=",", ndmin=2, dtype=float)
+        text = Path(path).read_text()
     except FileNotFoundError:
         raise StateError(f"{path}: no such file ({what})") from None
-    except (ValueError, UserWarning) as exc:
-        raise StateError(f"{path}: {what} must be numbers separated by commas, one record per line: {exc}") from None
-    if values.size == 0:
-        raise StateError(f"{path}: {what} is empty")
+    except UnicodeDecodeError:
+        raise StateError(f"{path}: {what} must be a text file of numbers (this one is binary)") from None
+    except IsADirectoryError:
+        raise StateError(f"{path}: is a folder, not a file of {what}") from None
+    records, header = [], ""
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = _FIELD_SEPARATOR.split(line)
+        try:
+            values = [float(field) for field in fields]
+        except ValueError:
+            if not records and not header:  # the first record is a header
+                header = line
+                continue
+            bad = next(f for f in fields if not _is_number(f))
+            raise StateError(f"{path}: {what}: line {number} has {bad!r}, which is not a number") from None
+        if records and len(values) != len(records[0]):
+            raise StateError(f"{path}: {what}: line {number} has {len(values)} numbers, the first record "
+                             f"{len(records[0])}; every line must have as many")
+        records.append(values)
+    if not records:
+        raise StateError(f"{path}: {what} must be numbers separated by commas, spaces or tabs; this file has only "
+                         f"the line {header!r}" if header else f"{path}: {what} is empty")
+    values = np.array(records, dtype=float)
     if not np.all(np.isfinite(values)):
         bad = np.argwhere(~np.isfinite(values))[0]
-        raise StateError(f"{path}: {what} has a non-finite value (NaN or infinity) on line {bad[0] + 1}, column "
+        raise StateError(f"{path}: {what} has a non-finite value (NaN or infinity) in record {bad[0] + 1}, column "
                          f"{bad[1] + 1}")
     return values
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_groups(path) -> np.ndarray:

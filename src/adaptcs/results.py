@@ -144,7 +144,7 @@ class JobResult:
     @property
     def label(self) -> str:
         """The method as results name it: ``gss_ep`` with oracle hyper-parameters, ``gss_ep+learned``."""
-        from adaptcs.models.registry import variant_label
+        from adaptcs._names import variant_label
 
         return variant_label(self.method, self.hyperparameters)
 

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.stats import wilcoxon
 
-from adaptcs.models.registry import METHODS, base_method
+from adaptcs._names import base_method, method_order
 
 ALPHA = 0.05
 # The smallest number of paired replicates at which a two-sided Wilcoxon signed-rank test can reach p < ALPHA
@@ -93,6 +92,8 @@ def paired_p_value(a: pd.Series, b: pd.Series) -> float:
     diff = a.loc[common].to_numpy() - b.loc[common].to_numpy()
     if len(common) < 2 or np.all(diff == 0):
         return 1.0
+    from scipy.stats import wilcoxon  # imported here: scipy.stats alone costs half a second of start-up
+
     return float(wilcoxon(a.loc[common], b.loc[common]).pvalue)
 
 
@@ -129,7 +130,7 @@ def _grid(table: pd.DataFrame) -> tuple[list[str], list[tuple[str, str, list[tup
 
 def _row_order(label: str, strategy: str) -> tuple:
     """Rows in the registry's method order (as in the figures), each oracle row before its learned one."""
-    order = list(METHODS)
+    order = method_order()
     method = base_method(label)
     return (order.index(method) if method in order else len(order), label != method, label, strategy)
 

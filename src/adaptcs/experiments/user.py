@@ -10,7 +10,8 @@ Images: PNG (or anything scikit-image reads), converted to grey (transparency co
 their central square if they are not square, resized with scikit-image to ``side x side`` (anti-aliased), scaled
 to [0, 1] by the image type's range (a float image outside [0, 1] mapped linearly onto it), flattened row-major;
 each change is logged, and a file that cannot be decoded, an animation or an all-black image is an error naming
-the file, raised when the config is read. Files are taken in sorted name order; replicate r is the r-th file. ``.npy``: an array of shape (m, d), replicate r is row r.
+the file, raised when the config is read. Files are taken in sorted name order; replicate r is the r-th file.
+``.npy``: an array of shape (m, d), replicate r is row r.
 
 With ``basis`` (images only) the images are reconstructed in that orthonormal basis as in E7: the rows measure
 pixels, the methods fit the basis coefficients in the basis's groups (``gss_ep_scales``: a prior per scale), the

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adaptcs._names import base_method, variant_label  # noqa: F401 (re-exported)
 from adaptcs.models._ep import LEARNABLE
 from adaptcs.models.empirical_bayes import LearnedPrior
 from adaptcs.models.flas import FLAS, UngroupedFLAS
@@ -335,16 +336,6 @@ def check_method(name: str) -> Method:
     if name not in METHODS:
         raise ValueError(f"method must be one of {sorted(METHODS)}; got {name!r}")
     return METHODS[name]
-
-
-def variant_label(method: str, hyperparameters: str) -> str:
-    """How results name a method run with ``hyperparameters``: ``gss_ep`` (oracle), ``gss_ep+learned``."""
-    return method if hyperparameters == "oracle" else f"{method}+{hyperparameters}"
-
-
-def base_method(label: str) -> str:
-    """The method of a :func:`variant_label`."""
-    return label.split("+", 1)[0]
 
 
 def make_estimator(method: str, groups, prior: PriorInfo, *, hyperparameters: str = "oracle", **overrides):

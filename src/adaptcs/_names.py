@@ -1,0 +1,31 @@
+"""The names the command line offers, without importing what they name (``--help`` starts in a few hundredths of
+a second). ``tests/test_cli.py`` checks that every tuple here equals its registry."""
+
+EXPERIMENTS = ("E1", "E2", "E3", "E4", "E5", "E6", "E7")  # adaptcs.experiments.EXPERIMENTS
+METHODS = ("gss_ep", "gss_ep_scales", "gss_ep_profile", "wavelet_tree", "ss_ep", "g_ard", "g_lasso", "gss_mcmc",
+           "g_hs", "bg_lasso", "vg", "vg_ungrouped", "flas", "flas_ungrouped")  # adaptcs.models.registry.METHODS
+STRATEGIES = ("design", "random", "topdown", "pca", "predict")  # adaptcs.experiments.STRATEGIES
+HYPERPARAMETERS = ("oracle", "learned")  # adaptcs.models.registry.HYPERPARAMETERS
+MNIST_SOURCES = ("auto", "download", "embedded", "path")  # adaptcs.data.mnist.SOURCES
+BASES = ("haar", "db2", "db4", "dct")  # adaptcs.basis.BASES
+REPLAY_ORDERS = ("design", "topdown", "predict", "random")  # adaptcs.design.basis_scan.REPLAY_ORDERS
+REPLAY_PRIORS = ("tree", "scales")  # adaptcs.replay.PRIORS
+
+
+def variant_label(method: str, hyperparameters: str) -> str:
+    """How results name a method run with ``hyperparameters``: ``gss_ep`` (oracle), ``gss_ep+learned``."""
+    return method if hyperparameters == "oracle" else f"{method}+{hyperparameters}"
+
+
+def base_method(label: str) -> str:
+    """The method of a :func:`variant_label`."""
+    return label.split("+", 1)[0]
+
+
+def method_order() -> list[str]:
+    """Methods in the registry's order (tables and figures list them so). Methods beyond the shipped ones exist
+    only once a plugin has registered them, which imports the registry: it is read when it is loaded."""
+    import sys
+
+    registry = sys.modules.get("adaptcs.models.registry")
+    return list(METHODS) if registry is None else list(registry.METHODS)
