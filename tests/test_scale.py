@@ -156,8 +156,8 @@ def test_group_ard_is_equivariant_to_the_units_of_X(c):
     from adaptcs.models import GroupARD
 
     p = e1_problem(1.0)
-    ref = GroupARD(p.groups).fit(p.X, p.y)
-    fit = GroupARD(p.groups).fit(c * p.X, p.y)
+    ref = GroupARD(p.groups, noise_var=1.0).fit(p.X, p.y)
+    fit = GroupARD(p.groups, noise_var=1.0).fit(c * p.X, p.y)
     np.testing.assert_allclose(c * fit.coef_, ref.coef_, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(c**2 * fit.group_var_, ref.group_var_, rtol=1e-8, atol=1e-10)
     assert fit.log_evidence_ == pytest.approx(ref.log_evidence_, abs=1e-6)  # the covariance of y is unchanged
@@ -169,7 +169,7 @@ def test_group_ard_with_very_little_noise_maximises_the_evidence():
 
     p = e1_problem(1.0)
     y = 1e6 * p.y
-    fit = GroupARD(p.groups).fit(p.X, y)
+    fit = GroupARD(p.groups, noise_var=1.0).fit(p.X, y)
     assert fit.converged_
     best = dense_log_evidence(p.X, y, fit.group_var_, p.groups, 1.0)
     assert fit.log_evidence_ == pytest.approx(best, rel=1e-9)
@@ -185,7 +185,7 @@ def test_group_ard_refuses_noise_in_the_wrong_units():
 
     p = e1_problem(1.0)
     with pytest.raises(ValueError, match="wrong units"):
-        GroupARD(p.groups).fit(p.X, 1e150 * p.y)
+        GroupARD(p.groups, noise_var=1.0).fit(p.X, 1e150 * p.y)
 
 
 @pytest.mark.parametrize("c", [1e-150, 1e150])
@@ -298,3 +298,32 @@ def test_flas_stopped_by_its_iteration_count_is_not_converged(method):
     p = e1_problem(1.0)
     fit = FLAS(p.groups, p0=P0_GROUP, v0=V0, noise_var=1.0, method=method, max_iter=2).fit(p.X, p.y)
     assert fit.n_iter_ <= 2 and not fit.converged_
+
+
+@pytest.mark.parametrize("b", [0.01, 1.0, 100.0])
+def test_hyperparameters_left_out_are_learned_so_any_units_work(b):
+    """GroupSpikeSlabEP(groups) with nothing given: the signal scaled by 0.01 once gave an all-zero estimate
+    (error 1.000, 'converged', no warning) from the placeholders p0 = 0.5, v0 = 1, noise_var = 1. Now what is left
+    out is learned, and the fit is the learned fit's at every scale."""
+    p = e1_problem(1.0)
+    learned = GroupSpikeSlabEP(p.groups, learn=("p0", "v0", "noise_var"), p0=0.5, v0=V0, noise_var=1.0).fit(p.X, p.y)
+    reference = np.linalg.norm(learned.coef_ - p.w_true) / np.linalg.norm(p.w_true)
+    fit = GroupSpikeSlabEP(p.groups).fit(p.X, b * p.y)
+    error = np.linalg.norm(fit.coef_ / b - p.w_true) / np.linalg.norm(p.w_true)
+    assert fit.converged_ and abs(error - reference) < 0.1 and error < 0.5
+    assert fit.noise_var_ == pytest.approx(b * b * GroupSpikeSlabEP(p.groups).fit(p.X, p.y).noise_var_, rel=1e-6)
+    ss = SpikeSlabEP().fit(p.X, b * p.y)  # the same for SS-EP
+    assert ss.converged_ and np.linalg.norm(ss.coef_ / b - p.w_true) / np.linalg.norm(p.w_true) < 1.0
+
+
+def test_group_ard_learns_the_noise_variance_unless_it_is_given():
+    from adaptcs.models import GroupARD
+
+    p = e1_problem(1.0)
+    given = GroupARD(p.groups, noise_var=1.0).fit(p.X, p.y)
+    assert given.noise_var_ == 1.0
+    for b in (1e-3, 1.0, 1e3):
+        learned = GroupARD(p.groups).fit(p.X, b * p.y)
+        assert learned.converged_ and learned.noise_var_ != pytest.approx(b * b)
+        same = GroupARD(p.groups, learn=("noise_var",), noise_var=0.1 * float(np.mean((b * p.y) ** 2)))
+        np.testing.assert_allclose(learned.coef_, same.fit(p.X, b * p.y).coef_, rtol=1e-12, atol=0)

@@ -267,7 +267,7 @@ def test_warm_start_rejects_a_different_dimension(rng):
 def test_non_convergence_is_reported(rng):
     X, y, groups, _w = random_group_problem(rng, 10, 5, 2, 0.5)
     with pytest.warns(ConvergenceWarning, match="did not converge"):
-        est = GroupSpikeSlabEP(groups, p0=0.3, max_iter=2).fit(X, y)
+        est = GroupSpikeSlabEP(groups, p0=0.3, v0=1.0, noise_var=1.0, max_iter=2).fit(X, y)
     assert not est.converged_ and est.n_iter_ == 2
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from adaptcs.data.synthetic import GroupSparseProblem
+from adaptcs.models._scaling import UNINFORMED_NOISE, UNINFORMED_P0, uninformed_scale  # noqa: F401
 from adaptcs.models.registry import METHODS, PriorInfo, make_estimator
 
 
@@ -39,8 +40,6 @@ def case_estimator(method: str, case: Case, method_params: dict | None = None, h
     return make_estimator(method, case.fit_groups, prior, hyperparameters=hyperparameters, **method_params)
 
 
-UNINFORMED_P0 = 0.5  # prior probability of a group (or coefficient) before anything is learned
-UNINFORMED_NOISE = 0.1  # starting noise variance, as a fraction of the measurements' mean square
 
 
 def uninformed_prior(case: Case) -> PriorInfo:
@@ -61,11 +60,3 @@ def uninformed_prior(case: Case) -> PriorInfo:
     return replace(case.prior, p0_group=p0_group, p0_coef=UNINFORMED_P0, v0=v0, noise_var=noise_var)
 
 
-def uninformed_scale(X: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Starting ``(v0, noise_var)`` from measurements alone: the noise variance a tenth of ``mean(y^2)``, ``v0``
-    such that a prior with p0 = 1/2 explains the rest of it (docs/learning.md)."""
-    mean_y2 = float(np.mean(y * y))
-    if not mean_y2 > 0.0:
-        raise ValueError("the measurements are all zero: there is no scale to start learning from")
-    noise_var = UNINFORMED_NOISE * mean_y2
-    return (mean_y2 - noise_var) / (UNINFORMED_P0 * float(np.mean(np.sum(X * X, axis=1)))), noise_var

@@ -81,3 +81,19 @@ class DataScale:
                              f"relative to the data (X of size {self.x:g}, y of size {self.y:g}): rescale X, y or "
                              f"{name}")
         return float(scaled) if np.ndim(value) == 0 else scaled
+
+
+# Where learning starts when nothing is given (docs/learning.md)
+UNINFORMED_P0 = 0.5  # prior probability of a group (or coefficient) before anything is learned
+UNINFORMED_NOISE = 0.1  # starting noise variance, as a fraction of the measurements' mean square
+
+
+def uninformed_scale(X: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Starting ``(v0, noise_var)`` from measurements alone: the noise variance a tenth of ``mean(y^2)``, ``v0``
+    such that a prior with p0 = 1/2 explains the rest of it (docs/learning.md)."""
+    mean_y2 = float(np.mean(y * y))
+    if not mean_y2 > 0.0:
+        raise ValueError("the measurements are all zero: there is no scale to start learning from; give v0 and "
+                         "noise_var")
+    noise_var = UNINFORMED_NOISE * mean_y2
+    return (mean_y2 - noise_var) / (UNINFORMED_P0 * float(np.mean(np.sum(X * X, axis=1)))), noise_var

@@ -26,7 +26,7 @@ from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
 from adaptcs.models._base import GroupRegressor
 from adaptcs.models._gaussian import GaussianPosteriorMixin, LinearGaussianModel
-from adaptcs.models._scaling import DataScale
+from adaptcs.models._scaling import UNINFORMED_NOISE, DataScale
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 MAX_SIGNAL_TO_NOISE = 1e20  # mean(y^2) / noise_var beyond this cannot be resolved in double precision
@@ -183,8 +183,8 @@ class GroupARD(GaussianPosteriorMixin, GroupRegressor):
     ----------
     groups : array-like, shape (d,)
         Group label of each coefficient (mapped to 0..G-1 in sorted label order).
-    noise_var : float
-        Noise variance ``sigma0^2``.
+    noise_var : float or None
+        Noise variance ``sigma0^2``. None (the default): learned by the evidence, as with ``learn``.
     tol : float
         Stop when the log evidence changes by less than ``tol`` (relative) over a sweep.
     max_iter : int
@@ -229,12 +229,12 @@ class GroupARD(GaussianPosteriorMixin, GroupRegressor):
     True
     """
 
-    _parameter_constraints = {"groups": constraints.GROUPS, "noise_var": constraints.POSITIVE,
+    _parameter_constraints = {"groups": constraints.GROUPS, "noise_var": constraints.POSITIVE_OR_NONE,
                               "tol": constraints.POSITIVE, "max_iter": constraints.COUNT,
                               "refactor_every": constraints.COUNT, "warm_start": constraints.BOOLEAN,
                               "learn": constraints.NAMES}
 
-    def __init__(self, groups=None, *, noise_var=1.0, tol=1e-6, max_iter=500, refactor_every=10, warm_start=False,
+    def __init__(self, groups=None, *, noise_var=None, tol=1e-6, max_iter=500, refactor_every=10, warm_start=False,
                  learn=()):
         self.groups = groups
         self.noise_var = noise_var
@@ -263,8 +263,14 @@ class GroupARD(GaussianPosteriorMixin, GroupRegressor):
         """
         X, y, labels, coef_group = self._fit_prologue(X, y)
         n, d = X.shape
-        noise_var, tol, max_iter, refactor_every = float(self.noise_var), float(self.tol), int(self.max_iter), \
-            int(self.refactor_every)
+        if self.noise_var is None:  # learned, from a tenth of the measurements' mean square
+            noise_var = UNINFORMED_NOISE * float(np.mean(y * y))
+            if not noise_var > 0.0:
+                raise ValueError("GroupARD: the measurements are all zero: there is no scale to start learning the "
+                                 "noise variance from; give noise_var")
+        else:
+            noise_var = float(self.noise_var)
+        tol, max_iter, refactor_every = float(self.tol), int(self.max_iter), int(self.refactor_every)
         G = labels.shape[0]
         # Work on data of unit size (exact power-of-two rescaling): the maximiser of the evidence is equivariant,
         # the group variances scale with unit^2 and the coefficients with unit.
@@ -276,7 +282,7 @@ class GroupARD(GaussianPosteriorMixin, GroupRegressor):
             raise ValueError(f"GroupARD: mean(y^2) / noise_var = {signal_to_noise:.3g} exceeds "
                              f"{MAX_SIGNAL_TO_NOISE:.0e}, beyond what double precision can resolve; noise_var is "
                              "probably in the wrong units")
-        learn_noise = "noise_var" in val.check_names(self.learn, LEARNABLE, "learn")
+        learn_noise = "noise_var" in val.check_names(self.learn, LEARNABLE, "learn") or self.noise_var is None
         if self.warm_start and hasattr(self, "group_var_"):
             if self.group_var_.shape[0] != G:
                 raise ValueError(f"warm_start: the previous fit had {self.group_var_.shape[0]} groups, now {G}")

@@ -43,7 +43,7 @@ from adaptcs.models._ep import (
 )
 from adaptcs.models._ep_learning import WarmStart
 from adaptcs.models._gaussian import GaussianPosteriorMixin
-from adaptcs.models._scaling import DataScale
+from adaptcs.models._scaling import UNINFORMED_P0, DataScale, uninformed_scale
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +58,11 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
     p0 : float or array-like of shape (G,) or (S,)
         Prior probability that a group is active; one value per group (in sorted label order) encodes
         prior knowledge of likely groups; with ``scales``, one value per scale label (sorted; label 0's is not
-        used: it is always on). Strictly inside (0, 1). The default 0.5 assumes no sparsity: give the value you
-        know or learn it (``learn``).
+        used: it is always on). Strictly inside (0, 1). None (the default): learned from the measurements (type-II
+        maximum likelihood, starting from 1/2).
     v0 : float or array-like of shape (S,)
         Slab variance: prior variance of each coefficient of an active group, in signal units squared; with
-        ``scales``, one value or one per scale label. The default 1 suits signals of order one; give it or learn
-        it.
+        ``scales``, one value or one per scale label. None (the default): learned from the measurements.
     scales : array-like of int, shape (d,), optional
         A prior per scale (docs/model.md, "Priors per scale"): one non-negative integer label per coefficient,
         the same within a group, e.g. ``basis.scales()`` of a wavelet basis. Every label has its own spike
@@ -82,9 +81,9 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
     p0_off : float or array-like of shape (S,), optional
         With ``parents``: the spike probability of a group whose parent group is off, one value or one per scale
         label; default ``p0`` (no dependence on the parent where learning starts).
-    noise_var : float
-        Noise variance ``sigma0^2``, in measurement units squared. The default 1 is a placeholder; give it or
-        learn it. There is no intercept: remove any offset of ``y`` first (docs/model.md, section 1).
+    noise_var : float or None
+        Noise variance ``sigma0^2``, in measurement units squared. None (the default): learned from the
+        measurements. There is no intercept: remove any offset of ``y`` first (docs/model.md, section 1).
     damping : float in (0, 1]
         Initial damping ``xi`` (weight of the new site in natural parameters).
     damping_decay : float in (0, 1]
@@ -110,9 +109,10 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         shrinking for 30 iterations, then a fast decay (0.85 per iteration) ends the refit in tens of iterations.
         Both stop and test convergence the same way; cold fits always use "decay".
     learn : tuple of {"p0", "v0", "noise_var"}
-        Hyper-parameters to learn from the measurements instead of taking them as given (the given values are
-        the starting point). ``()``, the default, uses the given values as they are. With one ``p0`` per group,
-        the offsets between groups are kept and their common level is learned.
+        Hyper-parameters to learn from the measurements although they are given (the given values are then the
+        starting point). Those left None are learned in any case; ``()``, the default, learns nothing else: a
+        value given is used as it is. Learning costs about 10 fits without it (docs/learning.md). With one
+        ``p0`` per group, the offsets between groups are kept and their common level is learned.
     learn_method : {"evidence", "cv"}
         Type-II maximum likelihood (a coarse search over p0 and the noise variance with v0 tied to the data,
         refined by EP iterations that also take EM-like steps of the hyper-parameters) or K-fold
@@ -196,17 +196,19 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
     """
 
     _parameter_constraints = {
-        "groups": constraints.GROUPS, "p0": constraints.PROBABILITY, "v0": constraints.POSITIVE_OR_ARRAY,
+        "groups": constraints.GROUPS, "p0": [*constraints.PROBABILITY, None],
+        "v0": [*constraints.POSITIVE_OR_ARRAY, None],
         "scales": [None, "array-like"], "scale_learning": [StrOptions(set(ep_prior.SCALE_LEARNING))],
         "parents": [None, "array-like"], "p0_off": [None, *constraints.PROBABILITY],
-        "noise_var": constraints.POSITIVE, "damping": constraints.FRACTION, "damping_decay": constraints.FRACTION,
+        "noise_var": constraints.POSITIVE_OR_NONE, "damping": constraints.FRACTION,
+        "damping_decay": constraints.FRACTION,
         "tol": constraints.POSITIVE, "max_iter": constraints.COUNT, "v_inf_ratio": constraints.POSITIVE,
         "warm_start": constraints.BOOLEAN, "warm_schedule": [StrOptions(set(SCHEDULES))],
         "learn": constraints.NAMES, "learn_method": [StrOptions(set(LEARN_METHODS))], "cv": constraints.FOLDS,
         "restart_every": constraints.COUNT, "verbose": ["verbose"]}
 
-    def __init__(self, groups=None, *, p0=0.5, v0=1.0, scales=None, scale_learning="each", parents=None,
-                 p0_off=None, noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000,
+    def __init__(self, groups=None, *, p0=None, v0=None, scales=None, scale_learning="each", parents=None,
+                 p0_off=None, noise_var=None, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000,
                  v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(), learn_method="evidence",
                  cv=5, restart_every=4, verbose=0):
         self.groups = groups
@@ -234,15 +236,18 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         """One ``p0`` per group (or one for all), each inside (0, 1), or with ``scales`` one ``p0`` and ``v0`` per
         scale label; names in ``learn``."""
         if self.scales is None:
-            val.check_probability(self.p0, n_groups, "p0")
-            if np.ndim(self.v0) != 0:
+            if self.p0 is not None:
+                val.check_probability(self.p0, n_groups, "p0")
+            if self.v0 is not None and np.ndim(self.v0) != 0:
                 raise ValueError("v0 must be one value unless scales are given (one v0 per scale label)")
             if self.parents is not None:
                 raise ValueError("parents need scales: the tree's transition probabilities are per scale label")
         else:
             n_scales = ep_prior.check_scales(self.scales)[0].shape[0]
-            val.check_probability(self.p0, n_scales, "p0 (one per scale label)")
-            ep_prior.check_per_scale(self.v0, n_scales, "v0")
+            if self.p0 is not None:
+                val.check_probability(self.p0, n_scales, "p0 (one per scale label)")
+            if self.v0 is not None:
+                ep_prior.check_per_scale(self.v0, n_scales, "v0")
             if self.p0_off is not None:
                 val.check_probability(self.p0_off, n_scales, "p0_off (one per scale label)")
         if self.p0_off is not None and self.parents is None:
@@ -250,8 +255,20 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self._learned_names()
 
     def _learned_names(self) -> tuple[str, ...]:
-        """``learn`` as a tuple of names from :data:`LEARNABLE` (one name may be given as a string)."""
-        return val.check_names(self.learn, LEARNABLE, "learn")
+        """What is learned: the names in ``learn`` (one may be given as a string) and every hyper-parameter left
+        None."""
+        named = val.check_names(self.learn, LEARNABLE, "learn")
+        missing = tuple(name for name in LEARNABLE if getattr(self, name) is None and name not in named)
+        return named + missing
+
+    def _given_or_start(self, X: np.ndarray, y: np.ndarray) -> tuple:
+        """``(p0, v0, noise_var)``: the given values, and for those left None where learning starts (p0 = 1/2, the
+        noise variance a tenth of ``mean(y^2)``, v0 explaining the rest: docs/learning.md)."""
+        if self.p0 is not None and self.v0 is not None and self.noise_var is not None:
+            return self.p0, self.v0, self.noise_var
+        v0, noise_var = uninformed_scale(X, y)
+        return (UNINFORMED_P0 if self.p0 is None else self.p0, v0 if self.v0 is None else self.v0,
+                noise_var if self.noise_var is None else self.noise_var)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -273,13 +290,14 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         d = X.shape[1]
         name = type(self).__name__
         learn = self._learned_names()
-        prior = ep_prior.prior_classes(self.p0, self.v0, coef_group, labels.shape[0], scales=self.scales,
+        p0, v0, noise_var = self._given_or_start(X, y)
+        prior = ep_prior.prior_classes(p0, v0, coef_group, labels.shape[0], scales=self.scales,
                                        scale_learning=self.scale_learning, learning=bool(learn),
                                        parents=self.parents, p0_off=self.p0_off)
         # Scaling on entry: EP works on data of unit size (an exact power-of-two rescaling; see the class Notes).
         scale = DataScale.of(X, y)
         warm = self._warm_state(d) if self.warm_start else None
-        start = Hyper(prior.level, prior.v0, float(self.noise_var)).scaled(scale)
+        start = Hyper(prior.level, prior.v0, float(noise_var)).scaled(scale)
         problem = EPProblem(X / scale.x, y / scale.y, coef_group, prior.offsets, group_class=prior.group_class,
                             coef_slab=prior.coef_slab, slab_profile=prior.slab_profile, tree=prior.tree,
                             v_inf_ratio=float(self.v_inf_ratio), damping=float(self.damping),
@@ -320,7 +338,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self.fixed_point_residual_ = float(run.residual)
         if self.scales is None:
             p0_fit = expit(problem.prior_logit(learned.hyper)) if "p0" in learn else prior.p0_group
-            self.p0_ = float(p0_fit[0]) if np.ndim(self.p0) == 0 else p0_fit
+            self.p0_ = float(p0_fit[0]) if np.ndim(p0) == 0 else p0_fit
             self.v0_ = float(hyper.v0[0])  # the given value when nothing is learned (power-of-two scaling is exact)
         elif prior.tree is not None:
             self.scale_labels_ = prior.scale_labels
@@ -391,15 +409,16 @@ class SpikeSlabEP(GroupSpikeSlabEP):
     Parameters
     ----------
     p0 : float or array-like of shape (d,) or (S,)
-        Prior probability that a coefficient is non-zero (default 0.5: no sparsity assumed; give it or learn it);
-        with ``scales``, one per scale label.
+        Prior probability that a coefficient is non-zero; with ``scales``, one per scale label. None (the
+        default): learned from the measurements.
     v0 : float or array-like of shape (S,)
-        Slab variance, in signal units squared; with ``scales``, one value or one per scale label.
+        Slab variance, in signal units squared; with ``scales``, one value or one per scale label. None (the
+        default): learned.
     scales, scale_learning, parents, p0_off
         As in :class:`GroupSpikeSlabEP` (every coefficient a group of its own: ``parents`` is then the tree of the
         coefficients themselves).
     noise_var : float
-        Variance of the measurement noise, in measurement units squared.
+        Variance of the measurement noise, in measurement units squared. None (the default): learned.
     **options
         Every keyword option of :class:`GroupSpikeSlabEP` (``tol``, ``learn``, ``warm_start``, ...).
 
@@ -420,8 +439,8 @@ class SpikeSlabEP(GroupSpikeSlabEP):
 
     _parameter_constraints = constraints.without_groups(GroupSpikeSlabEP._parameter_constraints)
 
-    def __init__(self, *, p0=0.5, v0=1.0, scales=None, scale_learning="each", parents=None, p0_off=None,
-                 noise_var=1.0, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000, v_inf_ratio=300.0,
+    def __init__(self, *, p0=None, v0=None, scales=None, scale_learning="each", parents=None, p0_off=None,
+                 noise_var=None, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000, v_inf_ratio=300.0,
                  warm_start=False, warm_schedule="adaptive", learn=(), learn_method="evidence", cv=5,
                  restart_every=4, verbose=0):
         super().__init__(None, p0=p0, v0=v0, scales=scales, scale_learning=scale_learning, parents=parents,
