@@ -1,6 +1,7 @@
 """The ask/tell designer and +-1 design rows, against dense linear algebra and exhaustive search."""
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -231,3 +232,39 @@ def test_the_docstring_example_runs():
         warnings.simplefilter("ignore")  # the example's early refits on few rows may stop before converging
         result = doctest.testmod(module)
     assert result.attempted >= 5 and result.failed == 0
+
+
+def test_a_fit_that_does_not_converge_warns_once_and_a_loop_sums_up_at_its_end():
+    from sklearn.exceptions import ConvergenceWarning
+
+    from adaptcs.design import run_sequential_design
+
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(16), 4)
+    w = np.where(np.isin(groups, [2, 9]), rng.normal(size=64), 0.0)
+    X = rng.normal(size=(12, 64))
+    stubborn = GroupSpikeSlabEP(groups, p0=0.2, v0=1.0, noise_var=0.01, max_iter=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stubborn.fit(X, X @ w)
+    messages = [str(c.message) for c in caught if issubclass(c.category, ConvergenceWarning)]
+    assert len(messages) == 1 and "max_iter=2" in messages[0] and "To converge: give the hyper-parameters" in \
+        messages[0]
+    # a loop of five refits, none converged: one warning, the summary at the end
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_sequential_design(stubborn, w, X, X @ w, 5, strategy="random", noise_var=1e-4, row_norm=8.0,
+                                       rng=1)
+    messages = [str(c.message) for c in caught if issubclass(c.category, ConvergenceWarning)]
+    assert np.all(result.converged == 0)
+    assert len(messages) == 1 and "6 of 6 refits did not converge (between 12 and 17 rows" in messages[0]
+    # asked and told by hand: the first refit that is not converged warns, the others are counted
+    designer = SequentialDesigner(stubborn, strategy="random", rng=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        designer.tell(X, X @ w)
+        for _ in range(3):
+            rows = designer.ask()
+            designer.tell(rows, rows @ w)
+    assert sum(issubclass(c.category, ConvergenceWarning) for c in caught) == 1
+    assert designer.not_converged_summary().startswith("4 of 4 refits did not converge")

@@ -125,7 +125,7 @@ def test_a_run_ended_by_the_damping_is_not_converged():
     """With a fast-decaying damping the steps shrink to nothing before a fixed point is reached; EP stops
     (the damped change is below tol) but must not claim convergence."""
     p = e1_problem(1.0)
-    with pytest.warns(ConvergenceWarning, match="stopped by the decaying damping"):
+    with pytest.warns(ConvergenceWarning, match="stopped by its decaying damping"):
         est = gss(p, V0, damping_decay=0.5).fit(p.X, p.y)
     assert not est.converged_ and est.fixed_point_residual_ > 10 * est.tol
     paper = gss(p, V0).fit(p.X, p.y)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
 from adaptcs.design.binary import binary_rows
@@ -85,6 +86,8 @@ class Told:
         Iterations of the fit; -1 where the method does not report them.
     failure : str
         Empty, or why the fit failed (the error, or "non-finite estimate").
+    warning : str
+        Empty, or the fit's ConvergenceWarning (why it is not converged, and what to do).
     """
 
     n_told: int
@@ -93,6 +96,7 @@ class Told:
     converged: int
     n_iter: int
     failure: str
+    warning: str = ""
 
 
 def has_posterior_covariance(estimator) -> bool:
@@ -214,6 +218,7 @@ class SequentialDesigner:
         self.y_: np.ndarray | None = None
         self.history_: list[Asked | Told] = []
         self.failure_ = ""
+        self._convergence_warned = False  # the first refit that is not converged warns; later ones are counted
         self._pending = np.zeros((0, 0))
         self._eigen_block = None  # Ritz vectors of the last designed step (and the block iterations it took)
         self._eigen_iterations = 0
@@ -341,6 +346,18 @@ class SequentialDesigner:
         return self.pool[chosen], std[chosen] ** 2 - noise
 
     # -- tell ------------------------------------------------------------------------------------------------
+    def not_converged_summary(self) -> str:
+        """How many refits did not converge, where, and why the first did; empty when every refit converged."""
+        told = [entry for entry in self.history_ if isinstance(entry, Told)]
+        missed = [entry for entry in told if entry.converged == 0]
+        if not missed:
+            return ""
+        where = f"at {missed[0].n_told} rows" if len(missed) == 1 else \
+            f"between {missed[0].n_told} and {missed[-1].n_told} rows"
+        last = "; the last refit converged" if told[-1].converged == 1 else "; the last refit did not converge"
+        return (f"{len(missed)} of {len(told)} refits did not converge ({where}{last}). The first: "
+                f"{missed[0].warning or 'no reason recorded'}")
+
     def tell(self, X_new, y_new) -> SequentialDesigner:
         """Add measured rows and their values, then refit on everything told so far.
 
@@ -378,11 +395,17 @@ class SequentialDesigner:
             (np.linalg.LinAlgError, FloatingPointError, ValueError)
         failure = ""
         start = time.process_time()
-        try:
-            est.fit(A_all, y_all)
-        except numerical as exc:
-            failure = f"{type(exc).__name__}: {exc}"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                est.fit(A_all, y_all)
+            except numerical as exc:
+                failure = f"{type(exc).__name__}: {exc}"
         fit_seconds = time.process_time() - start
+        convergence = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+        for w in caught:  # other warnings pass on as they came
+            if not issubclass(w.category, ConvergenceWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if not failure and not np.all(np.isfinite(est.coef_)):
             failure = "non-finite estimate"
         self.estimator_, self.X_, self._A, self.y_ = est, X_all, A_all, y_all
@@ -398,8 +421,14 @@ class SequentialDesigner:
         iterations = None if failure else getattr(est, "n_iter_", None)
         self.history_.append(Told(n_told=X_all.shape[0], asked=asked, fit_seconds=fit_seconds,
                                   converged=-1 if flag is None else int(bool(flag)),
-                                  n_iter=-1 if iterations is None else int(iterations), failure=failure))
+                                  n_iter=-1 if iterations is None else int(iterations), failure=failure,
+                                  warning=" ".join(convergence)))
         self.failure_ = failure
+        if convergence and not self._convergence_warned:  # once per loop, not once per step
+            self._convergence_warned = True
+            warnings.warn(f"refit on {X_all.shape[0]} rows: {' '.join(convergence)} Later refits of this designer "
+                          "that do not converge are counted, not warned about: not_converged_summary() reports them.",
+                          ConvergenceWarning, stacklevel=2)
         if failure:
             warnings.warn(f"the fit on {X_all.shape[0]} rows failed ({failure}); the measurements are kept",
                           FitFailedWarning, stacklevel=2)

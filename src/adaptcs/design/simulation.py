@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
 from adaptcs.design.designer import STRATEGIES, FitFailedWarning, SequentialDesigner, has_posterior_covariance
@@ -163,6 +164,7 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     def tell(X_new, y_new, step) -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FitFailedWarning)  # reported once, at the end
+            warnings.simplefilter("ignore", ConvergenceWarning)  # summarised once, at the end
             designer.tell(X_new, y_new)
         return record.fit(designer, step)
 
@@ -185,6 +187,9 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     if record.failure:
         warnings.warn(f"sequential design: a fit failed at {record.failure}; the remaining steps are recorded as "
                       "missing", RuntimeWarning, stacklevel=2)
+    summary = designer.not_converged_summary()
+    if summary:
+        warnings.warn(f"sequential design: {summary}", ConvergenceWarning, stacklevel=2)
     return SequentialDesignResult(
         n_measurements=np.asarray(record.n_measurements, dtype=np.int64),
         errors=np.asarray(record.errors, dtype=float), fit_seconds=np.asarray(record.fit_seconds),

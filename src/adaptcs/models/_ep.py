@@ -548,24 +548,36 @@ def _at(problem: EPProblem, hyper: Hyper) -> tuple[LinearGaussianModel, np.ndarr
     return problem.model(hyper.noise_var), v0, problem.v_inf_ratio * v0
 
 
-def _warn_unless_converged(name: str, run: EPRun, tol: float, max_iter: int) -> None:
-    """The ConvergenceWarnings of a fit, saying why it is not converged."""
+NOT_CONVERGED_ADVICE = (
+    "The estimate is EP's last iterate, not a fixed point: one more undamped update would still move the posterior "
+    "mean by about the residual above (relative to the largest coefficient) and the group probabilities by as "
+    "much, so read them to that accuracy. To converge: give the hyper-parameters you know (p0, v0, noise_var) "
+    "instead of learning them, raise max_iter, or add measurements (docs/model.md, 'When a fit does not converge')")
+
+
+def not_converged_reasons(run: EPRun, tol: float, max_iter: int) -> list[str]:
+    """Why an EP run is not converged, one phrase per reason (empty when it converged)."""
+    reasons = []
     if run.ill_conditioned is not None:
-        warnings.warn(f"{name}: ill-conditioned fit: site variance x |x_i|^2 / noise_var reaches "
-                      f"{run.ill_conditioned:.3g}, so posterior variances may be off by more than "
-                      f"{MAX_VARIANCE_ERROR:g} relative; the fit is marked not converged", ConvergenceWarning,
-                      stacklevel=4)
+        reasons.append(f"ill-conditioned: site variance x |x_i|^2 / noise_var reaches {run.ill_conditioned:.3g}, so "
+                       f"posterior variances may be off by more than {MAX_VARIANCE_ERROR:g} relative")
     if run.failure is not None:
-        warnings.warn(f"{name}: EP stopped: {run.failure}; the fit is not converged", ConvergenceWarning,
-                      stacklevel=4)
+        reasons.append(f"EP stopped: {run.failure}")
     elif run.stopped and run.residual >= RESIDUAL_FACTOR * tol:
-        warnings.warn(f"{name}: EP was stopped by the decaying damping after {run.n_iter} iterations, not at a "
-                      f"fixed point (an undamped update would still change the fit by {run.residual:.3g} > "
-                      f"{RESIDUAL_FACTOR:g} tol)", ConvergenceWarning, stacklevel=4)
+        reasons.append(f"EP was stopped by its decaying damping after {run.n_iter} iterations, not at a fixed point "
+                       f"(residual: an undamped update would still change the fit by {run.residual:.3g} > "
+                       f"{RESIDUAL_FACTOR:g} tol)")
     elif not run.stopped:
-        warnings.warn(f"{name}: EP did not converge in {max_iter} iterations (last change {run.change:.3g} > "
-                      f"tol={tol})", ConvergenceWarning, stacklevel=4)
+        reasons.append(f"EP did not converge in max_iter={max_iter} iterations (last change {run.change:.3g} > "
+                       f"tol={tol})")
     if run.failure is None and not np.all(run.cavity.usable):
-        warnings.warn(f"{name}: {np.count_nonzero(~run.cavity.usable)} site(s) have no valid cavity at the end of EP "
-                      "(posterior variances lost to rounding); log_evidence_ is NaN and the fit is marked not "
-                      "converged", ConvergenceWarning, stacklevel=4)
+        reasons.append(f"{np.count_nonzero(~run.cavity.usable)} site(s) have no valid cavity at the end of EP "
+                       "(posterior variances lost to rounding); log_evidence_ is NaN")
+    return reasons
+
+
+def warn_not_converged(name: str, reasons: list[str], stacklevel: int = 4) -> None:
+    """One ConvergenceWarning for a fit: every reason, what it means for the estimate and what to do."""
+    if reasons:
+        warnings.warn(f"{name}: the fit is not converged: {'; '.join(reasons)}. {NOT_CONVERGED_ADVICE}.",
+                      ConvergenceWarning, stacklevel=stacklevel)

@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from dataclasses import replace
 
 import numpy as np
 from scipy.special import expit
 from sklearn.base import _fit_context
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -39,7 +37,8 @@ from adaptcs.models._ep import (
     EPProblem,
     EPSites,
     Hyper,
-    _warn_unless_converged,
+    not_converged_reasons,
+    warn_not_converged,
 )
 from adaptcs.models._ep_learning import WarmStart
 from adaptcs.models._gaussian import GaussianPosteriorMixin
@@ -318,10 +317,8 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         except ValueError as exc:
             raise ValueError(f"{name}: {'learning ' + ', '.join(learn) + ': ' if learn else ''}{exc}") from None
         run = learned.run
-        if not learned.converged:
-            warnings.warn(f"{name}: learning {', '.join(learn)} did not converge ({learned.message}); the fit is "
-                          "marked not converged", ConvergenceWarning, stacklevel=3)
-        _warn_unless_converged(name, run, self.tol, self.max_iter)
+        reasons = [] if learned.converged else [f"learning {', '.join(learn)} did not converge ({learned.message})"]
+        warn_not_converged(name, reasons + not_converged_reasons(run, self.tol, self.max_iter), stacklevel=3)
 
         # Scaling on exit: everything back in the data's units.
         hyper = learned.hyper.unscaled(scale)
