@@ -75,7 +75,8 @@ def test_lint_is_clean(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("configfile, runs", [(None, 141), ("config/config.yaml", 141), ("config/paper.yaml", 2496)])
+@pytest.mark.parametrize("configfile, runs", [(None, 45), ("config/config.yaml", 45), ("config/all-methods.yaml", 141),
+                                              ("config/paper.yaml", 2496)])
 def test_dry_runs_of_shipped_configs(tmp_path, configfile, runs):
     args = () if configfile is None else ("--configfile", str(REPO / configfile))
     jobs = planned_jobs(snakemake(tmp_path, "-n", *args))
@@ -355,7 +356,7 @@ def test_e7_runtime_grows_with_the_image_side():
     assert jb.job_runtime_minutes(small, costs) == 3 * 1 * 8 + 10
 
 
-@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/all-methods.yaml", "config/paper.yaml"])
 def test_every_shipped_job_kind_has_a_measured_cost(configfile):
     """benchmarks/bench_job_costs.py --measure covers every kind of job of the shipped configs."""
     config = yaml.safe_load((REPO / configfile).read_text())
