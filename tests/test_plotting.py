@@ -39,7 +39,7 @@ def job_with_a_failure(rng, method, *, setting_index=0, setting=None, R=3, T=4, 
         true_groups=groups, fit_groups=groups, group_prob=group_prob, problem_seed=np.zeros((R, 3), dtype=np.int64),
         design_seed=np.zeros((R, 4), dtype=np.int64), config={}, converged=converged,
         n_iter=np.full((R, T), 5), finite=np.isfinite(errors),
-        failure=np.array(["", "step 2 (n=130): non-finite estimate", ""]),
+        failure=np.array(["", "step 2 (n=130): non-finite estimate"] + [""] * (R - 2)),
         checkpoint_n=np.array([128, 131]) if checkpoints else None,
         checkpoint_coef=coef[:, None, :].repeat(2, axis=1) if checkpoints else None)
 
@@ -142,3 +142,25 @@ def test_importance_has_a_colour_bar_and_says_which_images(summary):
 def test_curves_titles_carry_n(summary):
     fig = plot_curves(summary, "E5")
     assert "n = 3" in fig.axes[0].get_title(loc="left")
+
+
+def test_many_curves_are_split_into_panels_on_one_y_axis_and_few_replicates_are_drawn(rng):
+    """E3 with every method has 26 curves: panels of at most 8, a method's oracle and learned curves together, one
+    y-axis for all; with fewer than 5 replicates the replicates are drawn, not a quartile band."""
+    from adaptcs.plotting import MAX_CURVES
+
+    summary = {}
+    for method in ("gss_ep", "ss_ep", "g_ard", "g_lasso", "vg", "flas", "flas_ungrouped"):
+        for label in (method, f"{method}+learned"):
+            for strategy in ("design", "random"):
+                summary[0, label, strategy] = job_with_a_failure(rng, label, strategy=strategy, R=6)
+    fig = plot_curves(summary, "E3")
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    means = [[line for line in ax.lines if not line.get_label().startswith("_")] for ax in panels]
+    assert len(panels) >= 4 and all(len(m) <= MAX_CURVES for m in means) and sum(map(len, means)) == 28
+    assert all(ax.get_shared_y_axes().joined(panels[0], ax) for ax in panels)
+    assert all(ax.collections for ax in panels)  # 6 replicates: bands
+    few = {(0, "gss_ep", "design"): job_with_a_failure(rng, "gss_ep", R=3)}
+    fig = plot_curves(few, "E5")
+    assert not fig.axes[0].collections and len(fig.axes[0].lines) == 1 + 3  # the mean and each replicate
+    assert "thin lines: each replicate" in fig.get_suptitle()

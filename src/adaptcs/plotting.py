@@ -166,36 +166,80 @@ def plot_errors(summary, experiment: str):
     return fig
 
 
-def plot_curves(summary, experiment: str):
-    """Mean error against the number of rows, with the interquartile band, per method (colour) and strategy (line
-    style); one panel per setting other than the digit (E6's prior knowledge, E7's images and size); replicates
-    of all digits are pooled."""
-    panels: dict[str, dict[tuple, list]] = {}
+MAX_CURVES = 8  # curves per panel: more are split into panels by method
+MIN_BAND = 5  # replicates below which the curves of the replicates are drawn instead of a quartile band
+PANELS_PER_ROW = 3
+
+
+def _curve_panels(summary) -> list[tuple[str, dict]]:
+    """Panels of at most :data:`MAX_CURVES` curves: one per setting other than the digit (E6's prior knowledge,
+    E7's images and size), split by method (a method's oracle and learned curves stay together) when it has more.
+    Each panel: its title and ``{(method, strategy): [jobs]}``."""
+    variants: dict[str, dict[tuple, list]] = {}
     for (_, method, strategy), job in _ordered(summary):
         variant = {k: v for k, v in job.setting.items() if k not in ("digit", "label_noise")}
-        panels.setdefault(json.dumps(variant, sort_keys=True), {}).setdefault((method, strategy), []).append(job)
-    n_lines = max(len(lines) for lines in panels.values())
-    many = n_lines > 6  # then the legend goes beside the axes, not over the curves
+        variants.setdefault(json.dumps(variant, sort_keys=True), {}).setdefault((method, strategy), []).append(job)
+    panels = []
+    for variant, lines in variants.items():
+        title = _setting_title(json.loads(variant))
+        by_method: dict[str, dict] = {}
+        for (method, strategy), jobs in lines.items():
+            by_method.setdefault(base_method(method), {})[method, strategy] = jobs
+        chunks: list[dict] = [{}]
+        for family in by_method.values():
+            if chunks[-1] and len(chunks[-1]) + len(family) > MAX_CURVES:
+                chunks.append({})
+            chunks[-1].update(family)
+        for chunk in chunks:
+            methods = list(dict.fromkeys(base_method(m) for m, _ in chunk))
+            name = ", ".join(methods) if len(chunks) > 1 else ""
+            panels.append((" - ".join(part for part in (title, name) if part), chunk))
+    return panels
+
+
+def plot_curves(summary, experiment: str):
+    """Mean error against the number of rows per method (colour) and strategy (line style): with at least
+    :data:`MIN_BAND` replicates the band of their 25-75 % quantiles, with fewer every replicate's own curve (thin).
+    One panel per setting other than the digit (replicates of all digits are pooled), split by method into panels
+    of at most :data:`MAX_CURVES` curves; every panel on the same y-axis."""
+    panels = _curve_panels(summary)
+    n_lines = max(len(lines) for _, lines in panels)
+    columns = min(len(panels), PANELS_PER_ROW)
+    rows = math.ceil(len(panels) / columns)
     with style():
-        width = 6.4 + 2.8 * many + 4.6 * (len(panels) - 1)
-        height = max(4.0, 0.2 * n_lines + 0.6) if many else 4.0
-        fig, axes = plt.subplots(1, len(panels), figsize=(width, height), squeeze=False)
-        for ax, (variant, lines) in zip(axes[0], panels.items(), strict=True):
+        legend_width = 2.8 if len(panels) == 1 and n_lines > 6 else 0.0
+        fig, axes = plt.subplots(rows, columns, figsize=(6.4 + legend_width + 4.6 * (columns - 1), 4.0 * rows),
+                                 squeeze=False, sharey=True)
+        drawn = set()
+        for ax, (title, lines) in zip(axes.flat, panels, strict=False):
+            replicates = 0
             for (method, strategy), jobs in lines.items():
                 n = jobs[0].n_measurements
                 errors = np.concatenate([j.errors for j in jobs])
+                replicates = max(replicates, errors.shape[0])
                 mean, low, high = _mean_and_band(errors)  # a failed replicate drops out from its failed step on
-                ax.fill_between(n, low, high, color=_color(method), alpha=0.12, linewidth=0)
                 line = STRATEGIES[strategy].line_style if strategy in STRATEGIES else "-"
-                ax.plot(n, mean, linestyle=line, color=_color(method),
-                        label=_label(method, strategy, summary))
+                if errors.shape[0] >= MIN_BAND:
+                    ax.fill_between(n, low, high, color=_color(method), alpha=0.12, linewidth=0)
+                    drawn.add("band")
+                else:  # too few for quantiles: the replicates themselves
+                    drawn.add("replicates")
+                    for curve in errors:
+                        ax.plot(n, curve, linestyle=line, color=_color(method), alpha=0.35, linewidth=0.7)
+                ax.plot(n, mean, linestyle=line, color=_color(method), label=_label(method, strategy, summary))
             ax.set_xlabel("number of measurements")
-            replicates = max(np.concatenate([j.errors for j in jobs]).shape[0] for jobs in lines.values())
-            title = _setting_title(json.loads(variant))
             ax.set_title(f"{title} (n = {replicates})" if title else f"n = {replicates} replicates", loc="left")
-        axes[0, 0].set_ylabel("relative error")
-        axes[0, -1].legend(**({"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if many else {}))
-        fig.suptitle(f"{experiment}: mean error (band: 25%-75% of replicates)")
+            if len(panels) == 1 and n_lines > 6:
+                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            else:
+                ax.legend(fontsize="small")
+        for ax in list(axes.flat)[len(panels):]:
+            ax.set_visible(False)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("relative error")
+        notes = {"band": "band: 25%-75% of replicates",
+                 "replicates": f"thin lines: each replicate, where fewer than {MIN_BAND}"}
+        fig.suptitle(f"{experiment}: mean error ({'; '.join(notes[k] for k in sorted(drawn))})")
         fig.tight_layout()
     return fig
 
