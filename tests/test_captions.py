@@ -12,7 +12,7 @@ from adaptcs.config import resolve
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "all-methods.yaml", "paper.yaml"])
 def test_every_figure_and_table_of_a_config_has_a_caption(name):
     config = yaml.safe_load((REPO / "config" / name).read_text())
     for experiment, run in resolve(config).items():
@@ -23,7 +23,7 @@ def test_every_figure_and_table_of_a_config_has_a_caption(name):
 
 
 def test_captions_describe_the_run_they_belong_to():
-    runs = resolve(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
+    runs = resolve(yaml.safe_load((REPO / "config" / "all-methods.yaml").read_text()))
     e6 = figure_caption(runs["E6"], "curves")
     assert "prior knowledge" in e6 and "designed rows" not in e6  # E6 compares prior knowledge, random rows only
     e7 = figure_caption(runs["E7"], "curves")

@@ -109,10 +109,12 @@ def test_paper_config_runs_the_papers_protocol(tmp_path):
                                                                "setting on its calibration problems")
     assert paper["config"] == {**yaml.safe_load((REPO / "config/paper.yaml").read_text()),
                                "results": str(tmp_path / "paper/out")}
-    # The default config is different (the test can tell them apart): shortened runs, as it says.
+    # The default and the all-methods configs are different (the test can tell them apart): shortened runs, as
+    # they say.
     default = _effective(tmp_path / "default")
     assert default["experiments"]["E5"]["n_steps"] == 96
-    assert default["method_params"]["gss_mcmc"]["n_samples"] + default["method_params"]["gss_mcmc"]["burn_in"] == 2500
+    every = _effective(tmp_path / "every", "--configfile", str(REPO / "config/all-methods.yaml"))
+    assert every["method_params"]["gss_mcmc"]["n_samples"] + every["method_params"]["gss_mcmc"]["burn_in"] == 2500
 
 
 @pytest.mark.slow
