@@ -448,3 +448,25 @@ def test_groups_as_pandas_strings_an_int_or_none(rng):
         np.testing.assert_array_equal(other.coef_, by_label.coef_)
     assert list(by_string.group_labels_) == list("abcd")
     np.testing.assert_array_equal(GroupSpikeSlabEP(**params).fit(X, y).coef_, SpikeSlabEP(**params).fit(X, y).coef_)
+
+
+@pytest.mark.parametrize("blas_threads, expected", [(1, 1), (None, 2)])
+def test_a_fit_runs_with_one_blas_thread_unless_told_otherwise(monkeypatch, blas_threads, expected):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from adaptcs.models import spike_slab_ep
+
+    seen = []
+    infer = spike_slab_ep.lrn.infer
+
+    def spy(*args, **kwargs):
+        seen.append(max(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"))
+        return infer(*args, **kwargs)
+
+    monkeypatch.setattr(spike_slab_ep.lrn, "infer", spy)
+    rng = np.random.default_rng(0)
+    X, groups = rng.normal(size=(10, 8)), np.arange(8) // 2
+    with threadpool_limits(2, user_api="blas"):
+        GroupSpikeSlabEP(groups, p0=0.3, v0=1.0, noise_var=0.1, blas_threads=blas_threads).fit(X, X[:, 0])
+        after = max(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+    assert seen == [expected] and after == 2  # restored after the fit

@@ -23,6 +23,7 @@ from scipy.special import expit
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
@@ -123,6 +124,10 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         With ``warm_start`` and evidence learning, every this many warm refits also learns from scratch (grid
         and refinement) and keeps whichever has the larger evidence: the evidence can have several modes at
         few rows, and the warm path can stay in the wrong one.
+    blas_threads : int or None
+        BLAS threads of the fit (threadpoolctl; restored afterwards). 1, the default: more threads cost 2-3x the CPU
+        time of a fit, and on a machine busy with other work (or at n = 512, d = 4096 even on an idle one) also more
+        wall time (docs/speed.md, "BLAS threads"). None: whatever the process has.
     verbose : int
         0: silent; 1: one log line per fit (iterations, converged, time, learned values); 2: also one every 25
         EP iterations. Lines go to the ``adaptcs`` logger at level INFO (``logging.basicConfig(level="INFO")``
@@ -204,12 +209,12 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         "tol": constraints.POSITIVE, "max_iter": constraints.COUNT, "v_inf_ratio": constraints.POSITIVE,
         "warm_start": constraints.BOOLEAN, "warm_schedule": [StrOptions(set(SCHEDULES))],
         "learn": constraints.NAMES, "learn_method": [StrOptions(set(LEARN_METHODS))], "cv": constraints.FOLDS,
-        "restart_every": constraints.COUNT, "verbose": ["verbose"]}
+        "restart_every": constraints.COUNT, "blas_threads": [*constraints.COUNT, None], "verbose": ["verbose"]}
 
     def __init__(self, groups=None, *, p0=None, v0=None, scales=None, scale_learning="each", parents=None,
                  p0_off=None, noise_var=None, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000,
                  v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(), learn_method="evidence",
-                 cv=5, restart_every=4, verbose=0):
+                 cv=5, restart_every=4, blas_threads=1, verbose=0):
         self.groups = groups
         self.p0 = p0
         self.v0 = v0
@@ -229,6 +234,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self.learn_method = learn_method
         self.cv = cv
         self.restart_every = restart_every
+        self.blas_threads = blas_threads
         self.verbose = verbose
 
     def _check_extra(self, n_groups: int | None = None) -> None:
@@ -284,6 +290,12 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         -------
         self
         """
+        if self.blas_threads is None:
+            return self._fit(X, y)
+        with threadpool_limits(int(self.blas_threads), user_api="blas"):
+            return self._fit(X, y)
+
+    def _fit(self, X, y):
         X, y, labels, coef_group = self._fit_prologue(X, y)
         started = time.perf_counter()
         d = X.shape[1]
@@ -439,13 +451,13 @@ class SpikeSlabEP(GroupSpikeSlabEP):
     def __init__(self, *, p0=None, v0=None, scales=None, scale_learning="each", parents=None, p0_off=None,
                  noise_var=None, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000, v_inf_ratio=300.0,
                  warm_start=False, warm_schedule="adaptive", learn=(), learn_method="evidence", cv=5,
-                 restart_every=4, verbose=0):
+                 restart_every=4, blas_threads=1, verbose=0):
         super().__init__(None, p0=p0, v0=v0, scales=scales, scale_learning=scale_learning, parents=parents,
                          p0_off=p0_off, noise_var=noise_var,
                          damping=damping, damping_decay=damping_decay, tol=tol,
                          max_iter=max_iter, v_inf_ratio=v_inf_ratio, warm_start=warm_start,
                          warm_schedule=warm_schedule, learn=learn, learn_method=learn_method, cv=cv,
-                         restart_every=restart_every, verbose=verbose)
+                         restart_every=restart_every, blas_threads=blas_threads, verbose=verbose)
 
     def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         index = np.arange(d, dtype=np.intp)
