@@ -362,6 +362,9 @@ def load_state(path) -> LabState:
                             "the next time a command changes it", path, version)
             row_norm = float(_attr(f, "row_norm", path))
             lines = arrays.pop("log")
+            for name in ("was_asked", "measured"):
+                if arrays[name].dtype.kind in "biu":  # flags (HDF5 has no boolean type of its own)
+                    arrays[name] = arrays[name].astype(bool)
             state = LabState(
                 groups=arrays.pop("groups"), strategy=str(_attr(f, "strategy", path)),
                 row_constraint=str(_attr(f, "row_constraint", path)),
@@ -418,6 +421,11 @@ def _check_consistent(state: LabState, path) -> None:
         value = getattr(state, name)
         if value.dtype.kind != "f" or not np.all(np.isfinite(value)):
             problems.append(f"{name} holds values that are not finite numbers")
+    for name in ("added_by", "asked_by", "removed_by"):
+        if getattr(state, name).dtype.kind not in "iu":
+            problems.append(f"{name} is not integer")
+    if state.was_asked.dtype != bool or state.measured.dtype != bool:
+        problems.append("was_asked or measured is not a set of flags")
     if not problems and int(np.sum(state.was_asked)) != int(np.sum(state.measured)):
         problems.append("the rows marked as asked do not match the asked rows marked as measured")
     if state.strategy not in STRATEGIES or state.row_constraint not in ROW_CONSTRAINTS:
