@@ -504,3 +504,14 @@ def test_a_file_size_limit_ends_with_one_message_and_the_state_unchanged(bench):
     assert len([line for line in done.stderr.splitlines() if "error" in line.lower()]) == 1
     assert digest(state) == before
     assert [p.name for p in folder.iterdir() if ".tmp-" in p.name] == []
+
+
+def test_a_fit_that_is_not_converged_says_why_and_what_to_do(bench):
+    _, groups, w = bench
+    designer = SequentialDesigner(GroupSpikeSlabEP(groups, p0=0.2, v0=1.0, noise_var=0.01, max_iter=2), rng=0)
+    X = np.random.default_rng(1).normal(size=(12, 64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        designer.tell(X, X @ w)
+    summary = lab._fit_summary(designer)
+    assert summary.converged is False and "max_iter=2" in summary.warning and "To converge" in summary.warning

@@ -211,7 +211,8 @@ def _design_next(args) -> int:
     rows, summary, info = lab.next_rows(args.state, args.out, args.batch)
     print(summary.describe(state_before.learned))
     if summary.converged is False:
-        print("warning: the fit did not converge; these rows are the best the current fit suggests", file=sys.stderr)
+        print("warning: these rows are the best the current fit suggests, and " + (summary.warning or "the fit did "
+              "not converge"), file=sys.stderr)
     detail = f"x^T V x {min(info['score']):.4g}..{max(info['score']):.4g} (bound {info['bound']:.4g})" \
         if math.isfinite(info["bound"]) else "no covariance used"
     print(f"wrote {rows.shape[0]} rows ({info['chosen_by']}; {detail}) to {args.out}")
@@ -242,7 +243,8 @@ def _design_estimate(args) -> int:
     table, summary = lab.estimate(args.state, args.out, args.image)
     print(summary.describe(lab.load_state(args.state).learned))
     if not summary.converged:
-        print("warning: the fit did not converge: treat the estimate with care", file=sys.stderr)
+        print("warning: " + (summary.warning or "the fit did not converge: treat the estimate with care"),
+              file=sys.stderr)
     active = table.groupby("group")["group_prob"].first()
     print(f"wrote {len(table)} coefficients to {args.out}; {int((active > 0.5).sum())} of {active.size} groups "
           "have probability > 0.5 of being active")

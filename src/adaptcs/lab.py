@@ -533,6 +533,7 @@ class FitSummary:
     converged: bool | None
     n_iter: int | None
     hyperparameters: dict
+    warning: str = ""  # why the fit is not converged, and what to do (empty when it converged)
 
     def describe(self, learned) -> str:
         """One line for people: rows measured, converged or not, and the learned values."""
@@ -562,8 +563,9 @@ def _fit_summary(designer: SequentialDesigner) -> FitSummary:
         values = {"p0": float(np.mean(est.p0_)), "v0": float(est.v0_)}
     else:  # one value per scale (the approximation's p0 is 1)
         values = {"p0": [float(v) for v in est.p0_], "v0": [float(v) for v in est.v0_]}
+    told = [entry for entry in designer.history_ if hasattr(entry, "warning")]
     return FitSummary(designer.n_told_, bool(est.converged_), int(est.n_iter_),
-                      {**values, "noise_var": float(est.noise_var_)})
+                      {**values, "noise_var": float(est.noise_var_)}, told[-1].warning if told else "")
 
 
 def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSummary, dict]:

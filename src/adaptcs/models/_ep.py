@@ -549,9 +549,9 @@ def _at(problem: EPProblem, hyper: Hyper) -> tuple[LinearGaussianModel, np.ndarr
 
 
 NOT_CONVERGED_ADVICE = (
-    "The estimate is EP's last iterate, not a fixed point: one more undamped update would still move the posterior "
-    "mean by about the residual above (relative to the largest coefficient) and the group probabilities by as "
-    "much, so read them to that accuracy. To converge: give the hyper-parameters you know (p0, v0, noise_var) "
+    "The estimate is the last iterate, not a fixed point: trust the posterior mean and the group probabilities only "
+    "to about the change named above (the residual of EP, or the last move of the learned hyper-parameters), the "
+    "variances and the evidence as approximate. To converge: give the hyper-parameters you know (p0, v0, noise_var) "
     "instead of learning them, raise max_iter, or add measurements (docs/model.md, 'When a fit does not converge')")
 
 
