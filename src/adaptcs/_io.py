@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import stat
 from pathlib import Path
@@ -47,3 +49,9 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def attrs_digest(attrs, skip: str = "attrs_sha256") -> str:
+    """SHA-256 of HDF5 attributes (all but ``skip``, the digest itself), in a canonical form."""
+    items = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in attrs.items() if k != skip}
+    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()

@@ -59,7 +59,7 @@ import numpy as np
 import pandas as pd
 
 from adaptcs import _validation as val
-from adaptcs._io import atomic_write, stale_temporaries
+from adaptcs._io import atomic_write, attrs_digest, stale_temporaries
 from adaptcs.basis import BASES, WAVELETS, Basis, make_basis
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES
@@ -269,16 +269,6 @@ def refuse_state_as_output(state_path, out_path, option: str) -> None:
                          "write the output to another file")
 
 
-def _digest(items) -> str:
-    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
-
-
-def _attrs_digest(attrs) -> str:
-    """SHA-256 of the attributes but the digest itself, in a canonical form."""
-    return _digest({k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in attrs.items()
-                    if k != "attrs_sha256"})
-
-
 def _data_digest(arrays: dict) -> str:
     """SHA-256 of every dataset's name, type, shape and bytes."""
     sha = hashlib.sha256()
@@ -321,7 +311,7 @@ def save_state(path, state: LabState) -> Path:
             # Fletcher-32 needs chunked storage, which needs at least one element
             f.create_dataset(name, data=value, fletcher32=value.size > 0)
         f.attrs["data_sha256"] = _data_digest(arrays)
-        f.attrs["attrs_sha256"] = _attrs_digest(f.attrs)
+        f.attrs["attrs_sha256"] = attrs_digest(f.attrs)
     data = buffer.getvalue()
 
     def write(tmp):
@@ -349,7 +339,7 @@ def load_state(path) -> LabState:
                 raise StateError(f"{path}: state format version {version} is not supported (this "
                                  f"adaptcs reads versions {READABLE_VERSIONS})")
             checked = version >= 3
-            if checked and f.attrs.get("attrs_sha256") != _attrs_digest(f.attrs):
+            if checked and f.attrs.get("attrs_sha256") != attrs_digest(f.attrs):
                 raise StateError(f"{path}: the state's attributes do not match their checksum (the file is damaged); "
                                  "nothing was read or changed")
             names = DATASETS + (REMOVED if checked else ()) + (("pool",) if "pool" in f else ()) + ("log",)
@@ -619,12 +609,7 @@ def add(state_path, rows_path, values_path, *, again: bool = False) -> dict:
             raise StateError(f"{rows_path} and {values_path} repeat the measurements of add {repeated} exactly (the "
                              "same rows and values): adding them again would count them twice; pass --again if they "
                              "are a real repeat measurement")
-        pending = ~state.measured  # asked rows not measured yet; each asked row matches one measured row
-        was_asked = np.zeros(rows.shape[0], dtype=bool)
-        for i, row in enumerate(rows):
-            hit = np.flatnonzero(pending & (state.asked == row).all(axis=1))
-            if hit.size:
-                was_asked[i], pending[hit[0]] = True, False
+        was_asked, pending = _match_asked(state.asked, ~state.measured, rows)
         call = state.n_adds
         state.X = np.vstack([state.X, rows])
         state.y = np.concatenate([state.y, values])
@@ -667,7 +652,8 @@ def remove(state_path, batch: int) -> dict:
         state.removed_y = np.concatenate([state.removed_y, state.y[take]])
         state.removed_by = np.concatenate([state.removed_by, state.added_by[take]])
         state.X, state.y, state.added_by = state.X[~take], state.y[~take], state.added_by[~take]
-        state.was_asked, state.measured = _matched_asked(state.asked, state.X)
+        state.was_asked, pending = _match_asked(state.asked, np.ones(state.asked.shape[0], dtype=bool), state.X)
+        state.measured = ~pending
         info = {"command": "remove", "time": _now(), "batch": batch, "rows": int(np.count_nonzero(take)),
                 "n_measured": int(state.X.shape[0])}
         state.log.append(info)
@@ -675,16 +661,16 @@ def remove(state_path, batch: int) -> dict:
     return info
 
 
-def _matched_asked(asked: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Which rows of X are asked rows, and which asked rows are measured: each asked row matches one measured row,
-    in order."""
-    pending = np.ones(asked.shape[0], dtype=bool)
-    was_asked = np.zeros(X.shape[0], dtype=bool)
-    for i, row in enumerate(X):
+def _match_asked(asked: np.ndarray, pending: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Match ``rows`` in order to the ``pending`` asked rows (each asked row matches one measured row): which rows
+    were asked for, and which asked rows are still pending afterwards."""
+    pending = pending.copy()
+    was_asked = np.zeros(rows.shape[0], dtype=bool)
+    for i, row in enumerate(rows):
         hit = np.flatnonzero(pending & (asked == row).all(axis=1))
         if hit.size:
             was_asked[i], pending[hit[0]] = True, False
-    return was_asked, ~pending
+    return was_asked, pending
 
 
 def estimate(state_path, out_path, image_path=None) -> tuple[pd.DataFrame, FitSummary]:

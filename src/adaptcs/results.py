@@ -50,7 +50,6 @@ only when complete, so a killed job never leaves a file that looks finished.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 from contextlib import contextmanager
@@ -62,7 +61,7 @@ import h5py
 import numpy as np
 import pandas as pd
 
-from adaptcs._io import atomic_write
+from adaptcs._io import atomic_write, attrs_digest
 
 FORMAT = "adaptcs.results"
 FORMAT_VERSION = 4
@@ -314,12 +313,6 @@ def _check_format(f, path) -> None:
                               f"(this adaptcs reads version {FORMAT_VERSION}; rerun the jobs that wrote it)")
 
 
-def _attrs_digest(attrs) -> str:
-    """SHA-256 of a group's attributes (all but the digest itself), in a canonical form."""
-    items = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in attrs.items() if k != "attrs_sha256"}
-    return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
-
-
 def _write_job_group(g, job: JobResult) -> None:
     g.attrs["format"] = FORMAT
     g.attrs["format_version"] = FORMAT_VERSION
@@ -344,11 +337,11 @@ def _write_job_group(g, job: JobResult) -> None:
         # Fletcher-32 checksums need chunked storage, which needs at least one element.
         dset = g.create_dataset(name, data=value, fletcher32=value.size > 0)
         dset.attrs["units"], dset.attrs["description"] = units, description
-    g.attrs["attrs_sha256"] = _attrs_digest(g.attrs)
+    g.attrs["attrs_sha256"] = attrs_digest(g.attrs)
 
 
 def _read_job_group(g, path) -> JobResult:
-    if g.attrs.get("attrs_sha256") != _attrs_digest(g.attrs):
+    if g.attrs.get("attrs_sha256") != attrs_digest(g.attrs):
         raise ResultFileError(f"{path}: the attributes of {g.name} do not match their SHA-256 (corrupted file)")
     missing = [name for name in _DATASETS if name not in g and name not in _OPTIONAL]
     if missing:

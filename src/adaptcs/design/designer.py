@@ -218,7 +218,6 @@ class SequentialDesigner:
         self.y_: np.ndarray | None = None
         self.history_: list[Asked | Told] = []
         self.failure_ = ""
-        self._convergence_warned = False  # the first refit that is not converged warns; later ones are counted
         self._pending = np.zeros((0, 0))
         self._eigen_block = None  # Ritz vectors of the last designed step (and the block iterations it took)
         self._eigen_iterations = 0
@@ -419,13 +418,13 @@ class SequentialDesigner:
                     self._pool_used[hit[0]] = True
         flag = None if failure else getattr(est, "converged_", None)
         iterations = None if failure else getattr(est, "n_iter_", None)
+        warned = any(isinstance(entry, Told) and entry.warning for entry in self.history_)
         self.history_.append(Told(n_told=X_all.shape[0], asked=asked, fit_seconds=fit_seconds,
                                   converged=-1 if flag is None else int(bool(flag)),
                                   n_iter=-1 if iterations is None else int(iterations), failure=failure,
                                   warning=" ".join(convergence)))
         self.failure_ = failure
-        if convergence and not self._convergence_warned:  # once per loop, not once per step
-            self._convergence_warned = True
+        if convergence and not warned:  # once per loop (the first refit that is not converged), not once per step
             warnings.warn(f"refit on {X_all.shape[0]} rows: {' '.join(convergence)} Later refits of this designer "
                           "that do not converge are counted, not warned about: not_converged_summary() reports them.",
                           ConvergenceWarning, stacklevel=2)

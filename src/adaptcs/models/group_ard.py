@@ -26,7 +26,7 @@ from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
 from adaptcs.models._base import GroupRegressor
 from adaptcs.models._gaussian import GaussianPosteriorMixin, LinearGaussianModel
-from adaptcs.models._scaling import UNINFORMED_NOISE, DataScale
+from adaptcs.models._scaling import DataScale, uninformed_noise
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 MAX_SIGNAL_TO_NOISE = 1e20  # mean(y^2) / noise_var beyond this cannot be resolved in double precision
@@ -263,13 +263,7 @@ class GroupARD(GaussianPosteriorMixin, GroupRegressor):
         """
         X, y, labels, coef_group = self._fit_prologue(X, y)
         n, d = X.shape
-        if self.noise_var is None:  # learned, from a tenth of the measurements' mean square
-            noise_var = UNINFORMED_NOISE * float(np.mean(y * y))
-            if not noise_var > 0.0:
-                raise ValueError("GroupARD: the measurements are all zero: there is no scale to start learning the "
-                                 "noise variance from; give noise_var")
-        else:
-            noise_var = float(self.noise_var)
+        noise_var = uninformed_noise(y) if self.noise_var is None else float(self.noise_var)  # None: learned
         tol, max_iter, refactor_every = float(self.tol), int(self.max_iter), int(self.refactor_every)
         G = labels.shape[0]
         # Work on data of unit size (exact power-of-two rescaling): the maximiser of the evidence is equivariant,
