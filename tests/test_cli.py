@@ -34,6 +34,7 @@ def test_help_imports_nothing_numerical():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
     assert "``" not in done.stdout and "::" not in done.stdout  # plain text, no reStructuredText
+    assert "--replicates 0:50 \\\n        --out" in done.stdout  # a continued example line stays two lines
 
 
 def test_rows_files_take_commas_spaces_tabs_a_header_and_comments(tmp_path):

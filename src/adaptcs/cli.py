@@ -2,9 +2,9 @@
 
 Examples:
 
-    python -m adaptcs run --experiment E3 --method gss_ep --strategy design --replicates 0:50 \
+    python -m adaptcs run --experiment E3 --method gss_ep --strategy design --replicates 0:50 \\
         --out results/runs/E3-0-gss_ep-design.h5
-    python -m adaptcs run --experiment E5 --setting 3 --method gss_ep --hyperparameters learned \
+    python -m adaptcs run --experiment E5 --setting 3 --method gss_ep --hyperparameters learned \\
         --strategy design --replicates 0:2 --n-steps 16 --out E5-digit3.h5
     python -m adaptcs table results/runs/E2-*.h5
     python -m adaptcs curves results/runs/E3-*.h5 --every 8
@@ -347,8 +347,9 @@ def _add_design_parser(sub) -> None:
 
     tell = steps.add_parser("add", help="add measured rows and their values (asked for or not)")
     tell.add_argument("--state", required=True)
-    tell.add_argument("--rows", required=True, help="CSV: one measured row per line")
-    tell.add_argument("--values", required=True, help="CSV: one measured value per line, in the same order")
+    tell.add_argument("--rows", required=True, help="one measured row per line (numbers separated by commas, "
+                                                    "spaces or tabs; a header line is allowed)")
+    tell.add_argument("--values", required=True, help="one measured value per line, in the same order")
     tell.add_argument("--again", action="store_true",
                       help="the rows and values repeat an earlier add exactly and are a real repeat measurement")
     tell.set_defaults(func=_design_add)
