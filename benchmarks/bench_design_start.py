@@ -9,7 +9,8 @@ Two problems, each over the same signals, noise draws and random-row seeds for e
 random start of ``n_random_start`` rows (0: designed from the second row on, "auto": ``ceil(d / 16)``) and random
 rows throughout. Printed per variant: mean final error +- s.e., the paired difference to random rows with the
 number of signals where design won, the learned noise variance at the end (range, and how many are within a factor
-3 of the truth) and its smallest value along the loop, CPU seconds.
+3 of the truth), its smallest value along the loop, in how many loops it fell below a third of the truth after the
+first ``ceil(d / 16)`` rows, the share of fits not converged, CPU seconds.
 
 Run: ``python benchmarks/bench_design_start.py --signals 20`` (about 15 CPU minutes). One BLAS thread; never
 asserts on time.
@@ -49,22 +50,26 @@ PROBLEMS = {"issue": issue_problem, "e3": e3_problem}
 
 
 def loop(groups, w, noise, n_rows, oracle, strategy, n_random_start, seed):
-    """One ask/tell loop: (final relative error, final noise variance, smallest noise variance, CPU seconds).
-    ``oracle``: None (learn everything) or the true (p0, v0), given with the true noise variance."""
+    """One ask/tell loop: (final relative error, final noise variance, smallest noise variance, CPU seconds, share
+    of fits not converged, whether the noise variance fell below a third of the truth after the first
+    ``ceil(d / 16)`` rows). ``oracle``: None (learn everything) or the true (p0, v0), given with the true noise
+    variance."""
     draws = np.random.default_rng([seed, 1]).normal(0.0, np.sqrt(noise), n_rows)
     estimator = GroupSpikeSlabEP(groups, learn=LEARN) if oracle is None else \
         GroupSpikeSlabEP(groups, p0=oracle[0], v0=oracle[1], noise_var=noise)
     designer = SequentialDesigner(estimator, strategy=strategy, rng=seed, n_random_start=n_random_start)
-    start, smallest = time.process_time(), np.inf
+    start, smallest, not_converged, dipped = time.process_time(), np.inf, 0, False
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore")  # counted below
         for i in range(n_rows):
             row = designer.ask()
             designer.tell(row, row @ w + draws[i])
             smallest = min(smallest, designer.estimator_.noise_var_)
+            not_converged += not designer.estimator_.converged_
+            dipped |= i >= np.ceil(w.shape[0] / 16) and designer.estimator_.noise_var_ < noise / 3
     est = designer.estimator_
     error = np.linalg.norm(est.coef_ - w) / np.linalg.norm(w)
-    return error, est.noise_var_, smallest, time.process_time() - start
+    return error, est.noise_var_, smallest, time.process_time() - start, not_converged / n_rows, dipped
 
 
 def main() -> None:
@@ -89,7 +94,8 @@ def main() -> None:
             given = "the oracle's p0, v0 and noise variance" if args.oracle else "everything learned"
             print(f"\n{name}: {args.signals} signals, {n_rows} rows from nothing, {given} (noise variance {noise:g})")
             print("| rows | final error | minus random (+- s.e.) [design won] | final noise (within x3) "
-                  "| smallest noise along the loop | CPU s |\n|---|---:|---:|---:|---:|---:|")
+                  "| smallest noise along the loop | loops below truth/3 after the random start | fits not converged "
+                  "| CPU s |\n|---|---:|---:|---:|---:|---:|---:|---:|")
             for (strategy, start), res in results.items():
                 res = np.array(res)
                 diff = res[:, 0] - random[:, 0]
@@ -98,7 +104,8 @@ def main() -> None:
                     f"{diff.mean():+.3f} +- {diff.std(ddof=1) / np.sqrt(len(diff)):.3f} [{np.sum(diff < 0)}]"
                 label = "random" if strategy == "random" else f"designed, random start {start}"
                 print(f"| {label} | {res[:, 0].mean():.3f} | {versus} | {res[:, 1].min():.3g}-{res[:, 1].max():.3g} "
-                      f"({within}) | {res[:, 2].min():.3g} | {res[:, 3].mean():.1f} |")
+                      f"({within}) | {res[:, 2].min():.3g} | {int(res[:, 5].sum())} | {res[:, 4].mean():.1%} "
+                      f"| {res[:, 3].mean():.1f} |")
 
 
 if __name__ == "__main__":
