@@ -25,6 +25,26 @@ def normal_pdf0(mean, var):
 # --- the site update -------------------------------------------------------------------------------------
 
 
+def test_clamped_sites_counted_where_the_exact_posterior_is_wider_than_the_likelihood():
+    """One coefficient, one row: the cavity of the only site is the likelihood N(w | y, s2), so the matched site
+    variance is negative (the site is clamped) exactly where the exact posterior variance, in closed form, exceeds
+    s2; n_clamped_sites_ must say so (bimodal posteriors at intermediate y, none at small or large y)."""
+    s2, v0, p0 = 0.01, 1.0, 0.1
+    counted, expected = [], []
+    for y in np.linspace(0.0, 1.5, 31):
+        slab = p0 * normal_pdf0(y, s2 + v0)
+        r1 = slab / (slab + (1 - p0) * normal_pdf0(y, s2))
+        mean1, var1 = y * v0 / (v0 + s2), v0 * s2 / (v0 + s2)
+        exact_var = r1 * (var1 + mean1**2) - (r1 * mean1) ** 2
+        if abs(exact_var - s2) < 1e-6 * s2:  # on the boundary rounding decides
+            continue
+        est = GroupSpikeSlabEP([0], p0=p0, v0=v0, noise_var=s2).fit(np.ones((1, 1)), [y])
+        counted.append(est.n_clamped_sites_)
+        expected.append(int(exact_var > s2))
+    assert counted == expected
+    assert 0 < sum(expected) < len(expected)  # both cases occur
+
+
 def test_matched_site_reproduces_tilted_moments(rng):
     """Cavity x new site must have the mean, variance and z-probability of cavity x exact factor.
 

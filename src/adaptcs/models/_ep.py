@@ -435,6 +435,7 @@ class EPRun:
     ill_conditioned: float | None  # the signal-to-noise ratio, when too large for accurate variances
     converged: bool
     log_evidence: float  # of the unit-size data; NaN when EP failed or some cavity is invalid
+    n_clamped: int = 0  # sites whose matched variance at the final cavities is not positive (set to v_inf)
 
     @property
     def group_prob(self) -> np.ndarray:
@@ -538,7 +539,20 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
         log_ev = float("nan")
     return EPRun(hyper=hyper, sites=sites, post=post, groups=groups, cavity=cav, n_iter=n_iter,
                  stopped=stopped, residual=float(residual), change=float(change), failure=failure,
-                 ill_conditioned=ill_conditioned, converged=converged, log_evidence=log_ev)
+                 ill_conditioned=ill_conditioned, converged=converged, log_evidence=log_ev,
+                 n_clamped=_count_clamped(cav, v0, v_inf))
+
+
+def _count_clamped(cav: _Cavity, v0: np.ndarray, v_inf: np.ndarray) -> int:
+    """How many sites with a valid cavity would be clamped at ``v_inf`` by a moment-matching update (their
+    matched variance is not positive): where this is not 0 the site's second moment is not matched, the evidence is
+    not stationary in the sites, and the EM-like updates of learning do not find its stationary points
+    (docs/learning.md, "What the learned values are")."""
+    if not cav.valid.any():
+        return 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        matched = _matched_sites(cav, v0, v_inf)
+    return int(np.count_nonzero(cav.valid & (matched.var == v_inf)))
 
 
 def _at(problem: EPProblem, hyper: Hyper) -> tuple[LinearGaussianModel, np.ndarray, np.ndarray]:

@@ -151,6 +151,12 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         reached a fixed point, or by ``max_iter``, is not converged (and warns).
     fixed_point_residual_ : float
         The last change divided by the damping used for it (same units as ``tol``).
+    n_clamped_sites_ : int
+        Sites whose moment-matched variance is not positive at the end, so EP keeps them at ``v_inf * v0`` with
+        their mean matched (the paper's rule). Where it is not 0, the fixed point matches those sites' first
+        moments only: ``log_evidence_`` is not stationary in the sites, and learned values are the fixed point
+        of the EM-like steps, not exactly the evidence's maximum (docs/learning.md, "What the learned values
+        are").
     sites_ : EPSites
         The fitted sites, in the units of the coefficients (``warm_state_.sites``).
     warm_state_ : WarmStart
@@ -345,6 +351,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self.n_iter_ = run.n_iter
         self.converged_ = run.converged and learned.converged
         self.fixed_point_residual_ = float(run.residual)
+        self.n_clamped_sites_ = run.n_clamped
         if self.scales is None:
             p0_fit = expit(problem.prior_logit(learned.hyper)) if "p0" in learn else prior.p0_group
             self.p0_ = float(p0_fit[0]) if np.ndim(p0) == 0 else p0_fit
