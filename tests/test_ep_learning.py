@@ -168,6 +168,29 @@ def test_warm_learning_in_a_sequence_restarts_periodically(rng):
     assert all(f > warm + 10 for i, f in enumerate(fits[1:], start=1) if i % 3 == 0)  # and a coarse search
 
 
+@pytest.mark.parametrize("schedule", ["adaptive", "decay"])
+def test_learned_warm_refit_runs_its_final_ep_with_the_warm_schedule(rng, monkeypatch, schedule):
+    """The final EP run of a learned warm refit uses warm_schedule, like an oracle refit (it once ran the paper's
+    decay schedule whatever warm_schedule said, up to 800 iterations on a cycling E3 refit)."""
+    from adaptcs.models import _ep
+
+    X, y, groups, _w = simulated(rng, n=50)
+    est = GroupSpikeSlabEP(groups, learn=ALL, warm_start=True, warm_schedule=schedule, restart_every=100)
+    calls = []
+    original = _ep.run_ep
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("schedule", "decay"))
+        return original(*args, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X[:45], y[:45])
+        monkeypatch.setattr(_ep, "run_ep", spy)
+        est.fit(X, y)
+    assert calls[-1] == schedule  # the final run; the joint run before it has its own 30-iteration budget
+
+
 def test_tracked_hyper_parameters_reach_those_learned_from_scratch(rng):
     """In a sequence of refits (at most 30 joint iterations each) the tracked values end where a fit learning
     from scratch, to the strict tolerance, ends on the same rows."""

@@ -470,7 +470,7 @@ def infer(problem: EPProblem, start: Hyper, sites: EPSites, learn, *, tol: float
         learned = learn_evidence(problem, start, learn)
         n_fits = learned.n_ep_fits
     hyper = learned.hyper
-    run = problem.run(hyper, learned.run.sites, tol=tol, max_iter=max_iter)
+    run = problem.run(hyper, learned.run.sites, tol=tol, max_iter=max_iter, schedule=schedule)
     converged, message = learned.converged, learned.message
     if warm is not None and method != "cv":  # theta is tracked: learned when it is (nearly) its own EM update here
         step = em_step(problem, hyper, run, learn)
