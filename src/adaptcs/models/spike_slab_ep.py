@@ -49,7 +49,6 @@ from adaptcs.models._scaling import UNINFORMED_P0, DataScale, uninformed_scale
 log = logging.getLogger(__name__)
 
 
-
 @functools.lru_cache(maxsize=1)
 def _blas_controller() -> ThreadpoolController:
     """The BLAS libraries of this process, found once, at the first fit (numpy's and scipy's are loaded by then).
