@@ -471,7 +471,7 @@ def test_groups_as_pandas_strings_an_int_or_none(rng):
 
 
 def test_fits_find_the_blas_libraries_once(monkeypatch):
-    """Limiting BLAS threads must not inspect the loaded libraries at every fit (3 ms each, a quarter of a designed
+    """Limiting BLAS threads must not inspect the loaded libraries at every fit (3 ms each, a fifth of a designed
     E3 loop): the controller is built once per process."""
     import threadpoolctl
 

@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 def _blas_controller() -> ThreadpoolController:
     """The BLAS libraries of this process, found once, at the first fit (numpy's and scipy's are loaded by then).
     Finding them inspects every loaded library, 3.3 ms with scipy and scikit-learn loaded; ``threadpool_limits``
-    does that on every call, which cost a designed E3 signal (33 small fits) about a quarter of its CPU time."""
+    does that on every call, which cost a designed E3 signal (33 small fits) about a fifth of its CPU time."""
     return ThreadpoolController()
 
 
