@@ -8,7 +8,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 # What only the main Snakemake process needs (the workflow's conda environment serves the rule scripts).
-MAIN_PROCESS_ONLY = {"snakemake", "pygments"}
+MAIN_PROCESS_ONLY = {"snakemake", "pygments", "docutils"}  # docutils: the report's landing page
 
 
 def _requirements(specs) -> dict[str, str]:

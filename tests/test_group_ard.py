@@ -116,3 +116,16 @@ def test_learned_noise_variance(rng):
     assert fixed.noise_var_ == 3.0 and est.log_evidence_ > fixed.log_evidence_
     with pytest.raises(ValueError, match="learn must be distinct names from \\('noise_var',\\)"):
         GroupARD(groups, learn=("p0",)).fit(X, y)
+
+
+def test_all_zero_measurements_ask_for_what_this_estimator_takes():
+    """Nothing to scale learning by: GroupARD asks for its noise variance (it has no v0), GSS-EP for v0 and noise_var;
+    with noise_var given GroupARD fits."""
+    from adaptcs.models import GroupSpikeSlabEP
+
+    X, groups = np.random.default_rng(0).normal(size=(5, 8)), np.arange(8) // 2
+    with pytest.raises(ValueError, match=r"^GroupARD: the measurements are all zero.*give noise_var$"):
+        GroupARD(groups).fit(X, np.zeros(5))
+    with pytest.raises(ValueError, match=r"all zero.*give v0 and noise_var$"):
+        GroupSpikeSlabEP(groups).fit(X, np.zeros(5))
+    assert np.all(GroupARD(groups, noise_var=1.0).fit(X, np.zeros(5)).coef_ == 0.0)

@@ -205,6 +205,12 @@ def test_tiny_end_to_end_run(tmp_path):
     # The HTML report.
     snakemake(tmp_path, "--report", str(tmp_path / "report.html"), config=TINY_CONFIG)
     assert (tmp_path / "report.html").stat().st_size > 100_000
+    # Its landing page carries its figures (not paths that break once report.html is moved away from results/).
+    page = (tmp_path / "report.html").read_text()
+    landing = page[page.index('id="workflow-desc"'):]
+    landing = landing[:landing.index("</script>")]
+    sources = re.findall(r'src=\\"([^\\"]{0,30})', landing)
+    assert len(sources) >= 2 and all(src.startswith("data:image/png;base64,") for src in sources), sources
 
 
 @pytest.mark.parametrize("change, message", [

@@ -62,7 +62,7 @@ from adaptcs import _validation as val
 from adaptcs._io import atomic_write, attrs_digest, stale_temporaries
 from adaptcs.basis import BASES, WAVELETS, Basis, make_basis
 from adaptcs.design import SequentialDesigner
-from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES
+from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES, Told
 from adaptcs.experiments import UNINFORMED_P0, uninformed_scale
 from adaptcs.models import GroupSpikeSlabEP
 
@@ -553,7 +553,7 @@ def _fit_summary(designer: SequentialDesigner) -> FitSummary:
         values = {"p0": float(np.mean(est.p0_)), "v0": float(est.v0_)}
     else:  # one value per scale (the approximation's p0 is 1)
         values = {"p0": [float(v) for v in est.p0_], "v0": [float(v) for v in est.v0_]}
-    told = [entry for entry in designer.history_ if hasattr(entry, "warning")]
+    told = [entry for entry in designer.history_ if isinstance(entry, Told)]
     return FitSummary(designer.n_told_, bool(est.converged_), int(est.n_iter_),
                       {**values, "noise_var": float(est.noise_var_)}, told[-1].warning if told else "")
 

@@ -91,14 +91,14 @@ UNINFORMED_NOISE = 0.1  # starting noise variance, as a fraction of the measurem
 def uninformed_scale(X: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Starting ``(v0, noise_var)`` from measurements alone: the noise variance a tenth of ``mean(y^2)``, ``v0``
     such that a prior with p0 = 1/2 explains the rest of it (docs/learning.md)."""
-    noise_var = uninformed_noise(y)
+    noise_var = uninformed_noise(y, "v0 and noise_var")
     return (float(np.mean(y * y)) - noise_var) / (UNINFORMED_P0 * float(np.mean(np.sum(X * X, axis=1)))), noise_var
 
 
-def uninformed_noise(y: np.ndarray) -> float:
-    """Starting noise variance from measurements alone: a tenth of ``mean(y^2)`` (ValueError if y is all zero)."""
+def uninformed_noise(y: np.ndarray, give: str = "noise_var") -> float:
+    """Starting noise variance from measurements alone: a tenth of ``mean(y^2)``. ValueError if y is all zero,
+    advising to give the hyper-parameters named in ``give`` instead."""
     mean_y2 = float(np.mean(y * y))
     if not mean_y2 > 0.0:
-        raise ValueError("the measurements are all zero: there is no scale to start learning from; give the "
-                         "hyper-parameters (v0, noise_var)")
+        raise ValueError(f"the measurements are all zero: there is no scale to start learning from; give {give}")
     return UNINFORMED_NOISE * mean_y2

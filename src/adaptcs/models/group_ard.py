@@ -263,7 +263,10 @@ class GroupARD(GaussianPosteriorMixin, GroupRegressor):
         """
         X, y, labels, coef_group = self._fit_prologue(X, y)
         n, d = X.shape
-        noise_var = uninformed_noise(y) if self.noise_var is None else float(self.noise_var)  # None: learned
+        try:
+            noise_var = uninformed_noise(y) if self.noise_var is None else float(self.noise_var)  # None: learned
+        except ValueError as exc:
+            raise ValueError(f"GroupARD: {exc}") from None
         tol, max_iter, refactor_every = float(self.tol), int(self.max_iter), int(self.refactor_every)
         G = labels.shape[0]
         # Work on data of unit size (exact power-of-two rescaling): the maximiser of the evidence is equivariant,
