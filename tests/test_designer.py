@@ -258,6 +258,9 @@ def test_a_fit_that_does_not_converge_warns_once_and_a_loop_sums_up_at_its_end()
     messages = [str(c.message) for c in caught if issubclass(c.category, ConvergenceWarning)]
     assert np.all(result.converged == 0)
     assert len(messages) == 1 and "6 of 6 refits did not converge (between 12 and 17 rows" in messages[0]
+    # how far each refit stopped from a fixed point is recorded, and summarised
+    assert np.all(np.isfinite(result.residual)) and np.all(result.residual > 10 * stubborn.tol)
+    assert f"a median of {np.median(result.residual):.2g} (at most {np.max(result.residual):.2g}" in messages[0]
     # asked and told by hand: the first refit that is not converged warns, the others are counted
     designer = SequentialDesigner(stubborn, strategy="random", rng=2)
     with warnings.catch_warnings(record=True) as caught:
@@ -268,3 +271,18 @@ def test_a_fit_that_does_not_converge_warns_once_and_a_loop_sums_up_at_its_end()
             designer.tell(rows, rows @ w)
     assert sum(issubclass(c.category, ConvergenceWarning) for c in caught) == 1
     assert designer.not_converged_summary().startswith("4 of 4 refits did not converge")
+    assert designer.last_fit.residual == designer.estimator_.fixed_point_residual_
+
+
+def test_methods_without_a_fixed_point_residual_record_nan():
+    """A method that reports no ``fixed_point_residual_`` (group ARD) gets NaN, not a made-up number."""
+    from adaptcs.design import run_sequential_design
+    from adaptcs.models import GroupARD
+
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(8), 4)
+    w = np.where(np.isin(groups, [1, 5]), rng.normal(size=32), 0.0)
+    X = rng.normal(size=(10, 32))
+    result = run_sequential_design(GroupARD(groups, noise_var=0.01), w, X, X @ w + 0.1 * rng.normal(size=10), 2,
+                                   strategy="random", noise_var=0.01, row_norm=5.0, rng=0)
+    assert result.residual.shape == result.converged.shape and np.all(np.isnan(result.residual))

@@ -28,8 +28,8 @@ def make_job(rng, R=3, T=4, d=6, G=3, method="gss_ep", strategy="design", with_p
         fit_groups=np.tile(np.arange(d) % G, (R, 1)), group_prob=rng.random((R, G)) if with_probs else None,
         problem_seed=np.tile([3, 0, 0], (R, 1)) + np.arange(R)[:, None] * [0, 0, 1],
         design_seed=np.tile([3, 0, 0, 1], (R, 1)), config={"n_steps": T - 1, "array": np.arange(2)},
-        converged=np.ones((R, T), dtype=np.int8), n_iter=np.full((R, T), 7), finite=np.ones((R, T), dtype=bool),
-        failure=np.array([""] * R))
+        converged=np.ones((R, T), dtype=np.int8), n_iter=np.full((R, T), 7), residual=rng.random((R, T)) * 1e-4,
+        finite=np.ones((R, T), dtype=bool), failure=np.array([""] * R))
 
 
 def test_round_trip(tmp_path, rng):
@@ -38,7 +38,7 @@ def test_round_trip(tmp_path, rng):
     back = read_job(path)
     for name in ["replicate", "n_measurements", "errors", "fit_seconds", "select_seconds", "coef", "w_true",
                  "group_prob", "problem_seed", "design_seed", "true_groups", "fit_groups", "converged", "n_iter",
-                 "finite", "failure"]:
+                 "residual", "finite", "failure"]:
         np.testing.assert_array_equal(getattr(back, name), getattr(job, name))
     assert (back.experiment, back.method, back.strategy, back.setting) == ("E3", "gss_ep", "design", {})
     assert back.config == {"n_steps": 3, "array": [0, 1]}
@@ -187,7 +187,7 @@ def test_failures_and_convergence_reach_the_tables(rng):
     job.failure = np.array(["", "step 2 (n=34): LinAlgError: not positive definite", ""])
     job.converged[0, [0, 3]] = 0
     curves = results.jobs_table([job])
-    assert list(curves.columns[-4:]) == ["converged", "n_iter", "finite", "failed"]
+    assert list(curves.columns[-5:]) == ["converged", "n_iter", "residual", "finite", "failed"]
     finals = results.final_rows(curves)
     assert finals["failed"].tolist() == [False, True, False]
     assert finals["fits"].tolist() == [4, 2, 4] and finals["not_converged"].tolist() == [2, 0, 0]
@@ -195,6 +195,37 @@ def test_failures_and_convergence_reach_the_tables(rng):
     assert row["mean"] == pytest.approx(np.mean(job.errors[[0, 2], -1]))
     assert (row["failed"], row["n"], row["not_converged"], row["fits"]) == (1, 3, 2, 10)
     assert "(1 of 3 failed; 2 of 10 fits not converged)" in to_markdown(summary_table(finals))
+
+
+def test_tables_say_how_far_unconverged_fits_stopped_from_a_fixed_point(tmp_path, rng):
+    """The residuals of the fits that did not converge (and only theirs, where reported) reach the table's notes
+    as a median and a maximum; files without residuals (older adaptcs) still make a table, without that sentence."""
+    from adaptcs.tables import not_converged_residuals, write_tables
+
+    job = make_job(rng, R=3, T=4)
+    job.converged[0, [0, 3]] = 0
+    job.converged[2, 1] = 0
+    job.residual[0, [0, 3]] = [0.02, 0.17]
+    job.residual[2, 1] = np.nan  # a method that reports no residual
+    job.residual[1, 1] = 0.9  # converged fits' residuals do not count
+    curves = results.jobs_table([job])
+    np.testing.assert_array_equal(np.sort(not_converged_residuals(curves)), [0.02, 0.17])
+    curves.to_csv(tmp_path / "curves.csv", index=False)
+    write_tables(tmp_path / "curves.csv", markdown_path=tmp_path / "t.md", csv_path=tmp_path / "t.csv",
+                 html_path=tmp_path / "t.html")
+    text = (tmp_path / "t.md").read_text()
+    assert "The 2 of them that report it (EP)" in text and "median of 0.095 (at most 0.17)" in text
+    assert "median of 0.095" in (tmp_path / "t.html").read_text()
+    old = make_job(rng, R=3, T=4)
+    old.residual = None
+    old.converged[0, 0] = 0
+    back = read_job(write_job(tmp_path / "old.h5", old))
+    assert back.residual is None
+    curves = results.jobs_table([back])
+    assert curves["residual"].isna().all() and not_converged_residuals(curves).size == 0
+    curves.to_csv(tmp_path / "old.csv", index=False)
+    write_tables(tmp_path / "old.csv", markdown_path=tmp_path / "o.md", csv_path=tmp_path / "o.csv")
+    assert "1 of 12" in (tmp_path / "o.md").read_text() and "report it" not in (tmp_path / "o.md").read_text()
 
 
 def test_final_rows_need_the_failure_columns(rng):

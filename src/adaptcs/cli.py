@@ -151,12 +151,14 @@ def _settings(args) -> int:
 
 
 def _table(args) -> int:
-    from adaptcs.results import final_table
-    from adaptcs.tables import summary_table, to_markdown
+    from adaptcs.results import curves_table, final_rows
+    from adaptcs.tables import not_converged_residuals, summary_table, to_markdown
 
-    table = summary_table(final_table(args.files))
+    curves = curves_table(args.files)
+    table = summary_table(final_rows(curves))
     for experiment, block in table.groupby("experiment", sort=True):
-        print(f"## {experiment}\n\n{to_markdown(block)}")
+        residuals = not_converged_residuals(curves[curves["experiment"] == experiment])
+        print(f"## {experiment}\n\n{to_markdown(block, residuals)}")
     return 0
 
 

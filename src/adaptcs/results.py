@@ -33,6 +33,9 @@ Datasets (R replicates, T = 1 + number of design steps, d coefficients, G groups
     (optional: only the methods that report some).
     ``converged`` (R, T) int8: per fit, 1 converged, 0 not converged, -1 no convergence test or fit failed.
     ``n_iter`` (R, T) int: per fit, iterations (sweeps for samplers); -1 where the method reports none.
+    ``residual`` (R, T): per fit, how far one more undamped update would move it (EP's ``fixed_point_residual_``:
+    the change of the posterior mean relative to the largest coefficient, or of a group probability); NaN where
+    the method reports none (optional: files written before it was recorded have none).
     ``finite`` (R, T) bool: per fit, whether the estimate was finite (False from a failed fit on).
     ``failure`` (R,) bytes (UTF-8): empty, or where and how a replicate's run failed; its errors are NaN from
     there on and tables count it as failed instead of averaging it.
@@ -86,6 +89,8 @@ _DATASETS = {
     "ssim": ("1", "structural similarity of the final estimate (clipped to [0, 1]) with the true image"),
     "converged": ("1", "per fit: 1 converged, 0 not converged, -1 no convergence test or the fit failed"),
     "n_iter": ("1", "per fit: iterations (sweeps for samplers), -1 where the method reports none"),
+    "residual": ("1", "per fit: change one more undamped update would make (EP's fixed_point_residual_), "
+                      "NaN where the method reports none"),
     "finite": ("1", "per fit: whether the estimate was finite"),
     "failure": ("text", "per replicate: empty, or where and how its run failed (UTF-8)"),
     "fitted_p0": ("1", "final fit's prior probability of a group (mean over groups); given or learned"),
@@ -94,7 +99,8 @@ _DATASETS = {
     "fitted_alpha": ("measurement units^2", "final fit's lasso penalty; given or chosen by cross-validation"),
 }
 FITTED = ("p0", "v0", "noise_var", "alpha")  # fitted_<name> datasets, from SequentialDesignResult.hyperparameters
-_OPTIONAL = ("group_prob", "checkpoint_n", "checkpoint_coef", "psnr", "ssim") + tuple(f"fitted_{n}" for n in FITTED)
+_OPTIONAL = ("group_prob", "checkpoint_n", "checkpoint_coef", "psnr", "ssim", "residual") + \
+    tuple(f"fitted_{n}" for n in FITTED)
 
 
 class ResultFileError(ValueError):
@@ -128,6 +134,7 @@ class JobResult:
     ssim: np.ndarray | None = None
     converged: np.ndarray | None = None
     n_iter: np.ndarray | None = None
+    residual: np.ndarray | None = None
     finite: np.ndarray | None = None
     failure: np.ndarray | None = None
     fitted_p0: np.ndarray | None = None
@@ -234,6 +241,8 @@ def merge_jobs(jobs) -> JobResult:
 
     def stacked(name):
         parts = [getattr(j, name) for j in jobs]
+        if name == "residual" and any(p is not None for p in parts):  # a job from before it was recorded: NaN
+            parts = [np.full(j.errors.shape, np.nan) if p is None else p for j, p in zip(jobs, parts, strict=True)]
         return None if parts[0] is None else np.concatenate(parts)[order]
 
     arrays = {name: stacked(name) for name in _DATASETS if name not in ("n_measurements", "checkpoint_n")}
@@ -364,8 +373,9 @@ def jobs_table(jobs) -> pd.DataFrame:
     Columns: experiment, setting_index, setting (JSON), method (:attr:`JobResult.label`, e.g.
     ``gss_ep+learned``), hyperparameters ("oracle" or "learned"), strategy, replicate, step,
     n_measurements, error, fit_seconds, and what each fit reported: converged (1, 0, or -1 for a method
-    without a convergence test or a step never reached), n_iter (-1 where none), finite (the estimate was
-    finite), failed (the replicate's run failed somewhere; its errors from there on are NaN).
+    without a convergence test or a step never reached), n_iter (-1 where none), residual (NaN where none),
+    finite (the estimate was finite), failed (the replicate's run failed somewhere; its errors from there on are
+    NaN).
     """
     frames = []
     for job in jobs:
@@ -377,7 +387,9 @@ def jobs_table(jobs) -> pd.DataFrame:
             "replicate": np.repeat(job.replicate, T), "step": np.tile(np.arange(T), R),
             "n_measurements": np.tile(job.n_measurements, R), "error": job.errors.ravel(),
             "fit_seconds": job.fit_seconds.ravel(), "converged": job.converged.ravel(),
-            "n_iter": job.n_iter.ravel(), "finite": job.finite.ravel(),
+            "n_iter": job.n_iter.ravel(),
+            "residual": np.full(R * T, np.nan) if job.residual is None else job.residual.ravel(),
+            "finite": job.finite.ravel(),
             "failed": np.repeat(job.failed, T)}))
         final_values = ("psnr", "ssim") + tuple(f"fitted_{n}" for n in FITTED)
         for name in final_values:  # image quality and hyper-parameters of the final estimate: on the last step
@@ -415,7 +427,8 @@ def final_rows(curves: pd.DataFrame) -> pd.DataFrame:
     counts = (curves.assign(fits=curves["converged"] >= 0, not_converged=curves["converged"] == 0)
               .groupby(keys)[["fits", "not_converged"]].sum().reset_index())
     last = curves.groupby(keys)["step"].transform("max")
-    finals = curves[curves["step"] == last].drop(columns=["step", "converged", "n_iter", "finite"], errors="ignore")
+    finals = curves[curves["step"] == last].drop(columns=["step", "converged", "n_iter", "residual", "finite"],
+                                                 errors="ignore")
     finals = finals.merge(counts, on=keys, how="left", validate="one_to_one")
     return finals.reset_index(drop=True)
 

@@ -135,8 +135,18 @@ def _row_order(label: str, strategy: str) -> tuple:
     return (order.index(method) if method in order else len(order), label != method, label, strategy)
 
 
-def _notes(table: pd.DataFrame, testable: bool) -> list[str]:
-    """What the cells are, the significance marks, learned against oracle, and the failure counts."""
+def not_converged_residuals(curves: pd.DataFrame) -> np.ndarray:
+    """The ``residual`` of every fit in a tidy curves table that did not converge and reports one (EP's
+    ``fixed_point_residual_``), shape (k,); empty for tables written before residuals were recorded."""
+    if "residual" not in curves:
+        return np.zeros(0)
+    values = curves.loc[curves["converged"] == 0, "residual"].to_numpy(dtype=float)
+    return values[np.isfinite(values)]
+
+
+def _notes(table: pd.DataFrame, testable: bool, residuals=None) -> list[str]:
+    """What the cells are, the significance marks, learned against oracle, and the failure counts (with how far
+    the fits that did not converge were from a fixed point, where ``residuals`` gives it)."""
     n = sorted(set(table["n"]))
     quality = " In brackets: mean PSNR and SSIM of the reconstructions." if "psnr" in table else ""
     test = (f"\u2020: not significantly different from the best (paired Wilcoxon signed-rank test, p >= {ALPHA})"
@@ -149,25 +159,31 @@ def _notes(table: pd.DataFrame, testable: bool) -> list[str]:
     lines += ["", f"Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the "
                   f"mean): {failed}. Fits that stopped before meeting their convergence test: {not_converged} of "
                   f"{int(table['fits'].sum())}; the cells with any say how many."]
+    if residuals is not None and len(residuals):
+        lines[-1] += (f" The {len(residuals)} of them that report it (EP) stopped where one more undamped update "
+                      f"would still change the posterior mean (relative to the largest coefficient), a group "
+                      f"probability or a learned hyper-parameter by a median of {np.median(residuals):.2g} (at most {np.max(residuals):.2g}); "
+                      "see docs/model.md, 'When a fit does not converge'.")
     return lines
 
 
-def to_markdown(table: pd.DataFrame) -> str:
+def to_markdown(table: pd.DataFrame, residuals=None) -> str:
     """Markdown: one row per (method, strategy), one column per setting; cells ``mean +- std``.
 
     The best cell of each setting is in bold; a dagger marks cells *not* significantly different from the
     best (paired Wilcoxon test, p >= 0.05), only where there are enough replicates for the test to reach
-    p < 0.05 (:data:`MIN_TEST_REPLICATES`).
+    p < 0.05 (:data:`MIN_TEST_REPLICATES`). ``residuals`` (:func:`not_converged_residuals`), if given, adds to
+    the notes how far the fits that did not converge stopped from a fixed point.
     """
     header, rows, testable = _grid(table)
     lines = ["| method | strategy | " + " | ".join(header) + " |", "|---|---|" + "---|" * len(header)]
     for method, strategy, cells in rows:
         lines.append(f"| {method} | {strategy} | "
                      + " | ".join((f"**{value}**" if best else value) + note for value, note, best in cells) + " |")
-    return "\n".join(lines + _notes(table, testable)) + "\n"
+    return "\n".join(lines + _notes(table, testable, residuals)) + "\n"
 
 
-def to_html(table: pd.DataFrame, caption: str = "") -> str:
+def to_html(table: pd.DataFrame, caption: str = "", residuals=None) -> str:
     """The table of :func:`to_markdown` as a standalone HTML page (for the workflow's report), with a caption."""
     header, rows, testable = _grid(table)
     out = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8"><style>',
@@ -186,7 +202,7 @@ def to_html(table: pd.DataFrame, caption: str = "") -> str:
         out.append(f"<tr><td>{html.escape(method)}</td><td>{html.escape(strategy)}</td>{tds}</tr>")
     out.append("</table>")
     items = []
-    for line in _notes(table, testable):
+    for line in _notes(table, testable, residuals):
         if line.startswith("- "):
             items.append(f"<li>{html.escape(line[2:])}</li>")
             continue
@@ -242,11 +258,12 @@ def write_tables(curves_csv, *, markdown_path, csv_path, html_path=None, caption
 
     curves = pd.read_csv(curves_csv, dtype={"setting": str})
     table = summary_table(final_rows(curves))
+    residuals = not_converged_residuals(curves)
     write_csv(table, csv_path)
     Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(markdown_path).write_text(to_markdown(table))
+    Path(markdown_path).write_text(to_markdown(table, residuals))
     if html_path is not None:
-        Path(html_path).write_text(to_html(table, caption))
+        Path(html_path).write_text(to_html(table, caption, residuals))
     return table
 
 

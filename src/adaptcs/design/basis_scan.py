@@ -56,6 +56,8 @@ class ScanReplay:
         The estimator's iterations in the fit there (-1 if it reports none).
     cpu_seconds : ndarray, shape (k,)
         CPU time from the start of the replay to each kept reconstruction (cumulative).
+    residual : ndarray, shape (k,)
+        The estimator's ``fixed_point_residual_`` there (NaN if it reports none).
     group_prob : ndarray of shape (G,) or None
         The last fit's group probabilities, for estimators that have them.
     """
@@ -69,6 +71,7 @@ class ScanReplay:
     seconds: float
     n_iter: np.ndarray
     cpu_seconds: np.ndarray
+    residual: np.ndarray
     group_prob: np.ndarray | None = None
 
 
@@ -127,7 +130,7 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
     started = time.process_time()
     chosen: list[int] = []
     taken = ~available  # never chosen: not measured, or chosen already
-    kept = {"n": [], "coef": [], "converged": [], "noise_var": [], "n_iter": [], "cpu_seconds": []}
+    kept = {"n": [], "coef": [], "converged": [], "noise_var": [], "n_iter": [], "residual": [], "cpu_seconds": []}
     while len(chosen) < checkpoints[-1]:
         target = min(c for c in checkpoints if c > len(chosen))
         k = min(batch_size, target - len(chosen))
@@ -163,6 +166,7 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
             kept["converged"].append(-1 if flag is None else int(bool(flag)))
             kept["noise_var"].append(float(getattr(recorded, "noise_var_", np.nan)))
             kept["n_iter"].append(int(getattr(recorded, "n_iter_", -1)))
+            kept["residual"].append(float(getattr(recorded, "fixed_point_residual_", np.nan)))
             kept["cpu_seconds"].append(time.process_time() - started)
     group_prob = getattr(est, "group_prob_", None)
     return ScanReplay(order=order, n=np.asarray(kept["n"], dtype=np.int64), coef=np.asarray(kept["coef"]),
@@ -170,7 +174,7 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
                       converged=np.asarray(kept["converged"], dtype=np.int8),
                       noise_var=np.asarray(kept["noise_var"]), seconds=time.process_time() - started,
                       n_iter=np.asarray(kept["n_iter"], dtype=np.int64),
-                      cpu_seconds=np.asarray(kept["cpu_seconds"]),
+                      cpu_seconds=np.asarray(kept["cpu_seconds"]), residual=np.asarray(kept["residual"], dtype=float),
                       group_prob=None if group_prob is None else np.asarray(group_prob, dtype=float).copy())
 
 

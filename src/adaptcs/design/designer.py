@@ -84,6 +84,9 @@ class Told:
         1 converged, 0 not converged, -1 the method has no convergence test (or the fit failed).
     n_iter : int
         Iterations of the fit; -1 where the method does not report them.
+    residual : float
+        How far one more undamped update would move the fit (EP's ``fixed_point_residual_``: relative to the
+        largest coefficient); NaN where the method does not report it.
     failure : str
         Empty, or why the fit failed (the error, or "non-finite estimate").
     warning : str
@@ -97,6 +100,7 @@ class Told:
     n_iter: int
     failure: str
     warning: str = ""
+    residual: float = np.nan
 
 
 def has_posterior_covariance(estimator) -> bool:
@@ -354,7 +358,12 @@ class SequentialDesigner:
         where = f"at {missed[0].n_told} rows" if len(missed) == 1 else \
             f"between {missed[0].n_told} and {missed[-1].n_told} rows"
         last = "; the last refit converged" if told[-1].converged == 1 else "; the last refit did not converge"
-        return (f"{len(missed)} of {len(told)} refits did not converge ({where}{last}). The first: "
+        residuals = np.array([entry.residual for entry in missed], dtype=float)
+        residuals = residuals[np.isfinite(residuals)]
+        distance = (f" One more undamped update would still have changed them by a median of "
+                    f"{np.median(residuals):.2g} (at most {np.max(residuals):.2g}; fixed_point_residual_)."
+                    if residuals.size else "")
+        return (f"{len(missed)} of {len(told)} refits did not converge ({where}{last}).{distance} The first: "
                 f"{missed[0].warning or 'no reason recorded'}")
 
     def tell(self, X_new, y_new) -> SequentialDesigner:
@@ -418,11 +427,12 @@ class SequentialDesigner:
                     self._pool_used[hit[0]] = True
         flag = None if failure else getattr(est, "converged_", None)
         iterations = None if failure else getattr(est, "n_iter_", None)
+        residual = np.nan if failure else float(getattr(est, "fixed_point_residual_", np.nan))
         warned = any(isinstance(entry, Told) and entry.warning for entry in self.history_)
         self.history_.append(Told(n_told=X_all.shape[0], asked=asked, fit_seconds=fit_seconds,
                                   converged=-1 if flag is None else int(bool(flag)),
                                   n_iter=-1 if iterations is None else int(iterations), failure=failure,
-                                  warning=" ".join(convergence)))
+                                  warning=" ".join(convergence), residual=residual))
         self.failure_ = failure
         if convergence and not warned:  # once per loop (the first refit that is not converged), not once per step
             warnings.warn(f"refit on {X_all.shape[0]} rows: {' '.join(convergence)} Later refits of this designer "

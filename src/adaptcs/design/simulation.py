@@ -51,6 +51,9 @@ class SequentialDesignResult:
         Per fit: 1 converged, 0 not converged, -1 the method has no convergence test (or the fit failed).
     n_iter : ndarray of int, shape (T,)
         Per fit: iterations (or sweeps) the method used; -1 where it does not report them.
+    residual : ndarray, shape (T,)
+        Per fit: how far one more undamped update would move it (EP's ``fixed_point_residual_``, relative to the
+        largest coefficient); NaN where the method does not report it or the fit failed.
     finite : ndarray of bool, shape (T,)
         Per fit: whether the estimate was finite. After a failed fit the run stops: the remaining steps have
         ``errors`` NaN, ``finite`` False and ``converged`` -1.
@@ -73,6 +76,7 @@ class SequentialDesignResult:
     checkpoint_coef: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     converged: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
     n_iter: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    residual: np.ndarray = field(default_factory=lambda: np.zeros(0))
     finite: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     failure: str = ""
     hyperparameters: dict = field(default_factory=dict)
@@ -199,7 +203,8 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         checkpoint_n=np.asarray(record.kept_n, dtype=np.int64),
         checkpoint_coef=np.asarray(record.kept_coef).reshape(len(record.kept_n), d),
         converged=np.asarray(record.converged, dtype=np.int8), n_iter=np.asarray(record.n_iter, dtype=np.int64),
-        finite=np.asarray(record.finite, dtype=bool), failure=record.failure, hyperparameters=fitted)
+        residual=np.asarray(record.residual, dtype=float), finite=np.asarray(record.finite, dtype=bool),
+        failure=record.failure, hyperparameters=fitted)
 
 
 class _Record:
@@ -210,7 +215,7 @@ class _Record:
         self.norm_true = float(np.linalg.norm(w_true))
         self.wanted = {int(c) for c in checkpoints}
         self.n_measurements, self.errors, self.fit_seconds, self.select_seconds = [], [], [], []
-        self.converged, self.n_iter, self.finite = [], [], []
+        self.converged, self.n_iter, self.residual, self.finite = [], [], [], []
         self.kept_n, self.kept_coef = [], []
         self.failure = ""
 
@@ -228,6 +233,7 @@ class _Record:
         self.errors.append(relative_error(coef, self.w_true, self.norm_true) if ok else np.nan)
         self.converged.append(told.converged)
         self.n_iter.append(told.n_iter)
+        self.residual.append(told.residual)
         if ok and n in self.wanted:
             self.kept_n.append(n)
             self.kept_coef.append(coef.copy())
@@ -242,3 +248,4 @@ class _Record:
         self.finite.append(False)
         self.converged.append(-1)
         self.n_iter.append(-1)
+        self.residual.append(np.nan)

@@ -147,6 +147,7 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
         checkpoint_coef=np.stack([_checkpoints(r, checkpoint_n, d) for r in results])
         if has_checkpoints else None,
         converged=np.stack([r.converged for r in results]), n_iter=np.stack([r.n_iter for r in results]),
+        residual=np.stack([r.residual for r in results]),
         finite=np.stack([r.finite for r in results]), failure=np.array([r.failure for r in results], dtype=str),
         psnr=np.array([q[0] for q in quality]) if is_image else None,
         ssim=np.array([q[1] for q in quality]) if is_image else None,

@@ -266,8 +266,8 @@ def failed_result(counts: np.ndarray, d: int, failure: str) -> SequentialDesignR
         n_measurements=counts.astype(np.int64), errors=np.full(k, np.nan), fit_seconds=np.full(k, np.nan),
         coef=np.full(d, np.nan), X=np.zeros((0, d)), y=np.zeros(0), group_prob=None,
         checkpoint_n=np.zeros(0, dtype=np.int64), checkpoint_coef=np.zeros((0, d)),
-        converged=np.full(k, -1, dtype=np.int8), n_iter=np.full(k, -1, dtype=np.int64), finite=np.zeros(k, bool),
-        failure=failure)
+        converged=np.full(k, -1, dtype=np.int8), n_iter=np.full(k, -1, dtype=np.int64), residual=np.full(k, np.nan),
+        finite=np.zeros(k, bool), failure=failure)
 
 
 def replay_result(replay, basis, full_image: np.ndarray) -> SequentialDesignResult:
@@ -281,5 +281,5 @@ def replay_result(replay, basis, full_image: np.ndarray) -> SequentialDesignResu
         n_measurements=replay.n.copy(), errors=errors, fit_seconds=np.diff(replay.cpu_seconds, prepend=0.0),
         coef=images[-1].copy(), X=np.zeros((0, basis.d)), y=np.zeros(0),  # rows: replay.measured says which
         group_prob=replay.group_prob, checkpoint_n=replay.n.copy(), checkpoint_coef=images,
-        converged=replay.converged.copy(), n_iter=replay.n_iter.copy(), finite=finite,
+        converged=replay.converged.copy(), n_iter=replay.n_iter.copy(), residual=replay.residual.copy(), finite=finite,
         hyperparameters={"noise_var": float(noise)} if np.isfinite(noise) else {})
