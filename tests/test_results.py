@@ -214,8 +214,8 @@ def test_tables_say_how_far_unconverged_fits_stopped_from_a_fixed_point(tmp_path
     write_tables(tmp_path / "curves.csv", markdown_path=tmp_path / "t.md", csv_path=tmp_path / "t.csv",
                  html_path=tmp_path / "t.html")
     text = (tmp_path / "t.md").read_text()
-    assert "The 2 of them that report it (EP)" in text and "median of 0.095 (at most 0.17)" in text
-    assert "median of 0.095" in (tmp_path / "t.html").read_text()
+    assert "residual of the 2 of them fitted by EP" in text and "median 0.095, at most 0.17" in text
+    assert "median 0.095" in (tmp_path / "t.html").read_text()
     old = make_job(rng, R=3, T=4)
     old.residual = None
     old.converged[0, 0] = 0
@@ -225,7 +225,7 @@ def test_tables_say_how_far_unconverged_fits_stopped_from_a_fixed_point(tmp_path
     assert curves["residual"].isna().all() and not_converged_residuals(curves).size == 0
     curves.to_csv(tmp_path / "old.csv", index=False)
     write_tables(tmp_path / "old.csv", markdown_path=tmp_path / "o.md", csv_path=tmp_path / "o.csv")
-    assert "1 of 12" in (tmp_path / "o.md").read_text() and "report it" not in (tmp_path / "o.md").read_text()
+    assert "1 of 12" in (tmp_path / "o.md").read_text() and "fitted by EP" not in (tmp_path / "o.md").read_text()
 
 
 def test_final_rows_need_the_failure_columns(rng):

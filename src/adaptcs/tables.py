@@ -160,10 +160,12 @@ def _notes(table: pd.DataFrame, testable: bool, residuals=None) -> list[str]:
                   f"mean): {failed}. Fits that stopped before meeting their convergence test: {not_converged} of "
                   f"{int(table['fits'].sum())}; the cells with any say how many."]
     if residuals is not None and len(residuals):
-        lines[-1] += (f" The {len(residuals)} of them that report it (EP) stopped where one more undamped update "
-                      f"would still change the posterior mean (relative to the largest coefficient), a group "
-                      f"probability or a learned hyper-parameter by a median of {np.median(residuals):.2g} (at most {np.max(residuals):.2g}); "
-                      "see docs/model.md, 'When a fit does not converge'.")
+        lines[-1] += (f" EP's fixed-point residual of the {len(residuals)} of them fitted by EP (the change one more "
+                      "undamped update would make to the posterior mean, relative to the largest coefficient, or to "
+                      f"a group probability): median {np.median(residuals):.2g}, at most {np.max(residuals):.2g}. "
+                      "Below 10 tol (1e-3 at the default tol) EP reached its fixed point and the fit is flagged for "
+                      "another reason, with learned hyper-parameters mostly because they were still moving "
+                      "(docs/model.md, 'When a fit does not converge').")
     return lines
 
 
