@@ -360,7 +360,7 @@ class SequentialDesigner:
         last = "; the last refit converged" if told[-1].converged == 1 else "; the last refit did not converge"
         residuals = np.array([entry.residual for entry in missed], dtype=float)
         residuals = residuals[np.isfinite(residuals)]
-        distance = (f" One more undamped update would still have changed them by a median of "
+        distance = (f" One more undamped EP update would still have changed them by a median of "
                     f"{np.median(residuals):.2g} (at most {np.max(residuals):.2g}; fixed_point_residual_)."
                     if residuals.size else "")
         return (f"{len(missed)} of {len(told)} refits did not converge ({where}{last}).{distance} The first: "
