@@ -4,6 +4,7 @@ import json
 
 import h5py
 import numpy as np
+import pandas as pd
 import pytest
 
 from adaptcs import results
@@ -108,6 +109,12 @@ def test_merge_and_summary_round_trip(tmp_path, rng):
     assert set(back) == {(0, "gss_ep", "design"), (0, "ss_ep", "random")}
     np.testing.assert_array_equal(back[0, "gss_ep", "design"].coef, merged.coef)
     assert back[0, "ss_ep", "random"].group_prob is None
+    # tables and curves read summary files as well as job files; read_job says what a summary file is
+    job_path = write_job(tmp_path / "job.h5", other)
+    assert [j.method for j in results.read_results(job_path)] == ["ss_ep"]
+    pd.testing.assert_frame_equal(results.curves_table([path]), results.jobs_table(back.values()))
+    with pytest.raises(results.ResultFileError, match="E3.h5: a summary file"):
+        read_job(path)
 
 
 def test_merge_rejects_mismatched_jobs(rng):

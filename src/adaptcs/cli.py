@@ -406,11 +406,11 @@ def build_parser() -> argparse.ArgumentParser:
     settings.set_defaults(func=_settings)
 
     table = sub.add_parser("table", help="final errors, mean +- std, from result files")
-    table.add_argument("files", nargs="+")
+    table.add_argument("files", nargs="+", help="job files (results/runs/...) or summary files (results/summary/...)")
     table.set_defaults(func=_table)
 
     curves = sub.add_parser("curves", help="mean error against the number of rows, from result files")
-    curves.add_argument("files", nargs="+")
+    curves.add_argument("files", nargs="+", help="job files or summary files")
     curves.add_argument("--every", type=int, default=4, help="print every k-th step (default 4)")
     curves.set_defaults(func=_curves)
 

@@ -198,10 +198,27 @@ def _check_complete(job: JobResult) -> None:
 
 def read_job(path) -> JobResult:
     """Read one job file; :class:`ResultFileError` (a ValueError naming the file) if it is not an adaptcs result
-    of this version or fails a checksum."""
+    of this version, fails a checksum, or is a summary file (:func:`read_results` reads both kinds)."""
     with _reading(path) as f:
         _check_format(f, path)
+        if _is_summary(f):
+            raise ResultFileError(f"{path}: a summary file (the merged jobs of one experiment), not one job: read it "
+                                  "with read_summary or read_results")
         return _read_job_group(f, path)
+
+
+def read_results(path) -> list[JobResult]:
+    """The jobs in a result file: the one of a job file, or every (setting, method, strategy) of a summary file."""
+    with _reading(path) as f:
+        _check_format(f, path)
+        if not _is_summary(f):
+            return [_read_job_group(f, path)]
+    return list(read_summary(path).values())
+
+
+def _is_summary(f) -> bool:
+    """A summary file's root holds only the format; a job file's root is the job (it names its experiment)."""
+    return "experiment" not in f.attrs
 
 
 @contextmanager
@@ -404,8 +421,8 @@ def jobs_table(jobs) -> pd.DataFrame:
 
 
 def curves_table(paths) -> pd.DataFrame:
-    """:func:`jobs_table` of the job files at ``paths``."""
-    return jobs_table(read_job(path) for path in paths)
+    """:func:`jobs_table` of the result files (job or summary files) at ``paths``."""
+    return jobs_table(job for path in paths for job in read_results(path))
 
 
 def final_table(paths) -> pd.DataFrame:
