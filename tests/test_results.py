@@ -206,7 +206,8 @@ def test_failures_and_convergence_reach_the_tables(rng):
 
 def test_tables_say_how_far_unconverged_fits_stopped_from_a_fixed_point(tmp_path, rng):
     """The residuals of the fits that did not converge (and only theirs, where reported) reach the table's notes
-    as a median and a maximum; files without residuals (older adaptcs) still make a table, without that sentence."""
+    as a median and a maximum, apart for oracle and learned values; files without residuals (older adaptcs) still
+    make a table, without that sentence."""
     from adaptcs.tables import not_converged_residuals, write_tables
 
     job = make_job(rng, R=3, T=4)
@@ -215,13 +216,21 @@ def test_tables_say_how_far_unconverged_fits_stopped_from_a_fixed_point(tmp_path
     job.residual[0, [0, 3]] = [0.02, 0.17]
     job.residual[2, 1] = np.nan  # a method that reports no residual
     job.residual[1, 1] = 0.9  # converged fits' residuals do not count
-    curves = results.jobs_table([job])
-    np.testing.assert_array_equal(np.sort(not_converged_residuals(curves)), [0.02, 0.17])
+    learned = make_job(rng, R=2, T=4)
+    learned.hyperparameters = "learned"
+    learned.converged[1, 2] = 0
+    learned.residual[1, 2] = 4e-4
+    curves = results.jobs_table([job, learned])
+    found = not_converged_residuals(curves)
+    assert set(found) == {"oracle", "learned"}
+    np.testing.assert_array_equal(np.sort(found["oracle"]), [0.02, 0.17])
+    np.testing.assert_array_equal(found["learned"], [4e-4])
     curves.to_csv(tmp_path / "curves.csv", index=False)
     write_tables(tmp_path / "curves.csv", markdown_path=tmp_path / "t.md", csv_path=tmp_path / "t.csv",
                  html_path=tmp_path / "t.html")
     text = (tmp_path / "t.md").read_text()
-    assert "residual of the 2 of them fitted by EP" in text and "median 0.095, at most 0.17" in text
+    assert "with the paper's (oracle) values, 2 fits: median 0.095, at most 0.17; with learned values, 1 fit: " \
+           "median 0.0004, at most 0.0004." in text
     assert "median 0.095" in (tmp_path / "t.html").read_text()
     old = make_job(rng, R=3, T=4)
     old.residual = None
@@ -229,7 +238,7 @@ def test_tables_say_how_far_unconverged_fits_stopped_from_a_fixed_point(tmp_path
     back = read_job(write_job(tmp_path / "old.h5", old))
     assert back.residual is None
     curves = results.jobs_table([back])
-    assert curves["residual"].isna().all() and not_converged_residuals(curves).size == 0
+    assert curves["residual"].isna().all() and not_converged_residuals(curves) == {}
     curves.to_csv(tmp_path / "old.csv", index=False)
     write_tables(tmp_path / "old.csv", markdown_path=tmp_path / "o.md", csv_path=tmp_path / "o.csv")
     assert "1 of 12" in (tmp_path / "o.md").read_text() and "fitted by EP" not in (tmp_path / "o.md").read_text()

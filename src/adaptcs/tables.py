@@ -135,13 +135,15 @@ def _row_order(label: str, strategy: str) -> tuple:
     return (order.index(method) if method in order else len(order), label != method, label, strategy)
 
 
-def not_converged_residuals(curves: pd.DataFrame) -> np.ndarray:
+def not_converged_residuals(curves: pd.DataFrame) -> dict[str, np.ndarray]:
     """The ``residual`` of every fit in a tidy curves table that did not converge and reports one (EP's
-    ``fixed_point_residual_``), shape (k,); empty for tables written before residuals were recorded."""
+    ``fixed_point_residual_``), by hyper-parameters ("oracle", "learned"), shape (k,) each; only the kinds with
+    such fits (none for tables written before residuals were recorded)."""
     if "residual" not in curves:
-        return np.zeros(0)
-    values = curves.loc[curves["converged"] == 0, "residual"].to_numpy(dtype=float)
-    return values[np.isfinite(values)]
+        return {}
+    missed = curves[(curves["converged"] == 0) & np.isfinite(curves["residual"])]
+    return {kind: block["residual"].to_numpy(dtype=float)
+            for kind, block in missed.groupby("hyperparameters", sort=True)}
 
 
 def _notes(table: pd.DataFrame, testable: bool, residuals=None) -> list[str]:
@@ -159,13 +161,17 @@ def _notes(table: pd.DataFrame, testable: bool, residuals=None) -> list[str]:
     lines += ["", f"Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the "
                   f"mean): {failed}. Fits that stopped before meeting their convergence test: {not_converged} of "
                   f"{int(table['fits'].sum())}; the cells with any say how many."]
-    if residuals is not None and len(residuals):
-        lines[-1] += (f" EP's fixed-point residual of the {len(residuals)} of them fitted by EP (the change one more "
-                      "undamped update would make to the posterior mean, relative to the largest coefficient, or to "
-                      f"a group probability): median {np.median(residuals):.2g}, at most {np.max(residuals):.2g}. "
-                      "Below 10 tol (1e-3 at the default tol) EP reached its fixed point and the fit is flagged for "
-                      "another reason, with learned hyper-parameters mostly because they were still moving "
-                      "(docs/model.md, 'When a fit does not converge').")
+    if residuals:
+        kinds = {"oracle": "the paper's (oracle) values", "learned": "learned values"}
+        parts = [f"with {kinds.get(kind, kind)}, {len(values)} fit{'s' if len(values) != 1 else ''}: median "
+                 f"{np.median(values):.2g}, at most {np.max(values):.2g}"
+                 for kind, values in sorted(residuals.items(), reverse=True)]
+        lines[-1] += (" EP's fixed-point residual of those fitted by EP (the change one more undamped update would "
+                      "make to the posterior mean, relative to the largest coefficient, or to a group probability): "
+                      f"{'; '.join(parts)}. Below 10 tol (1e-3 at the default tol) EP reached its fixed point and "
+                      "the fit is flagged for another reason"
+                      + (", with learned values mostly because they were still moving" if "learned" in residuals
+                         else "") + " (docs/model.md, 'When a fit does not converge').")
     return lines
 
 
