@@ -153,3 +153,47 @@ def test_replay_command_writes_the_table(tmp_path):
     assert saved["full"].shape == (256,) and "design_128" in saved.files
     assert main(["replay", "--side", "16", "--values", str(tmp_path / "scan.csv"), "--fractions", "0.9",
                  "--out", str(out)]) == 2  # more than was measured: a message, exit 2
+
+
+def test_a_scan_of_another_depth_is_replayed_at_its_depth(tmp_path):
+    """A camera scan with an 8 x 8 approximation (depth 2 at 32 x 32, where the default depth is 3): given its
+    patterns, the depth is found from them; given values alone, --level says it; rows of no depth are refused."""
+    from adaptcs.cli import main
+    from adaptcs.replay import infer_level, load_scan
+
+    camera = make_basis("haar", 32, level=2)
+    r, c = np.mgrid[:32, :32]
+    image = (0.2 + 0.6 * ((r - 12) ** 2 + (c - 19) ** 2 < 64)).ravel()
+    values = photon_basis_scan(camera, image, 1e4, np.random.default_rng(0))
+    order = np.random.default_rng(1).permutation(camera.d)
+    gains = np.random.default_rng(2).choice([-2.0, 0.5, 1.0], camera.d)
+    rows = gains[:, None] * camera.synthesize(np.eye(camera.d)[order])  # patterns shown, with gains and signs
+    shown = gains * values[order]
+    basis, found = infer_level("haar", 32, shown, rows)
+    assert basis.level == 2
+    np.testing.assert_allclose(found, values, atol=1e-9)
+    np.save(tmp_path / "rows.npy", rows)
+    np.savetxt(tmp_path / "shown.csv", shown)
+    np.savetxt(tmp_path / "values.csv", values)
+    assert load_scan("haar", 32, tmp_path / "shown.csv", tmp_path / "rows.npy")[0].level == 2
+    out = tmp_path / "replay.csv"
+    for extra in ([], ["--level", "2"]):
+        args = ["--quiet", "replay", "--side", "32", "--orders", "topdown", "--fractions", "0.25", "--out", str(out)]
+        source = ["--values", str(tmp_path / "values.csv")] + extra if extra else \
+            ["--values", str(tmp_path / "shown.csv"), "--rows", str(tmp_path / "rows.npy")]
+        assert main(args + source) == 0
+    with pytest.raises(ValueError, match="at any depth"):
+        infer_level("haar", 32, shown[:3], rows[:3] + 0.01)
+
+
+def test_prediction_prior_replays_with_photon_noise():
+    # the replay's "prediction" prior with the photon noise model runs every order to converged reconstructions
+    from adaptcs.replay import make_estimator, replay_scan
+
+    basis, image, values = scan(side=32)
+    assert make_estimator("prediction", basis, values, "photon").prediction
+    table, images = replay_scan(basis, values, orders=("design", "predict"), fractions=(0.2,), prior="prediction",
+                                noise="photon")
+    assert table["converged"].tolist() == [1, 1] and np.isfinite(table["psnr"]).all()
+    with pytest.raises(ValueError, match="tree priors"):
+        make_estimator("scales", basis, values, "photon")

@@ -144,3 +144,17 @@ def test_a_numerical_failure_is_recorded_not_raised(scans, monkeypatch):
     assert job.failure.tolist() == ["", "LinAlgError: singular"]
     assert np.all(np.isfinite(job.errors[0])) and np.all(np.isnan(job.errors[1]))
     assert np.all(np.isnan(job.checkpoint_coef[1])) and job.converged[1].tolist() == [-1, -1, -1]
+
+
+def test_a_replay_of_another_depth(tmp_path):
+    camera = make_basis("haar", 16, level=1)  # an 8 x 8 approximation, as the camera scans
+    image = np.random.default_rng(0).uniform(0.1, 0.9, camera.d)
+    np.savetxt(tmp_path / "scan.csv", photon_basis_scan(camera, image, 1e4, np.random.default_rng(1)))
+    experiment = ReplayExperiment.from_options("cam", {"scans": str(tmp_path / "scan.csv"), "side": 16, "level": 1})
+    assert experiment.basis(0).level == 1 and experiment.settings == ({"basis": "haar", "side": 16, "level": 1},)
+    assert experiment.n_initial == 64
+    assert np.isfinite(experiment.scan_values(0)).all()
+    with pytest.raises(ValueError, match="data.level"):
+        ReplayExperiment.from_options("cam", {"scans": str(tmp_path / "scan.csv"), "side": 16, "level": "deep"})
+    with pytest.raises(ValueError, match="level must be in"):
+        ReplayExperiment.from_options("cam", {"scans": str(tmp_path / "scan.csv"), "side": 16, "level": 9})

@@ -9,10 +9,12 @@ from adaptcs.basis import make_basis
 from adaptcs.models.wavelet_tree import WaveletTree, WaveletTreeSpikeSlab, decay_profile
 
 
-def enumerate_posterior(tree, X, y, p_on, p_off, v0, s2, v_small=None):
+def enumerate_posterior(tree, X, y, p_on, p_off, v0, s2, v_small=None, on_mean=None, on_var=None,
+                        noise_weight=None):
     """Every state of the detail groups: prior from the chain, likelihood from the dense Gaussian
-    N(y | 0, X diag(v(z)) X^T + s2 I). Returns the log evidence, P(z_g = 1 | y) and the posterior mean and
-    marginal variances of c."""
+    N(y | X m(z), X diag(v(z)) X^T + s2 diag(w)). Returns the log evidence, P(z_g = 1 | y) and the posterior mean
+    and marginal variances of c. ``on_mean`` and ``on_var`` (shape (d,)) replace the "on" state's prior mean 0
+    and variance v0[scale]; ``noise_weight`` (shape (n,)) scales each measurement's noise variance."""
     n_groups = tree.group_scale.shape[0]
     detail = np.flatnonzero(tree.group_scale > 0)
     scale_of = tree.group_scale[tree.coef_group]
@@ -28,13 +30,16 @@ def enumerate_posterior(tree, X, y, p_on, p_off, v0, s2, v_small=None):
             p = (p_on if parent_on else p_off)[tree.group_scale[g] - 1]
             log_prior += np.log(p if z[g] else 1 - p)
         off = 0.0 if v_small is None else v_small[scale_of]
-        prior_var = np.where(z[tree.coef_group] == 1, v0[scale_of], off)
-        C = (X * prior_var) @ X.T + s2 * np.eye(len(y))
+        on = z[tree.coef_group] == 1
+        prior_var = np.where(on, v0[scale_of] if on_var is None else on_var, off)
+        prior_mean = np.where(on, 0.0 if on_mean is None else on_mean, 0.0)
+        noise = s2 * (np.ones(len(y)) if noise_weight is None else noise_weight)
+        C = (X * prior_var) @ X.T + np.diag(noise)
         sign, logdet = np.linalg.slogdet(C)
-        alpha = np.linalg.solve(C, y)
-        log_joint.append(log_prior - 0.5 * (len(y) * np.log(2 * np.pi) + logdet + y @ alpha))
+        alpha = np.linalg.solve(C, y - X @ prior_mean)
+        log_joint.append(log_prior - 0.5 * (len(y) * np.log(2 * np.pi) + logdet + (y - X @ prior_mean) @ alpha))
         K = X * prior_var  # (n, d): rows of X times the prior variances
-        m = K.T @ alpha
+        m = prior_mean + K.T @ alpha
         v = prior_var - np.einsum("ij,ij->j", K, np.linalg.solve(C, K))
         means.append(m)
         seconds.append(v + m**2)
@@ -193,3 +198,73 @@ def test_decay_profile_is_the_maximum_of_its_objective():
     # one scale with data: the slope is kept, the level fitted (v = S / W there)
     one = decay_profile(np.array([0.0, 8.0, 0.0]), np.array([0.0, 2.0, 0.0]), np.array([4.0, 1.0, 0.25]))
     np.testing.assert_allclose(one, [1.0, 0.25, 0.0625])
+
+
+@pytest.mark.parametrize("noise", ["constant", "photon"])
+def test_prediction_posterior_is_exact_given_its_prediction(noise):
+    # fixed hyper-parameters: the fit iterates prediction <- posterior mean to a fixed point; given that
+    # prediction (prior mean beta p, variance v0 + kappa p^2 in the on state) the posterior must equal the dense
+    # enumeration, and the prediction must be the wavelet prediction of the posterior mean it reports
+    from adaptcs.design.prediction import predicted_coefficients
+
+    basis, X, y = small_scan(seed=5, side=8)
+    approximation = np.flatnonzero(basis.scales() == 0)
+    X = np.vstack([np.eye(basis.d)[approximation], X])  # the photon model needs the approximation measured
+    y = np.concatenate([[4.0, 3.0, 5.0, 2.0], y])
+    p_on, p_off, v0, s2 = np.array([0.8, 0.6]), np.array([0.3, 0.15]), np.array([2.0, 1.0, 0.05]), 0.09
+    est = WaveletTreeSpikeSlab(basis, states="groups", p_on=p_on, p_off=p_off, v0=v0, noise_var=s2, learn=(),
+                               prediction=True, noise=noise, tol=1e-12, max_iter=1000).fit(X, y)
+    assert est.converged_
+    expected = predicted_coefficients(basis, est.coef_)
+    detail = basis.scales() > 0
+    np.testing.assert_allclose(est.prediction_[detail], expected[detail], atol=1e-9)
+    assert np.any(np.abs(est.prediction_) > 0.1)  # the test means something: the prediction is not ~0
+    scale_of = basis.scales()
+    columns = np.abs(X).argmax(axis=1)
+    log_z, prob, mean, var = enumerate_posterior(
+        WaveletTree(basis, "groups"), X, y, p_on, p_off, v0, s2, on_mean=est.beta_[scale_of] * est.prediction_,
+        on_var=v0[scale_of] + est.kappa_ * est.prediction_**2, noise_weight=est.noise_weight_[columns])
+    np.testing.assert_allclose(est.log_evidence_, log_z, rtol=1e-10)
+    np.testing.assert_allclose(est.group_prob_, prob, atol=1e-10)
+    np.testing.assert_allclose(est.coef_, mean, atol=1e-9)
+    np.testing.assert_allclose(est.coef_var_, var, atol=1e-9)
+
+
+def test_prediction_gain_and_variance_are_learned_from_a_scan_of_the_model():
+    # details drawn scale by scale from the prediction of the coarser (true) image: c = beta p + N(0, v0 + kappa
+    # p^2), every detail on; a full scan with small noise must give back beta per scale and kappa
+    from adaptcs.design.prediction import predicted_coefficients
+
+    basis = make_basis("haar", 64, level=3)
+    rng = np.random.default_rng(11)
+    scales = basis.scales()
+    image = np.add.outer(np.sin(np.arange(64) / 5.0), np.cos(np.arange(64) / 7.0)).ravel() + 3.0
+    c = np.where(scales == 0, basis.analyze(image), 0.0)
+    beta, v0, kappa = {1: 0.8, 2: 0.9, 3: 1.1}, {1: 1e-3, 2: 2e-4, 3: 4e-5}, 0.4
+    for s in (1, 2, 3):
+        p = predicted_coefficients(basis, c)[scales == s]
+        c[scales == s] = beta[s] * p + rng.normal(size=p.size) * np.sqrt(v0[s] + kappa * p**2)
+    est = WaveletTreeSpikeSlab(basis, p_on=1 - 1e-6, p_off=1 - 1e-6, learn=("v0", "noise_var"), prediction=True,
+                               max_iter=2000).fit(np.eye(basis.d), c + rng.normal(0, 1e-4, basis.d))
+    assert est.converged_
+    np.testing.assert_allclose(est.beta_[1:], [beta[1], beta[2], beta[3]], atol=0.1)
+    assert est.kappa_ == pytest.approx(kappa, rel=0.2)
+
+
+def test_photon_noise_weights_are_the_light_of_each_pattern():
+    basis = make_basis("db2", 16, level=2)
+    image = np.linspace(0.2, 1.0, basis.d)
+    values = basis.analyze(image)
+    est = WaveletTreeSpikeSlab(basis, noise="photon", learn=()).fit(np.eye(basis.d), values)
+    approximation_image = basis.synthesize(np.where(basis.scales() == 0, values, 0.0))
+    light = np.abs(basis.synthesize(np.eye(basis.d))) @ np.maximum(approximation_image, 0.0)  # brute force
+    np.testing.assert_allclose(est.noise_weight_, light / light.mean(), rtol=1e-10)
+    with pytest.raises(ValueError, match="intensities"):
+        WaveletTreeSpikeSlab(basis, noise="photon", learn=()).fit(np.eye(basis.d), -values)
+
+
+@pytest.mark.parametrize("name, side, level", [("haar", 16, 2), ("db2", 32, 3), ("db4", 16, 4)])
+def test_pattern_light_equals_the_dense_sum(name, side, level):
+    basis = make_basis(name, side, level=level)
+    x = np.random.default_rng(2).random(basis.d)
+    np.testing.assert_allclose(basis.pattern_light(x), np.abs(basis.synthesize(np.eye(basis.d))) @ x, atol=1e-12)

@@ -2,14 +2,15 @@
 a second). ``tests/test_cli.py`` checks that every tuple here equals its registry."""
 
 EXPERIMENTS = ("E1", "E2", "E3", "E4", "E5", "E6", "E7")  # adaptcs.experiments.EXPERIMENTS
-METHODS = ("gss_ep", "gss_ep_scales", "gss_ep_profile", "wavelet_tree", "ss_ep", "g_ard", "g_lasso", "gss_mcmc",
-           "g_hs", "bg_lasso", "vg", "vg_ungrouped", "flas", "flas_ungrouped")  # adaptcs.models.registry.METHODS
+# adaptcs.models.registry.METHODS
+METHODS = ("gss_ep", "gss_ep_scales", "gss_ep_profile", "wavelet_tree", "wavelet_tree_prediction", "ss_ep", "g_ard",
+           "g_lasso", "gss_mcmc", "g_hs", "bg_lasso", "vg", "vg_ungrouped", "flas", "flas_ungrouped")
 STRATEGIES = ("design", "random", "topdown", "pca", "predict")  # adaptcs.experiments.STRATEGIES
 HYPERPARAMETERS = ("oracle", "learned")  # adaptcs.models.registry.HYPERPARAMETERS
 MNIST_SOURCES = ("auto", "download", "embedded", "path")  # adaptcs.data.mnist.SOURCES
 BASES = ("haar", "db2", "db4", "dct")  # adaptcs.basis.BASES
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")  # adaptcs.design.basis_scan.REPLAY_ORDERS
-REPLAY_PRIORS = ("tree", "scales")  # adaptcs.replay.PRIORS
+REPLAY_PRIORS = ("tree", "prediction", "scales")  # adaptcs.replay.PRIORS
 
 
 def variant_label(method: str, hyperparameters: str) -> str:

@@ -180,6 +180,38 @@ class WaveletBasis(Basis):
                 parents[starts[level] + 3 * np.arange(s * s) + o] = starts[level - 1] + 3 * parent_position + o
         return parents
 
+    def pattern_light(self, image) -> np.ndarray:
+        """The light each basis image collects from ``image`` when shown as its positive and negative parts:
+        ``|a_j| . x`` for every coefficient ``j`` (``a_j`` the basis image, ``|.|`` entrywise), shape (d,).
+
+        A photon-counting single-pixel camera's value of basis image ``j`` has variance proportional to this
+        (:func:`adaptcs.design.basis_scan.photon_basis_scan`). Every basis image of one subband is its first one
+        shifted periodically by the subband's stride, so each subband is one circular correlation (FFT):
+        O(L d log d), no d x d matrix.
+
+        Parameters
+        ----------
+        image : array-like, shape (d,)
+            Intensities, flattened row-major.
+        """
+        x = np.asarray(image, dtype=float)
+        if x.shape != (self.d,):
+            raise ValueError(f"image must have {self.d} values; got shape {x.shape}")
+        spectrum = np.fft.rfft2(x.reshape(self.side, self.side))
+        light = np.empty(self.d)
+        starts = np.cumsum([0, self._sides[0] ** 2] + [3 * s * s for s in self._sides])
+        subbands = [(starts[0], self._sides[0], 1)] + [(starts[k + 1], s, 3) for k, s in enumerate(self._sides)]
+        for start, s, orientations in subbands:
+            stride = self.side // s
+            for o in range(orientations):
+                unit = np.zeros(self.d)
+                unit[start + o] = 1.0
+                template = np.abs(self.synthesize(unit)).reshape(self.side, self.side)
+                # sum_p |T|(p - shift) x(p) for every shift: the circular cross-correlation of x with |T|
+                correlation = np.fft.irfft2(spectrum * np.conj(np.fft.rfft2(template)), s=(self.side, self.side))
+                light[start + o:start + orientations * s * s:orientations] = correlation[::stride, ::stride].ravel()
+        return light
+
     def _analyze(self, images: np.ndarray) -> np.ndarray:
         import pywt
 

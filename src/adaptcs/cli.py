@@ -262,13 +262,14 @@ def _replay(args) -> int:
     from adaptcs import replay
     from adaptcs._io import atomic_write
 
-    basis, values = replay.load_scan(args.basis, args.side, args.values, args.rows)
+    basis, values = replay.load_scan(args.basis, args.side, args.values, args.rows, level=args.level)
     measured = int(np.sum(~np.isnan(values)))
-    print(f"{args.values}: {measured} of {basis.d} {args.basis} basis images measured; replaying "
+    depth = f" (depth {basis.level})" if hasattr(basis, "level") else ""
+    print(f"{args.values}: {measured} of {basis.d} {args.basis}{depth} basis images measured; replaying "
           f"{', '.join(args.orders)} with the {args.prior} prior", file=sys.stderr)
     with threadpool_limits(args.threads):
         table, images = replay.replay_scan(basis, values, args.orders, args.fractions, prior=args.prior,
-                                           batch_size=args.batch, seed=args.seed)
+                                           batch_size=args.batch, seed=args.seed, noise=args.noise)
     atomic_write(args.out, lambda f: table.to_csv(f, index=False))
     if args.images is not None:
         arrays = {"full": images.pop("full")} | {f"{order}_{n}": image for (order, n), image in images.items()}
@@ -298,6 +299,9 @@ def _add_replay_parser(sub) -> None:
                                         "each reconstruction is scored against the full-scan image.")
     replay.add_argument("--basis", default="haar", choices=[b for b in BASES if b != "dct"])
     replay.add_argument("--side", type=int, required=True, help="image side (a power of two)")
+    replay.add_argument("--level", type=int,
+                        help="wavelet depth of the scan (default: a 4 x 4 approximation; with --rows, the depth at "
+                             "which every row is a basis image)")
     replay.add_argument("--values", required=True,
                         help="CSV (one value per line) or .npy: the value of every basis image of unit norm in the "
                              "basis's coefficient order (empty or nan: not measured); with --rows, one per row")
@@ -307,7 +311,12 @@ def _add_replay_parser(sub) -> None:
     replay.add_argument("--fractions", nargs="+", type=float, default=[0.10, 0.15, 0.25],
                         help="fractions of the basis images at which to score (default 0.10 0.15 0.25)")
     replay.add_argument("--prior", default="tree", choices=list(REPLAY_PRIORS),
-                        help="tree: the hidden Markov tree (default); scales: GSS-EP with a prior per scale")
+                        help="tree: the hidden Markov tree (default); prediction: the tree whose large details "
+                             "follow the wavelet prediction from the coarser scales; scales: GSS-EP with a prior per "
+                             "scale")
+    replay.add_argument("--noise", default="constant", choices=["constant", "photon"],
+                        help="constant: one noise variance (default); photon: proportional to the light each "
+                             "pattern collects (a photon-counting camera; tree priors only)")
     replay.add_argument("--batch", type=int, help="patterns per refit (default d/256)")
     replay.add_argument("--seed", type=int, default=0, help="seed of the random order")
     replay.add_argument("--out", required=True, help="CSV to write: order, fraction, n, psnr, relative_error, ...")

@@ -18,7 +18,8 @@ from adaptcs.basis import make_basis
 from adaptcs.design.basis_scan import REPLAY_ORDERS, replay_basis_scan
 from adaptcs.design.prediction import measured_coefficients
 
-PRIORS = ("tree", "scales")
+PRIORS = ("tree", "prediction", "scales")
+NOISE_MODELS = ("constant", "photon")
 
 
 def read_vector(path) -> np.ndarray:
@@ -74,13 +75,23 @@ def scan_values(basis, values, rows=None) -> np.ndarray:
     return out
 
 
-def make_estimator(prior: str, basis, values: np.ndarray):
-    """The estimator a replay reconstructs with: "tree" (:class:`WaveletTreeSpikeSlab`, everything learned) or
-    "scales" (GSS-EP with a prior per scale, learned)."""
-    if prior == "tree":
+def make_estimator(prior: str, basis, values: np.ndarray, noise: str = "constant"):
+    """The estimator a replay reconstructs with: "tree" (:class:`WaveletTreeSpikeSlab`, everything learned),
+    "prediction" (the same tree whose "on" state follows the wavelet prediction of each detail, exact spike,
+    everything learned) or "scales" (GSS-EP with a prior per scale, learned). ``noise``: one noise variance for
+    every pattern ("constant") or a photon-counting camera's, proportional to the light each pattern collects
+    ("photon"; the tree priors only)."""
+    if noise not in NOISE_MODELS:
+        raise ValueError(f"noise must be one of {NOISE_MODELS}; got {noise!r}")
+    if prior in ("tree", "prediction"):
         from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 
-        return WaveletTreeSpikeSlab(basis, learn=("p_on", "p_off", "v0", "v_small", "noise_var"))
+        if prior == "prediction":
+            return WaveletTreeSpikeSlab(basis, prediction=True, noise=noise)
+        return WaveletTreeSpikeSlab(basis, learn=("p_on", "p_off", "v0", "v_small", "noise_var"), noise=noise)
+    if noise != "constant":
+        raise ValueError("noise='photon' is a model of the tree priors ('tree', 'prediction'); 'scales' has one "
+                         "noise variance")
     if prior == "scales":
         from adaptcs.models import GroupSpikeSlabEP
         from adaptcs.models._ep import LEARNABLE
@@ -92,7 +103,7 @@ def make_estimator(prior: str, basis, values: np.ndarray):
 
 
 def replay_scan(basis, values, orders=REPLAY_ORDERS, fractions=(0.10, 0.15, 0.25), prior: str = "tree",
-                batch_size: int | None = None, seed: int = 0) -> tuple[pd.DataFrame, dict]:
+                batch_size: int | None = None, seed: int = 0, noise: str = "constant") -> tuple[pd.DataFrame, dict]:
     """Replay every order on a scan and score it against the full-scan image.
 
     Parameters
@@ -104,11 +115,13 @@ def replay_scan(basis, values, orders=REPLAY_ORDERS, fractions=(0.10, 0.15, 0.25
         Among :data:`adaptcs.design.basis_scan.REPLAY_ORDERS`.
     fractions : sequence of float
         Fractions of the d basis images at which to score.
-    prior : {"tree", "scales"}
+    prior : {"tree", "prediction", "scales"}
     batch_size : int, optional
         Patterns per refit (default d/256).
     seed : int
         The random order.
+    noise : {"constant", "photon"}
+        The noise model (:func:`make_estimator`).
 
     Returns
     -------
@@ -127,24 +140,61 @@ def replay_scan(basis, values, orders=REPLAY_ORDERS, fractions=(0.10, 0.15, 0.25
     peak = float(full.max() - full.min()) or 1.0
     records, images = [], {"full": full}
     for order in orders:
-        estimator = make_estimator(prior, basis, values)
+        estimator = make_estimator(prior, basis, values, noise)
         replay = replay_basis_scan(estimator, basis, values, order, fractions, batch_size=batch_size, rng=seed)
-        for n, coef, converged, noise in zip(replay.n, replay.coef, replay.converged, replay.noise_var, strict=True):
+        for n, coef, converged, noise_var in zip(replay.n, replay.coef, replay.converged, replay.noise_var,
+                                                     strict=True):
             image = basis.synthesize(coef)
             images[order, int(n)] = image
             records.append({"order": order, "fraction": n / basis.d, "n": int(n),
                             "psnr": float(10 * np.log10(peak**2 / np.mean((image - full) ** 2))),
                             "relative_error": float(np.linalg.norm(image - full) / np.linalg.norm(full)),
-                            "converged": int(converged), "noise_var": float(noise), "cpu_seconds": replay.seconds})
+                            "converged": int(converged), "noise_var": float(noise_var), "cpu_seconds": replay.seconds})
     return pd.DataFrame.from_records(records), images
 
 
-def load_scan(basis_name: str, side: int, values_path, rows_path=None):
-    """The basis and the per-basis-image values of a scan on disk (see :func:`scan_values`)."""
-    basis = make_basis(basis_name, side)
+def load_scan(basis_name: str, side: int, values_path, rows_path=None, level: int | None = None):
+    """The basis and the per-basis-image values of a scan on disk (see :func:`scan_values`).
+
+    ``level`` is the wavelet depth of the scan (default: a 4 x 4 approximation). With ``rows`` and no ``level``,
+    the depth is the one at which every row is a multiple of one basis image (ValueError naming the depths that
+    fit when that is not one).
+    """
     values = read_vector(values_path)
     rows = None
     if rows_path is not None:
         rows = np.load(rows_path, allow_pickle=False) if str(rows_path).endswith(".npy") else \
             pd.read_csv(rows_path, header=None).to_numpy(dtype=float)
-    return basis, scan_values(basis, values, rows)
+    if level is not None or rows is None or basis_name == "dct":
+        basis = make_basis(basis_name, side, level)
+        return basis, scan_values(basis, values, rows)
+    return infer_level(basis_name, side, values, rows)
+
+
+def infer_level(basis_name: str, side: int, values, rows):
+    """The basis of the depth at which every row is one basis image, and the scan's values in it.
+
+    Tries the default depth first, then every other; ValueError if none fits, or if several fit and the default
+    is not among them (then ``level`` must be given)."""
+    default = make_basis(basis_name, side)
+    try:
+        return default, scan_values(default, values, rows)
+    except ValueError as exc:
+        if "not multiples" not in str(exc):
+            raise
+    fits = {}
+    for level in range(1, int(np.log2(side)) + 1):
+        if level == default.level:
+            continue
+        basis = make_basis(basis_name, side, level)
+        try:
+            fits[level] = (basis, scan_values(basis, values, rows))
+        except ValueError:
+            continue
+    if len(fits) == 1:
+        return next(iter(fits.values()))
+    if not fits:
+        raise ValueError(f"the rows are not basis images of a {basis_name} basis of {side} x {side} images at any "
+                         f"depth 1..{int(np.log2(side))}: a replay needs a basis scan")
+    raise ValueError(f"the rows are basis images of the {basis_name} basis at depths {sorted(fits)}; give the "
+                     "scan's depth (--level, data.level)")

@@ -31,7 +31,7 @@ from adaptcs.models.registry import PriorInfo
 
 SCAN_SUFFIXES = (".csv", ".txt", ".npy")
 DEFAULT_FRACTIONS = (0.10, 0.15, 0.25)
-DATA_KEYS = ("scans", "basis", "side", "fractions", "batch_size")
+DATA_KEYS = ("scans", "basis", "side", "level", "fractions", "batch_size")
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,7 @@ class ReplayExperiment(Experiment):
     scans: tuple = ()
     basis_name: str = "haar"
     side: int = 64
+    level: int | None = None
     fractions: tuple = DEFAULT_FRACTIONS
     scan_batch: int | None = None
     strategies: tuple = REPLAY_ORDERS
@@ -97,8 +98,11 @@ class ReplayExperiment(Experiment):
         basis_name = options.get("basis", "haar")
         if basis_name not in BASES:
             raise ValueError(f"{name}: data.basis must be one of {BASES}; got {basis_name!r}")
+        level = options.get("level")
+        if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
+            raise ValueError(f"{name}: data.level must be an integer (the wavelet depth); got {level!r}")
         try:
-            make_basis(basis_name, options["side"])
+            make_basis(basis_name, options["side"], level)
         except ValueError as exc:
             raise ValueError(f"{name}: data.basis {basis_name!r} at side {options['side']}: {exc}") from None
         fractions = tuple(float(f) for f in options.get("fractions", DEFAULT_FRACTIONS))
@@ -109,7 +113,7 @@ class ReplayExperiment(Experiment):
             raise ValueError(f"{name}: data.batch_size must be a positive integer; got {batch!r}")
         strategies = REPLAY_ORDERS if basis_name != "dct" else tuple(o for o in REPLAY_ORDERS if o != "predict")
         return cls(name=name, scans=scan_files(options["scans"]), basis_name=basis_name, side=options["side"],
-                   fractions=fractions, scan_batch=batch, strategies=strategies, options=given)
+                   level=level, fractions=fractions, scan_batch=batch, strategies=strategies, options=given)
 
     # --- the protocol ------------------------------------------------------------------------------------------
 
@@ -125,8 +129,9 @@ class ReplayExperiment(Experiment):
 
     @property
     def settings(self) -> tuple:
-        """One setting: the basis and the side."""
-        return ({"basis": self.basis_name, "side": self.side},)
+        """One setting: the basis and the side (and the depth, where given)."""
+        setting = {"basis": self.basis_name, "side": self.side}
+        return (setting | {"level": self.level} if self.level is not None else setting,)
 
     @property
     def n_initial(self) -> int:
@@ -163,7 +168,7 @@ class ReplayExperiment(Experiment):
 
     def basis(self, setting: int):
         """The scanned basis."""
-        return make_basis(self.basis_name, self.side)
+        return make_basis(self.basis_name, self.side, self.level)
 
     def check_replicates(self, replicates: int, settings) -> None:
         """One replicate per scan."""
@@ -178,7 +183,7 @@ class ReplayExperiment(Experiment):
         if not 0 <= replicate < len(self.scans):
             raise ValueError(f"{self.name}: replicate must be in 0..{len(self.scans) - 1} (one per scan); got "
                              f"{replicate}")
-        values = _normalized_scan(self.scans[replicate], self.basis_name, self.side)
+        values = _normalized_scan(self.scans[replicate], self.basis(0))
         measured = int(np.sum(~np.isnan(values)))
         if measured < self.checkpoint_counts()[-1]:
             raise ValueError(f"{self.scans[replicate]}: {measured} of {self.d} basis images were measured; the "
@@ -221,13 +226,12 @@ class ReplayExperiment(Experiment):
 
 
 @functools.lru_cache(maxsize=16)
-def _normalized_scan(path: str, basis_name: str, side: int) -> np.ndarray:
+def _normalized_scan(path: str, basis) -> np.ndarray:
     """A scan file's values, checked, rescaled so that its full-scan image spans [0, 1]: every value divided by the
     image's range, and the approximation shifted by the analysis of its minimum (a constant image has only
     approximation coefficients)."""
     from adaptcs.replay import read_vector, scan_values
 
-    basis = make_basis(basis_name, side)
     try:
         values = scan_values(basis, read_vector(path))
     except ValueError as exc:

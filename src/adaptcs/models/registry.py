@@ -296,6 +296,11 @@ METHODS: dict[str, Method] = {
     "wavelet_tree": Method(WaveletTreeSpikeSlab, _wavelet_tree, grouped=False,
                            learned={"learn": WaveletTreeSpikeSlab.LEARNABLE}, color="#7f2704", designs_rows=True,
                            needs_basis=True, scans_only=True),
+    # The same tree whose "on" state follows the wavelet prediction of each detail from the coarser scales (mean
+    # and variance; docs/model.md, "The prediction in the prior").
+    "wavelet_tree_prediction": Method(WaveletTreeSpikeSlab, _wavelet_tree, grouped=False, fixed={"prediction": True},
+                                      learned={"learn": ("p_on", "p_off", "v0", "noise_var")}, color="#d94801",
+                                      designs_rows=True, needs_basis=True, scans_only=True),
     "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL, color="C1",
                     designs_rows=True),
     "g_ard": Method(GroupARD, _noise_only, learned={"learn": ("noise_var",)}, color="C3", designs_rows=True),

@@ -27,7 +27,7 @@ parents=basis.parents())`` keeps the same tree (with an exact spike) exact insid
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -45,8 +45,16 @@ from adaptcs.models._hmt import GroupTree, sum_product
 _LOG_2PI = float(np.log(2.0 * np.pi))
 PROBABILITY_BOUNDS = (1e-6, 1.0 - 1e-6)  # EM keeps transition probabilities inside these
 NOISE_FLOOR = 1e-10  # learned noise variance stays above this fraction of the mean squared measurement
+LIGHT_FLOOR = 1e-3  # noise="photon": no pattern's noise weight below this fraction of the mean
+BETA_PRIOR = (1.0, 1.0)  # mean and variance of the prediction's gain per scale (a MAP step, see _prediction_m_step)
+KAPPA_FLOOR = 1e-8  # kappa stays positive (its EM step is multiplicative)
+PREDICTION_INNER = 20  # alternations of the gain, kappa and v0 updates in one M-step (see _m_step)
+V0_FLOOR = 1e-3  # with the prediction: v0 of a detail scale stays above this fraction of kappa mean(p^2) there
 MAX_JUMP = 5.0  # SQUAREM jumps move no parameter more than this (logit or log units) beyond EM's second step
 STATES = ("groups", "coefficients")
+NOISE_MODELS = ("constant", "photon")
+PREDICTION_START = (1.0, 0.5)  # beta and kappa where learning starts: measured on E7's photographs (Haar, 64 x 64:
+# least squares of the true details on their predictions gave beta 0.7-1.0 and a residual variance of 0.3-1.2 p^2)
 
 
 class WaveletTree:
@@ -127,6 +135,22 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         ``tol`` in log units.
     warm_start : bool
         Start EM from the previous fit's hyper-parameters.
+    prediction : bool
+        Let the "on" state of every detail follow the wavelet prediction ``p_j`` of that detail from the coarser
+        scales (:func:`adaptcs.design.prediction.predicted_coefficients` of the posterior mean, the quantity
+        the prediction scan of Rousset et al. ranks by): ``c_j | on ~ N(beta[s] p_j, v0[s] + kappa p_j^2)``, so an
+        unmeasured detail is predicted rather than zero and its variance grows with its predicted magnitude.
+        ``beta`` (per scale; a scale with no measurement takes the next coarser one's) and ``kappa`` (one for
+        all scales) are learned by EM whenever anything is learned (start 1 and 0.5, the values measured on
+        photographs); ``p`` is recomputed from the posterior mean as EM goes, and a fit is converged only where
+        ``p`` no longer moves (a plug-in prior: the prediction is not integrated over the coarser scales'
+        uncertainty).
+    noise : {"constant", "photon"}
+        "constant": one noise variance for every measurement. "photon": the variance of a basis image's value is
+        ``noise_var`` times the light it collects, ``|a_j| . x`` (a photon-counting camera showing the pattern
+        as its positive and negative parts), relative to its mean over all basis images; the light is computed
+        from the image of the measured approximation (an unmeasured approximation coefficient counts as the mean
+        of the measured ones; the values must be intensities, of positive mean).
 
     Attributes
     ----------
@@ -139,8 +163,18 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     p_on_, p_off_ : ndarray, shape (L,)
     v0_, v_small_ : ndarray, shape (L + 1,)
     noise_var_ : float
+        With ``noise="photon"``, the variance of a measurement that collects the mean light (see
+        ``noise_weight_``).
+    beta_ : ndarray, shape (L + 1,)
+        The prediction's gain per scale (0 without ``prediction``; entry 0 unused).
+    kappa_ : float
+        The slab variance per unit squared prediction (0 without ``prediction``).
+    prediction_ : ndarray, shape (d,)
+        The prediction ``p`` of every detail the fit used (0 for the approximation, and without ``prediction``).
+    noise_weight_ : ndarray, shape (d,)
+        Each basis image's noise variance relative to ``noise_var_`` (ones with ``noise="constant"``).
     log_evidence_ : float
-        ``log p(y)`` at the fitted hyper-parameters.
+        ``log p(y)`` at the fitted hyper-parameters (given ``prediction_``).
     n_iter_ : int
     converged_ : bool
 
@@ -176,6 +210,8 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "warm_start": ["boolean"],
+        "prediction": ["boolean"],
+        "noise": [StrOptions(set(NOISE_MODELS))],
     }
     LEARNABLE = ("p_on", "p_off", "v0", "v_small", "noise_var")
     accepts_sparse_selection = True  # fit takes a scipy.sparse X (replay_basis_scan passes one)
@@ -186,7 +222,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
 
     def __init__(self, basis, *, states="coefficients", p_on=0.7, p_off=0.1, v0=None, v_small=0.0, noise_var=None,
                  learn=("p_on", "p_off", "v0", "noise_var"), scale_profile="decay", max_iter=500, tol=1e-4,
-                 warm_start=False):
+                 warm_start=False, prediction=False, noise="constant"):
         self.basis = basis
         self.states = states
         self.p_on = p_on
@@ -199,6 +235,8 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         self.max_iter = max_iter
         self.tol = tol
         self.warm_start = warm_start
+        self.prediction = prediction
+        self.noise = noise
 
     # -- data ------------------------------------------------------------------------------------------------
     def _measurements(self, X, y):
@@ -233,21 +271,27 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         count = np.bincount(columns, minlength=d)
         measured = count > 0
         value = np.divide(gy, G, out=np.zeros(d), where=measured)
-        residual = float(np.sum(y * y) - np.sum(value[measured] ** 2 * G[measured]))
-        return value, G, count, measured, max(residual, 0.0), y
+        # per coefficient: sum_i y_i^2 - value^2 G, what repeats of one coefficient leave unexplained
+        residual = np.maximum(np.bincount(columns, y * y, minlength=d) - value**2 * G, 0.0)
+        return value, G, count, measured, residual, y
 
     # -- the exact posterior ---------------------------------------------------------------------------------
-    def _posterior(self, tree, value, G, measured, p_on, p_off, v0, v_small, s2):
+    def _posterior(self, data, params):
         """Sum-product on the tree: group posteriors, pairwise posteriors with the parent, the evidence of the
         coefficients (without the repeat-residual constant) and each coefficient's Gaussian posterior in either
         state (index 0: off, 1: on)."""
-        scale_of = tree.group_scale[tree.coef_group]
-        noise = np.where(measured, s2 / np.where(measured, G, 1.0), np.inf)
+        tree, value, G, measured = data.tree, data.value, data.G, data.measured
+        p_on, p_off, v0, v_small, s2, beta, kappa = params
+        scale_of = data.scale_of
+        noise = np.where(measured, s2 * data.noise_weight / np.where(measured, G, 1.0), np.inf)
+        on_mean = beta[scale_of] * data.prediction
+        on_var = v0[scale_of] + kappa * data.prediction**2
         log_like_coef, mean, var = [], [], []
-        for prior_var in (v_small[scale_of], v0[scale_of]):
+        for prior_mean, prior_var in ((0.0, v_small[scale_of]), (on_mean, on_var)):
             total = prior_var + noise
-            log_like_coef.append(np.where(measured, -0.5 * (_LOG_2PI + np.log(total) + value**2 / total), 0.0))
-            mean.append(np.where(measured, prior_var / total * np.where(measured, value, 0.0), 0.0))
+            innovation = np.where(measured, value - prior_mean, 0.0)
+            log_like_coef.append(np.where(measured, -0.5 * (_LOG_2PI + np.log(total) + innovation**2 / total), 0.0))
+            mean.append(prior_mean + np.where(measured, prior_var / total * innovation, 0.0))
             var.append(np.where(measured, prior_var * np.where(measured, noise, 0.0) / total, prior_var))
         n_groups = tree.group_scale.shape[0]
         log_like = np.zeros((n_groups, 2))
@@ -269,9 +313,12 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     # -- fit -------------------------------------------------------------------------------------------------
     def _start(self, tree, value, G, measured, y):
         L = len(tree.levels)
-        if self.warm_start and hasattr(self, "v0_"):
+        if self.warm_start and hasattr(self, "v0_") and hasattr(self, "beta_") and self.beta_.shape == (L + 1,):
+            beta, kappa = (self.beta_.copy(), float(self.kappa_)) if self.prediction else (np.zeros(L + 1), 0.0)
+            if self.prediction and kappa == 0.0:  # the previous fit had no prediction
+                beta, kappa = np.full(L + 1, PREDICTION_START[0]), PREDICTION_START[1]
             return (self.p_on_.copy(), self.p_off_.copy(), self.v0_.copy(), self.v_small_.copy(),
-                    float(self.noise_var_))
+                    float(self.noise_var_), beta, kappa)
         p_on = np.broadcast_to(np.asarray(self.p_on, dtype=float), (L,)).copy()
         p_off = np.broadcast_to(np.asarray(self.p_off, dtype=float), (L,)).copy()
         scale_of = tree.group_scale[tree.coef_group]
@@ -291,7 +338,38 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             s2 = max(s2, NOISE_FLOOR * mean_square)
         else:
             s2 = float(self.noise_var)
-        return p_on, p_off, v0, v_small, s2
+        if self.prediction:
+            beta, kappa = np.full(L + 1, PREDICTION_START[0]), PREDICTION_START[1]
+            beta[0] = 0.0
+        else:
+            beta, kappa = np.zeros(L + 1), 0.0
+        return p_on, p_off, v0, v_small, s2, beta, kappa
+
+    def _noise_weight(self, value, measured) -> np.ndarray:
+        """Each basis image's noise variance relative to ``noise_var`` (the photon model's light, or ones)."""
+        d = self.basis.d
+        if self.noise == "constant":
+            return np.ones(d)
+        approximation = self.basis.scales() == 0
+        known = approximation & measured
+        if not known.any():  # nothing to estimate the light from yet
+            return np.ones(d)
+        # the approximation image, an unmeasured approximation coefficient taken as the mean of the measured ones
+        coarse = self.basis.synthesize(np.where(known, value, np.where(approximation, np.mean(value[known]), 0.0)))
+        if not np.mean(coarse) > 0:
+            raise ValueError("noise='photon' needs measurements of non-negative intensities; the approximation "
+                             f"image has mean {np.mean(coarse):.3g}")
+        light = self.basis.pattern_light(np.maximum(coarse, 0.0))
+        light /= np.mean(light)
+        return np.maximum(light, LIGHT_FLOOR)  # a dark region still has read noise
+
+    def _predict_details(self, coef: np.ndarray) -> np.ndarray:
+        """The wavelet prediction of every detail from the coarser scales of ``coef`` (0 for the approximation)."""
+        from adaptcs.design.prediction import predicted_coefficients
+
+        predicted = predicted_coefficients(self.basis, coef)
+        predicted[self.basis.scales() == 0] = 0.0
+        return predicted
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -308,65 +386,128 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             raise ValueError(f"learn may name {self.LEARNABLE}; got {sorted(unknown)}")
         tree = WaveletTree(self.basis, self.states)
         value, G, count, measured, residual, y = self._measurements(X, y)
-        data = _Scan(tree, value, G, measured, residual, y.shape[0], NOISE_FLOOR * float(np.mean(y * y)))
+        weight = self._noise_weight(value, measured)
+        if self.prediction:
+            warm = self.warm_start and getattr(self, "coef_", None) is not None and self.coef_.shape == value.shape
+            prediction = self._predict_details(self.coef_ if warm else np.where(measured, value, 0.0))
+        else:
+            prediction = np.zeros(self.basis.d)
+        data = _Scan(tree, value, G, measured, float(np.sum(residual / weight)), y.shape[0],
+                     NOISE_FLOOR * float(np.mean(y * y)), weight, prediction, tree.group_scale[tree.coef_group])
         params = self._start(tree, value, G, measured, y)
-        post = self._posterior(tree, value, G, measured, *params)
-        converged, iterations = not self.learn, 0
-        while self.learn and iterations < self.max_iter:
-            # SQUAREM (Varadhan & Roland 2008): two EM steps, then a jump along them, kept only if it does not
-            # lower the evidence (so the evidence never decreases); plain EM crawls along this model's ridges
+        post = self._posterior(data, params)
+        learning = bool(self.learn)
+        converged, iterations = not learning and not self.prediction, 0
+        while (learning or self.prediction) and iterations < self.max_iter:
             iterations += 1
-            first = self._m_step(data, post, params)
-            if _moved(params, first) < self.tol:  # the EM step from here is negligible: a fixed point
-                converged = True
-                break
-            post_first = self._posterior(tree, value, G, measured, *first)
+            if self.prediction and iterations & (iterations - 1) == 0:
+                # the prediction follows the posterior mean (iterations 1, 2, 4, 8, ...: cheap against EM)
+                data, post = self._refresh_prediction(data, params, post)
+            if not learning:
+                moved = 0.0
+            else:
+                first = self._m_step(data, post, params)
+                moved = _moved(params, first)
+            if moved < self.tol:  # the EM step from here is negligible: a fixed point, if the prediction holds
+                if not self.prediction:
+                    converged = True
+                    break
+                before = data.prediction
+                data, post = self._refresh_prediction(data, params, post)
+                if _prediction_moved(before, data.prediction, params) < self.tol:
+                    converged = True
+                    break
+                continue
+            post_first = self._posterior(data, first)
             second = self._m_step(data, post_first, first)
-            post_second = self._posterior(tree, value, G, measured, *second)
+            post_second = self._posterior(data, second)
             start, r = _pack(params, self.learn), _pack(first, self.learn) - _pack(params, self.learn)
             v = _pack(second, self.learn) - _pack(first, self.learn) - r
             params, post = second, post_second
             if np.linalg.norm(v) > 0:
+                # SQUAREM (Varadhan & Roland 2008): two EM steps, then a jump along them, kept only if it does
+                # not lower the evidence (so the evidence never decreases); plain EM crawls along this model's
+                # ridges
                 alpha = min(-np.linalg.norm(r) / np.linalg.norm(v), -1.0)
                 # a jump of at most MAX_JUMP (logit or log units) per parameter beyond the second step: far
                 # jumps only overflow, and one rejected jump costs a posterior
                 target = _pack(second, self.learn)
                 theta = np.clip(start - 2 * alpha * r + alpha**2 * v, target - MAX_JUMP, target + MAX_JUMP)
-                jump = _unpack(theta, second, self.learn, data.noise_floor)
+                jump = _slab_floor(_unpack(theta, second, self.learn, data.noise_floor), data)
                 with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-                    post_jump = self._posterior(tree, value, G, measured, *jump)
-                if np.isfinite(post_jump[2]) and post_jump[2] >= post_second[2] and _finite(post_jump):
+                    post_jump = self._posterior(data, jump)
+                if np.isfinite(post_jump[2]) and _finite(post_jump) \
+                        and post_jump[2] + _log_prior(jump) >= post_second[2] + _log_prior(second):
                     params, post = jump, post_jump
         if not converged:
-            warnings.warn(f"WaveletTreeSpikeSlab: EM did not converge in {self.max_iter} iterations; the fit is "
-                          "marked not converged", ConvergenceWarning, stacklevel=3)
+            what = "EM" if learning else "the prediction's fixed point"
+            warnings.warn(f"WaveletTreeSpikeSlab: {what} did not converge in {self.max_iter} iterations; the fit "
+                          "is marked not converged", ConvergenceWarning, stacklevel=3)
         prob, pair, log_z, mean, var = post
-        p_on, p_off, v0, v_small, s2 = params
+        p_on, p_off, v0, v_small, s2, beta, kappa = params
         q = prob[tree.coef_group]
         self.coef_ = q * mean[1] + (1 - q) * mean[0]
         self.coef_var_ = q * (mean[1] ** 2 + var[1]) + (1 - q) * (mean[0] ** 2 + var[0]) - self.coef_**2
         self.group_prob_ = prob
         self.p_on_, self.p_off_, self.v0_, self.v_small_, self.noise_var_ = p_on, p_off, v0, v_small, s2
-        # the repeats' constant: sum_i log N(y_i | g_i c, s2) = log N(value | c, s2 / G) + this, per coefficient
-        repeats = -0.5 * (np.sum(count[measured] - 1) * (_LOG_2PI + np.log(s2)) + np.sum(np.log(G[measured]))
-                          + residual / s2)
+        self.beta_, self.kappa_ = beta, kappa
+        self.prediction_, self.noise_weight_ = data.prediction, weight
+        # the repeats' constant: sum_i log N(y_i | g_i c, s2 w) = log N(value | c, s2 w / G) + this, per coefficient
+        repeats = -0.5 * (np.sum((count[measured] - 1) * (_LOG_2PI + np.log(s2 * weight[measured])))
+                          + np.sum(np.log(G[measured])) + data.residual / s2)
         self.log_evidence_ = log_z + float(repeats)
         self.n_iter_, self.converged_ = iterations, converged
         self.n_features_in_ = self.basis.d
         return self
 
+    def _refresh_prediction(self, data, params, post):
+        """The data with the prediction of the posterior mean ``post``, and the posterior there."""
+        prob, _pair, _log_z, mean, _var = post
+        q = prob[data.tree.coef_group]
+        data = replace(data, prediction=self._predict_details(q * mean[1] + (1 - q) * mean[0]))
+        return data, self._posterior(data, params)
+
     def _m_step(self, data, post, params):
-        """One M-step of EM from the posterior ``post`` at ``params``: new (p_on, p_off, v0, v_small, s2)."""
+        """One M-step of EM from the posterior ``post`` at ``params``: new (p_on, p_off, v0, v_small, s2, beta,
+        kappa)."""
         tree, value, G, measured = data.tree, data.value, data.G, data.measured
         prob, pair, _log_z, mean, var = post
         p_on, p_off, v0, v_small, s2 = params[0].copy(), params[1].copy(), params[2].copy(), params[3].copy(), params[4]
-        scale_of = tree.group_scale[tree.coef_group]
+        beta, kappa = params[5].copy(), params[6]
         q = prob[tree.coef_group]  # P(on | y) of each coefficient
         weights = (1 - q, q)
+        learning = bool(self.learn)
+        # with the prediction, the slab's gain, kappa and v0 are maximised together by alternating their exact
+        # updates (the expected log-likelihood is fixed by the posterior): one alternation only would be EM with
+        # the slab split into two parts as well, which crawls where one part explains a scale
+        for _ in range(PREDICTION_INNER if self.prediction and learning else 1):
+            before = (beta, kappa, v0.copy())
+            if self.prediction and learning:
+                beta, kappa = self._prediction_m_step(data, q, mean[1], var[1], v0, beta, kappa)
+            self._variance_m_step(data, weights, mean, var, v0, v_small, beta, kappa)
+            if max(np.max(np.abs(beta - before[0])), abs(np.log(kappa / before[1])) if before[1] > 0 else 0.0,
+                   np.max(np.abs(np.log(v0 / before[2])))) < 0.1 * self.tol:
+                break
+        if "noise_var" in self.learn:
+            # E[(value - c)^2] under the posterior mixture, scaled back by G and the noise weight; plus the
+            # repeats' residual
+            miss = sum(w * ((value - m) ** 2 + v) for w, m, v in zip(weights, mean, var, strict=True))
+            s2 = max((data.residual + float(np.sum((G * miss / data.noise_weight)[measured]))) / data.n,
+                     data.noise_floor)
+        self._transitions(tree, prob, pair, p_on, p_off)
+        return _slab_floor((p_on, p_off, v0, v_small, s2, beta, kappa), data)
+
+    def _variance_m_step(self, data, weights, mean, var, v0, v_small, beta, kappa) -> None:
+        """EM's update of the learned ``v0`` and ``v_small`` (in place) for the given gain and ``kappa``."""
+        scale_of, measured = data.scale_of, data.measured
         for name, target, state in (("v_small", v_small, 0), ("v0", v0, 1)):
             if name not in self.learn:
                 continue
-            second = mean[state] ** 2 + var[state]  # E[c^2 | state, y]
+            # E[(c - prior mean)^2 | state, y]; with the prediction, the slab's share of it (see _prediction_m_step)
+            second = mean[state] ** 2 + var[state]
+            if state == 1 and self.prediction:
+                second = _slab_share(v0[scale_of], kappa * data.prediction**2,
+                                     (mean[1] - beta[scale_of] * data.prediction) ** 2 + var[1])
             # per scale: expected count W and expected sum of squares S of the coefficients in this state
             # (unmeasured coefficients add nothing at EM's fixed point, so they are left out)
             W = np.bincount(scale_of[measured], weights[state][measured], minlength=target.shape[0])
@@ -378,12 +519,39 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             else:
                 seen = W[1:] > 1e-12
                 target[1:][seen] = S[1:][seen] / W[1:][seen]
-        if "noise_var" in self.learn:
-            # E[(value - c)^2] under the posterior mixture, scaled back by G; plus the repeats' residual
-            miss = sum(w * ((value - m) ** 2 + v) for w, m, v in zip(weights, mean, var, strict=True))
-            s2 = max((data.residual + float(np.sum((G * miss)[measured]))) / data.n, data.noise_floor)
-        self._transitions(tree, prob, pair, p_on, p_off)
-        return p_on, p_off, v0, v_small, s2
+
+    def _prediction_m_step(self, data, q, on_mean, on_var, v0, beta, kappa):
+        """EM's update of the prediction's gain per scale and of ``kappa`` (for the given ``v0``).
+
+        Gain: weighted least squares of ``E[c_j | on, y]`` on ``p_j`` per scale (weights ``q_j / V_j``,
+        ``V_j = v0 + kappa p_j^2``) with the prior ``beta ~ N(1, 1)``, exact for fixed variances. ``kappa``: the
+        slab split into independent parts ``a ~ N(0, v0)`` and ``b ~ N(0, kappa p^2)``,
+        ``kappa = sum q E[b^2 | y] / p^2 / sum q`` over the measured details (exact for the split)."""
+        scale_of, prediction, measured = data.scale_of, data.prediction, data.measured
+        L = beta.shape[0] - 1
+        total_var = v0[scale_of] + kappa * prediction**2
+        detail = measured & (scale_of > 0)
+        w = np.where(detail, q / total_var, 0.0)
+        numerator = np.bincount(scale_of, w * on_mean * prediction, minlength=L + 1)
+        denominator = np.bincount(scale_of, w * prediction**2, minlength=L + 1)
+        beta = beta.copy()
+        seen = denominator > 0
+        seen[0] = False
+        # MAP under beta ~ N(1, 1) per scale (worth one detail whose predicted square equals its variance): a
+        # scale whose predictions are all near zero (a flat coarse image) keeps beta near 1 instead of dividing
+        # by nothing
+        beta[seen] = (numerator[seen] + BETA_PRIOR[0] / BETA_PRIOR[1]) / (denominator[seen] + 1 / BETA_PRIOR[1])
+        if seen.any():  # finer scales with no measurement follow the finest measured scale
+            finest = int(np.flatnonzero(seen).max())
+            beta[finest + 1:] = beta[finest]
+        informative = detail & (prediction != 0)
+        if informative.any():
+            residual = (on_mean - beta[scale_of] * prediction) ** 2 + on_var
+            share = _slab_share(kappa * prediction**2, v0[scale_of], residual)
+            per_unit = np.divide(share, prediction**2, out=np.zeros_like(share), where=informative)
+            kappa = float(np.sum((q * per_unit)[informative]) / np.sum(q[informative]))
+            kappa = max(kappa, KAPPA_FLOOR)
+        return beta, kappa
 
     def _transitions(self, tree, prob, pair, p_on, p_off) -> None:
         """EM's update of the transition probabilities (in place): expected transitions over expected parents."""
@@ -453,6 +621,45 @@ def decay_profile(W: np.ndarray, S: np.ndarray, current: np.ndarray, newton_step
     return np.exp(J @ theta)
 
 
+def _slab_share(part_var, other_var, second_moment):
+    """``E[a^2 | y]`` for ``x = a + b`` with independent ``a ~ N(0, part_var)``, ``b ~ N(0, other_var)``, where
+    ``E[x^2 | y] = second_moment``: ``a | x`` is Gaussian with mean ``part_var / V x`` and variance
+    ``part_var - part_var^2 / V`` (``V = part_var + other_var``)."""
+    total = part_var + other_var
+    ratio = np.divide(part_var, total, out=np.zeros_like(total), where=total > 0)
+    return part_var * (1 - ratio) + ratio**2 * second_moment
+
+
+def _slab_floor(params, data):
+    """``params`` with every detail scale's ``v0`` at least ``V0_FLOOR`` times its mean predicted slab variance
+    ``kappa mean(p^2)`` (with the prediction only). Where the prediction explains a scale, EM drives ``v0`` towards
+    0 by ever smaller log steps; below this floor it changes no posterior variance by more than that fraction."""
+    p_on, p_off, v0, v_small, s2, beta, kappa = params
+    if not kappa > 0:
+        return params
+    L = v0.shape[0] - 1
+    mean_square = np.bincount(data.scale_of, data.prediction**2, minlength=L + 1) \
+        / np.maximum(np.bincount(data.scale_of, minlength=L + 1), 1)
+    floor = V0_FLOOR * kappa * mean_square
+    floor[0] = 0.0
+    return p_on, p_off, np.maximum(v0, floor), v_small, s2, beta, kappa
+
+
+def _log_prior(params) -> float:
+    """The log prior of the prediction's gains (what EM maximises with the evidence; 0 without prediction)."""
+    beta, kappa = params[5], params[6]
+    if not kappa > 0:
+        return 0.0
+    return float(-0.5 * np.sum((beta[1:] - BETA_PRIOR[0]) ** 2) / BETA_PRIOR[1])
+
+
+def _prediction_moved(before: np.ndarray, after: np.ndarray, params) -> float:
+    """How far the prediction moved, in units of the largest slab standard deviation of the details."""
+    beta, v0 = params[5], params[2]
+    scale = np.sqrt(float(np.max(v0[1:]))) if v0.shape[0] > 1 else 1.0
+    return float(np.max(np.abs(after - before)) * max(float(np.max(np.abs(beta))), 1e-12) / max(scale, 1e-300))
+
+
 @dataclass(frozen=True)
 class _Scan:
     """What EM needs of the data (sufficient statistics of a basis scan)."""
@@ -461,17 +668,21 @@ class _Scan:
     value: np.ndarray
     G: np.ndarray
     measured: np.ndarray
-    residual: float
+    residual: float  # sum over coefficients of the repeats' residual, divided by the noise weight
     n: int
     noise_floor: float
+    noise_weight: np.ndarray  # (d,) each measurement's noise variance relative to s2
+    prediction: np.ndarray  # (d,) the wavelet prediction of each detail (0 for the approximation)
+    scale_of: np.ndarray  # (d,) scale of each coefficient
 
 
 def _pack(params, learn) -> np.ndarray:
     """The learned hyper-parameters as one unconstrained vector (logits of probabilities, logs of variances)."""
-    p_on, p_off, v0, v_small, s2 = params
+    p_on, p_off, v0, v_small, s2, beta, kappa = params
     parts = [logit(p_on) if "p_on" in learn else [], logit(p_off) if "p_off" in learn else [],
              np.log(v0) if "v0" in learn else [], np.log(v_small[1:]) if "v_small" in learn else [],
-             [np.log(s2)] if "noise_var" in learn else []]
+             [np.log(s2)] if "noise_var" in learn else [],
+             beta[1:] if kappa > 0 and learn else [], [np.log(kappa)] if kappa > 0 and learn else []]
     return np.concatenate([np.asarray(p, dtype=float) for p in parts])
 
 
@@ -479,6 +690,7 @@ def _unpack(theta, template, learn, noise_floor):
     """Inverse of :func:`_pack`; what is not learned is taken from ``template``."""
     p_on, p_off, v0, v_small, s2 = (template[0].copy(), template[1].copy(), template[2].copy(), template[3].copy(),
                                     template[4])
+    beta, kappa = template[5].copy(), template[6]
     at = 0
     for name, target, transform in (("p_on", p_on, expit), ("p_off", p_off, expit), ("v0", v0, np.exp)):
         if name in learn:
@@ -491,7 +703,11 @@ def _unpack(theta, template, learn, noise_floor):
         at += v_small.shape[0] - 1
     if "noise_var" in learn:
         s2 = max(float(np.exp(theta[at])), noise_floor)
-    return p_on, p_off, v0, v_small, s2
+        at += 1
+    if kappa > 0 and learn:
+        beta[1:] = theta[at:at + beta.shape[0] - 1]
+        kappa = max(float(np.exp(theta[at + beta.shape[0] - 1])), KAPPA_FLOOR)
+    return p_on, p_off, v0, v_small, s2, beta, kappa
 
 
 def _finite(post) -> bool:
@@ -504,7 +720,9 @@ def _moved(before, after) -> float:
     """How far one EM step moved: probabilities in absolute value (one drifting to 0 would move by constant
     log steps forever), variances in log units."""
     steps = [np.abs(after[0] - before[0]), np.abs(after[1] - before[1])]
-    for b, a in ((before[2], after[2]), (before[3], after[3]), (np.atleast_1d(before[4]), np.atleast_1d(after[4]))):
+    steps.append(np.abs(after[5] - before[5]))  # the prediction's gains
+    for b, a in ((before[2], after[2]), (before[3], after[3]), (np.atleast_1d(before[4]), np.atleast_1d(after[4])),
+                 (np.atleast_1d(before[6]), np.atleast_1d(after[6]))):
         positive = (a > 0) & (b > 0)
         steps.append(np.abs(np.log(a[positive]) - np.log(b[positive])))
     return float(max(np.max(x) if x.size else 0.0 for x in steps))
