@@ -197,3 +197,34 @@ def test_prediction_prior_replays_with_photon_noise():
     assert table["converged"].tolist() == [1, 1] and np.isfinite(table["psnr"]).all()
     with pytest.raises(ValueError, match="tree priors"):
         make_estimator("scales", basis, values, "photon")
+
+
+def test_the_designer_on_a_pool_of_basis_images_is_the_replay():
+    """A user who drives the camera with the ask/tell designer (a pool of the basis images, the tree) gets the
+    replay's rows and reconstructions: approximation first, a tracked fit choosing, a converged fit read."""
+    from adaptcs.design import SequentialDesigner
+
+    basis, _, values = scan(side=32, seed=4)
+    fractions, batch = (0.125, 0.25), 4
+    replay = replay_basis_scan(WaveletTreeSpikeSlab(basis, learn=WaveletTreeSpikeSlab.LEARNABLE), basis, values,
+                               "design", fractions, batch_size=batch, rng=3)
+    pool = basis.synthesize(np.eye(basis.d))  # the camera's patterns, in pixels
+    designer = SequentialDesigner(WaveletTreeSpikeSlab(basis, learn=WaveletTreeSpikeSlab.LEARNABLE), strategy="pool",
+                                  pool=pool, basis=basis, batch_size=batch, rng=3)
+    coefficients, flags = [], []
+    while designer.n_told_ < replay.n[-1]:
+        rows = designer.ask()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            designer.tell(rows, values[np.abs(basis.analyze(rows)).argmax(axis=1)])
+            if designer.n_told_ in replay.n:
+                coefficients.append(designer.estimator_.coef_.copy())
+                flags.append(int(designer.estimator_.converged_))
+    assert flags == replay.converged.tolist()  # the same fits, converged or said not to be
+    chosen = np.abs(basis.analyze(designer.X_)).argmax(axis=1)
+    np.testing.assert_array_equal(chosen, replay.measured)
+    full = basis.synthesize(values)
+    for ours, theirs in zip(coefficients, replay.coef, strict=True):
+        gap = 10 * np.log10(np.mean((basis.synthesize(theirs) - full) ** 2)
+                            / np.mean((basis.synthesize(ours) - full) ** 2))
+        assert abs(gap) < 0.2

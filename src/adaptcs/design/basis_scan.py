@@ -157,9 +157,9 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
             if tracking is None:
                 est.fit(rows, values[chosen])
             else:
-                _tracked_fit(est, rows, values[chosen], tracking)
+                tracked_fit(est, rows, values[chosen], tracking)
         if at_checkpoint:
-            recorded = est if tracking is None else _converged_copy(est, rows, values[chosen])
+            recorded = est if tracking is None else converged_copy(est, rows, values[chosen])
             flag = getattr(recorded, "converged_", None)
             kept["n"].append(len(chosen))
             kept["coef"].append(np.asarray(recorded.coef_, dtype=float).copy())
@@ -178,7 +178,7 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
                       group_prob=None if group_prob is None else np.asarray(group_prob, dtype=float).copy())
 
 
-def _tracked_fit(est, rows, values, iterations: int) -> None:
+def tracked_fit(est, rows, values, iterations: int) -> None:
     """Refit ``est`` (warm-started) with at most ``iterations`` iterations and no convergence warning: its
     hyper-parameters go on moving at the next refit (the tracked fit only chooses the next rows)."""
     full = est.get_params()["max_iter"]
@@ -191,7 +191,7 @@ def _tracked_fit(est, rows, values, iterations: int) -> None:
         est.set_params(max_iter=full)
 
 
-def _converged_copy(est, rows, values):
+def converged_copy(est, rows, values):
     """A copy of the tracked ``est`` fitted to convergence (its own ``max_iter``) from where it stands."""
     recorded = copy.deepcopy(est)
     return recorded.fit(rows, values)

@@ -17,6 +17,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
+from adaptcs.design.basis_scan import converged_copy, tracked_fit
 from adaptcs.design.binary import binary_rows
 from adaptcs.design.eigen import top_eigenvectors
 from adaptcs.design.prediction import check_prediction_basis, measured_coefficients, prediction_order
@@ -217,7 +218,7 @@ class SequentialDesigner:
         self.basis = basis
         self.n_random_start = n_random_start if n_random_start == "auto" else \
             val.check_count(n_random_start, "n_random_start", minimum=0)
-        self.estimator_ = None
+        self._estimator = None
         self.X_: np.ndarray | None = None
         self.y_: np.ndarray | None = None
         self.history_: list[Asked | Told] = []
@@ -228,10 +229,31 @@ class SequentialDesigner:
         self._pool_used = None if pool is None else np.zeros(pool.shape[0], dtype=bool)
         self._A: np.ndarray | None = None  # rows told as the estimator sees them (coefficients with a basis)
         self._pool_model = None if pool is None or basis is None else basis.analyze(pool)
+        # a pool of basis images (a single-pixel camera's patterns): the replay's protocol, the approximation's
+        # images first and ties in the score broken by a fixed random order (adaptcs.design.basis_scan)
+        self._scan_pool = strategy == "pool" and self._pool_model is not None and \
+            bool(np.all(np.sum(np.abs(self._pool_model) > 1e-9 * np.abs(self._pool_model).max(axis=1,
+                                                                                              keepdims=True),
+                               axis=1) == 1))
+        self._pool_tie_rank = None
+        self._tracked = None  # the tracked fit that chooses a basis-image pool's rows (see tell)
+        if self._scan_pool:
+            coefficient = np.abs(self._pool_model).argmax(axis=1)
+            self._pool_approximation = basis.scales()[coefficient] == 0
+            self._pool_tie_rank = np.argsort(self.rng.permutation(pool.shape[0]))
         # coefficients measured directly by a basis-image row ("predict" never asks for them again)
         self._basis_measured = None if strategy != "predict" else np.zeros(basis.d, dtype=bool)
 
     # -- what is known ---------------------------------------------------------------------------------------
+    @property
+    def estimator_(self):
+        """The estimator fitted on every row told so far (None before the first :meth:`tell`). With a pool of
+        basis images and a tracking estimator (see :meth:`tell`), a copy of the tracked fit fitted to
+        convergence, made when first read after a tell."""
+        if self._estimator is None and self._tracked is not None and self.X_ is not None:
+            self._estimator = converged_copy(self._tracked, self._A, self.y_)
+        return self._estimator
+
     @property
     def n_features_in_(self) -> int | None:
         """Coefficients per row: from the rows told, the pool, or the estimator's groups (None if unknown)."""
@@ -253,7 +275,10 @@ class SequentialDesigner:
         return float(np.sqrt(d)) if self.row_norm is None else self.row_norm
 
     def _random_start(self, d: int) -> int:
-        """Rows told before "design" and "pool" choose by the posterior."""
+        """Rows told before "design" and "pool" choose by the posterior (a pool of basis images: none; its
+        approximation's images come first instead)."""
+        if self._scan_pool:
+            return 0
         if self.n_random_start == "auto":
             return int(np.ceil(RANDOM_START_FRACTION * d))
         return self.n_random_start
@@ -298,11 +323,20 @@ class SequentialDesigner:
         start = time.process_time()
         scores, bound = np.full(k, np.nan), np.nan
         norm = self._row_norm(d)
-        started = self.estimator_ is not None or self.strategy in ("sequence", "predict")
+        started = self.X_ is not None or self.strategy in ("sequence", "predict")
         chosen_by = self.strategy if started else NO_MEASUREMENTS
         if chosen_by in ("design", "pool") and self.n_told_ < self._random_start(d):
             chosen_by = RANDOM_START
-        if chosen_by == "random" or (chosen_by in (NO_MEASUREMENTS, RANDOM_START) and self.pool is None):
+        if self._scan_pool and np.any(self._pool_approximation & ~self._pool_used):
+            first = np.flatnonzero(self._pool_approximation & ~self._pool_used)[:k]
+            rest = np.setdiff1d(np.flatnonzero(~self._pool_used), first)
+            if first.size < k and self.X_ is None:  # nothing fitted yet: the rest at random
+                rest = self.rng.permutation(rest)
+                first = np.concatenate([first, rest[:k - first.size]])
+            elif first.size < k:
+                first = np.concatenate([first, self._pool_rows(k - first.size, exclude=first)[2]])
+            rows, chosen_by = self.pool[first], "pool (approximation first)"
+        elif chosen_by == "random" or (chosen_by in (NO_MEASUREMENTS, RANDOM_START) and self.pool is None):
             if self.row_constraint == "binary":
                 rows = (2.0 * self.rng.integers(0, 2, size=(k, d)) - 1.0) * (norm / np.sqrt(d))
             else:
@@ -322,7 +356,7 @@ class SequentialDesigner:
             unit[np.arange(k), chosen] = norm
             rows = self.basis.synthesize(unit)
         else:
-            rows, scores = self._pool_rows(k)
+            rows, scores, _chosen = self._pool_rows(k)
         self.history_.append(Asked(n_told=self.n_told_, rows=rows.copy(), chosen_by=chosen_by, scores=scores,
                                    bound=bound, seconds=time.process_time() - start))
         self._pending = rows.copy()
@@ -339,14 +373,22 @@ class SequentialDesigner:
         self._eigen_block, self._eigen_iterations = eig.block, eig.n_iter
         return (eig.vectors * norm).T, eig.values * norm * norm, float(eig.values[0]) * norm * norm
 
-    def _pool_rows(self, k: int):
+    def _pool_rows(self, k: int, exclude=()):
         # argmax of x^T V x = argmax of the predictive variance (they differ by the noise variance)
         pool = self.pool if self._pool_model is None else self._pool_model
-        _mean, std = self.estimator_.predict(pool, return_std=True)
-        score = np.where(self._pool_used, -np.inf, std)
-        chosen = np.argsort(-score, kind="stable")[:k]
-        noise = getattr(self.estimator_, "noise_var_", np.nan)
-        return self.pool[chosen], std[chosen] ** 2 - noise
+        chooser = self._estimator if self._tracked is None else self._tracked
+        _mean, std = chooser.predict(pool, return_std=True)
+        used = self._pool_used.copy()
+        used[np.asarray(exclude, dtype=np.intp)] = True
+        score = np.where(used, -np.inf, std)
+        if self._pool_tie_rank is None:
+            chosen = np.argsort(-score, kind="stable")[:k]
+        else:  # scores equal to 10 digits are ties (one context's unmeasured basis images), in a random order
+            top = np.max(score)
+            rounded = np.round(score / top, 10) if np.isfinite(top) and top > 0 else score
+            chosen = np.lexsort((self._pool_tie_rank, -rounded))[:k]
+        noise = getattr(chooser, "noise_var_", np.nan)
+        return self.pool[chosen], std[chosen] ** 2 - noise, chosen
 
     # -- tell ------------------------------------------------------------------------------------------------
     def not_converged_summary(self) -> str:
@@ -386,17 +428,21 @@ class SequentialDesigner:
         d = self.n_features_in_
         if d is not None and X_new.shape[1] != d:
             raise ValueError(f"rows must have {d} entries (coefficients); got {X_new.shape[1]}")
-        first = self.estimator_ is None
+        first = self.X_ is None
         val.check_measurement_scale(X_new, y_new, None if first else self.X_, None if first else self.y_)
         A_new = X_new if self.basis is None else self.basis.analyze(X_new)
         X_all = X_new if first else np.vstack([self.X_, X_new])
         A_all = A_new if first else np.vstack([self._A, A_new])
         y_all = y_new if first else np.concatenate([self.y_, y_new])
-        est = self.estimator_
+        est = self._estimator if self._tracked is None else self._tracked
         if first:
             est = clone(self.estimator)
             if "warm_start" in est.get_params():
                 est.set_params(warm_start=True)
+        # a pool of basis images and an estimator that tracks its hyper-parameters (WaveletTreeSpikeSlab): the
+        # replay's protocol, a few warm iterations per refit to choose the rows (they may stop before EM has
+        # converged: recorded as converged -1) and, when estimator_ is read, a copy fitted to convergence
+        tracking = getattr(est, "replay_tracking_iterations", None) if self._scan_pool else None
         # A ValueError at the first fit is bad input and propagates (nothing is kept); later the same
         # estimator on more rows can only fail numerically, which is recorded like a LinAlgError.
         numerical = (np.linalg.LinAlgError, FloatingPointError) if first else \
@@ -406,7 +452,11 @@ class SequentialDesigner:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                est.fit(A_all, y_all)
+                if tracking is None:
+                    est.fit(A_all, y_all)
+                else:
+                    tracked_fit(est, A_all, y_all, tracking)
+                    self._tracked = est
             except numerical as exc:
                 failure = f"{type(exc).__name__}: {exc}"
         fit_seconds = time.process_time() - start
@@ -416,7 +466,8 @@ class SequentialDesigner:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if not failure and not np.all(np.isfinite(est.coef_)):
             failure = "non-finite estimate"
-        self.estimator_, self.X_, self._A, self.y_ = est, X_all, A_all, y_all
+        self._estimator = None if tracking is not None else est
+        self.X_, self._A, self.y_ = X_all, A_all, y_all
         asked = self._match_asked(X_new)
         if self._basis_measured is not None:
             self._basis_measured |= measured_coefficients(A_new)
@@ -425,7 +476,7 @@ class SequentialDesigner:
                 hit = np.flatnonzero(~self._pool_used & (self.pool == row).all(axis=1))
                 if hit.size:
                     self._pool_used[hit[0]] = True
-        flag = None if failure else getattr(est, "converged_", None)
+        flag = None if failure or tracking is not None else getattr(est, "converged_", None)
         iterations = None if failure else getattr(est, "n_iter_", None)
         residual = np.nan if failure else float(getattr(est, "fixed_point_residual_", np.nan))
         warned = any(isinstance(entry, Told) and entry.warning for entry in self.history_)

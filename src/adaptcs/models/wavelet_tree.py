@@ -568,10 +568,25 @@ class WaveletTreeSpikeSlab(GroupRegressor):
                     target[s - 1] = float(np.sum(pair[level, z_parent, 1]) / weight)
             np.clip(target, *PROBABILITY_BOUNDS, out=target)
 
-    def predict(self, X):
-        """Posterior mean of ``X c``, shape (n,)."""
+    def predict(self, X, return_std=False):
+        """Posterior mean of ``X c``, shape (n,); with ``return_std``, also the predictive standard deviation of a
+        new measurement of each row (noise included), exact for rows that measure one coefficient (what this
+        model fits: ``x^T V x = g^2 V_jj``). For other rows it uses the marginal variances only (posterior
+        correlations between coefficients, which the states induce, are left out)."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
-        return X @ self.coef_
+        mean = X @ self.coef_
+        if not return_std:
+            return mean
+        columns = np.abs(X).argmax(axis=1)
+        noise = self.noise_var_ * self.noise_weight_[columns]
+        return mean, np.sqrt(X**2 @ self.coef_var_ + noise)
+
+    def cov_matvec(self, v):
+        """The posterior marginal variances times ``v`` (shape (d,) or (d, k)): ``x^T V x`` exact for a basis row
+        ``x``, so the designer's choices among basis images are this model's (the largest variance first); the
+        correlations between coefficients that the states induce are left out."""
+        v = np.asarray(v, dtype=float)
+        return self.coef_var_[:, None] * v if v.ndim == 2 else self.coef_var_ * v
 
 
 def decay_profile(W: np.ndarray, S: np.ndarray, current: np.ndarray, newton_steps: int = 50) -> np.ndarray:
