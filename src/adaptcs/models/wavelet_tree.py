@@ -392,7 +392,11 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             prediction = self._predict_details(self.coef_ if warm else np.where(measured, value, 0.0))
         else:
             prediction = np.zeros(self.basis.d)
-        data = _Scan(tree, value, G, measured, float(np.sum(residual / weight)), y.shape[0],
+        if self.noise == "constant":  # summed first, as the scalar it is (sums of round-off differ by the order)
+            residual_sum = max(float(np.sum(y * y) - np.sum(value[measured] ** 2 * G[measured])), 0.0)
+        else:
+            residual_sum = float(np.sum(residual / weight))
+        data = _Scan(tree, value, G, measured, residual_sum, y.shape[0],
                      NOISE_FLOOR * float(np.mean(y * y)), weight, prediction, tree.group_scale[tree.coef_group])
         params = self._start(tree, value, G, measured, y)
         post = self._posterior(data, params)
