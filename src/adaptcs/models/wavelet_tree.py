@@ -484,11 +484,21 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         # with the prediction, the slab's gain, kappa and v0 are maximised together by alternating their exact
         # updates (the expected log-likelihood is fixed by the posterior): one alternation only would be EM with
         # the slab split into two parts as well, which crawls where one part explains a scale
-        for _ in range(PREDICTION_INNER if self.prediction and learning else 1):
+        # (these updates read only the measured coefficients: they run on those alone, n instead of d entries)
+        inner = self.prediction and learning
+        if inner:
+            kept = measured
+            data_m = replace(data, scale_of=data.scale_of[kept], prediction=data.prediction[kept],
+                             measured=np.ones(int(kept.sum()), dtype=bool))
+            q_m = q[kept]
+            weights_m, mean_m, var_m = ((x[0][kept], x[1][kept]) for x in (weights, mean, var))
+        else:
+            data_m, q_m, weights_m, mean_m, var_m = data, q, weights, mean, var
+        for _ in range(PREDICTION_INNER if inner else 1):
             before = (beta, kappa, v0.copy())
-            if self.prediction and learning:
-                beta, kappa = self._prediction_m_step(data, q, mean[1], var[1], v0, beta, kappa)
-            self._variance_m_step(data, weights, mean, var, v0, v_small, beta, kappa)
+            if inner:
+                beta, kappa = self._prediction_m_step(data_m, q_m, mean_m[1], var_m[1], v0, beta, kappa)
+            self._variance_m_step(data_m, weights_m, mean_m, var_m, v0, v_small, beta, kappa)
             if max(np.max(np.abs(beta - before[0])), abs(np.log(kappa / before[1])) if before[1] > 0 else 0.0,
                    np.max(np.abs(np.log(v0 / before[2])))) < 0.1 * self.tol:
                 break
