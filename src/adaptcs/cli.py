@@ -310,10 +310,10 @@ def _add_replay_parser(sub) -> None:
     replay.add_argument("--orders", nargs="+", default=list(REPLAY_ORDERS), choices=list(REPLAY_ORDERS))
     replay.add_argument("--fractions", nargs="+", type=float, default=[0.10, 0.15, 0.25],
                         help="fractions of the basis images at which to score (default 0.10 0.15 0.25)")
-    replay.add_argument("--prior", default="tree", choices=list(REPLAY_PRIORS),
-                        help="tree: the hidden Markov tree (default); prediction: the tree whose large details "
-                             "follow the wavelet prediction from the coarser scales; scales: GSS-EP with a prior per "
-                             "scale")
+    replay.add_argument("--prior", default="prediction", choices=list(REPLAY_PRIORS),
+                        help="prediction (default): the hidden Markov tree whose details follow the wavelet "
+                             "prediction from the coarser scales; tree: the tree alone; scales: GSS-EP with a prior "
+                             "per scale")
     replay.add_argument("--noise", default="constant", choices=["constant", "photon"],
                         help="constant: one noise variance (default); photon: proportional to the light each "
                              "pattern collects (a photon-counting camera; tree priors only)")
