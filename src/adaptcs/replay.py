@@ -16,7 +16,7 @@ import pandas as pd
 
 from adaptcs.basis import make_basis
 from adaptcs.design.basis_scan import REPLAY_ORDERS, replay_basis_scan
-from adaptcs.design.prediction import measured_coefficients
+from adaptcs.design.prediction import single_coefficient_rows
 
 PRIORS = ("tree", "prediction", "scales")
 NOISE_MODELS = ("constant", "photon")
@@ -60,10 +60,9 @@ def scan_values(basis, values, rows=None) -> np.ndarray:
         raise ValueError(f"rows must have shape (n, {basis.d}) with one value each; got rows {rows.shape}, "
                          f"values {values.shape}")
     coefficients = basis.analyze(rows)
-    columns = np.abs(coefficients).argmax(axis=1)
-    single = [measured_coefficients(coefficients[i:i + 1]).any() for i in range(rows.shape[0])]
-    if not all(single):
-        bad = [i for i, ok in enumerate(single) if not ok]
+    single, columns = single_coefficient_rows(coefficients)
+    if not single.all():
+        bad = np.flatnonzero(~single).tolist()
         raise ValueError(f"rows {bad[:5]} are not multiples of one {basis.name} basis image: a replay needs a basis "
                          "scan")
     gains = coefficients[np.arange(rows.shape[0]), columns]

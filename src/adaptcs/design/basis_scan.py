@@ -148,7 +148,7 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
             if variance is None:
                 raise ValueError(f"order='design' needs the posterior variances coef_var_; "
                                  f"{type(est).__name__} has none")
-            new = _largest_variance_first(variance, taken, k, tie_rank)
+            new = largest_first(variance, taken, k, tie_rank)
         taken[new] = True
         chosen.extend(int(j) for j in new)
         at_checkpoint = len(chosen) in checkpoints
@@ -197,12 +197,12 @@ def converged_copy(est, rows, values):
     return recorded.fit(rows, values)
 
 
-def _largest_variance_first(variance: np.ndarray, taken: np.ndarray, k: int, tie_rank: np.ndarray) -> np.ndarray:
-    """The ``k`` untaken coefficients of largest posterior variance. Variances equal to 10 significant digits are
-    ties (the unmeasured coefficients of one context share their variance up to rounding), broken by ``tie_rank``,
-    a fixed random order: neither rounding nor the data's units decide between them, and tied coefficients are
-    spread over the image rather than taken in raster order."""
-    free = np.where(taken, -np.inf, variance)
+def largest_first(score: np.ndarray, taken: np.ndarray, k: int, tie_rank: np.ndarray) -> np.ndarray:
+    """The ``k`` untaken entries of largest ``score`` (a posterior variance, or a predictive standard deviation).
+    Scores equal to 10 significant digits are ties (the unmeasured coefficients of one context share their
+    variance up to rounding), broken by ``tie_rank``, a fixed random order: neither rounding nor the data's units
+    decide between them, and tied coefficients are spread over the image rather than taken in raster order."""
+    free = np.where(taken, -np.inf, score)
     top = np.max(free)
     score = np.round(free / top, 10) if np.isfinite(top) and top > 0 else free
     return np.lexsort((tie_rank, -score))[:k]

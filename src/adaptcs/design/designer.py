@@ -17,10 +17,15 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
-from adaptcs.design.basis_scan import converged_copy, tracked_fit
+from adaptcs.design.basis_scan import converged_copy, largest_first, tracked_fit
 from adaptcs.design.binary import binary_rows
 from adaptcs.design.eigen import top_eigenvectors
-from adaptcs.design.prediction import check_prediction_basis, measured_coefficients, prediction_order
+from adaptcs.design.prediction import (
+    check_prediction_basis,
+    measured_coefficients,
+    prediction_order,
+    single_coefficient_rows,
+)
 from adaptcs.measurement import sphere_rows
 
 STRATEGIES = ("design", "random", "pool", "sequence", "predict")
@@ -231,14 +236,12 @@ class SequentialDesigner:
         self._pool_model = None if pool is None or basis is None else basis.analyze(pool)
         # a pool of basis images (a single-pixel camera's patterns): the replay's protocol, the approximation's
         # images first and ties in the score broken by a fixed random order (adaptcs.design.basis_scan)
-        self._scan_pool = strategy == "pool" and self._pool_model is not None and \
-            bool(np.all(np.sum(np.abs(self._pool_model) > 1e-9 * np.abs(self._pool_model).max(axis=1,
-                                                                                              keepdims=True),
-                               axis=1) == 1))
+        single, coefficient = (None, None) if self._pool_model is None else \
+            single_coefficient_rows(self._pool_model)
+        self._scan_pool = strategy == "pool" and single is not None and bool(single.all())
         self._pool_tie_rank = None
         self._tracked = None  # the tracked fit that chooses a basis-image pool's rows (see tell)
         if self._scan_pool:
-            coefficient = np.abs(self._pool_model).argmax(axis=1)
             self._pool_approximation = basis.scales()[coefficient] == 0
             self._pool_tie_rank = np.argsort(self.rng.permutation(pool.shape[0]))
         # coefficients measured directly by a basis-image row ("predict" never asks for them again)
@@ -380,13 +383,10 @@ class SequentialDesigner:
         _mean, std = chooser.predict(pool, return_std=True)
         used = self._pool_used.copy()
         used[np.asarray(exclude, dtype=np.intp)] = True
-        score = np.where(used, -np.inf, std)
         if self._pool_tie_rank is None:
-            chosen = np.argsort(-score, kind="stable")[:k]
+            chosen = np.argsort(-np.where(used, -np.inf, std), kind="stable")[:k]
         else:  # scores equal to 10 digits are ties (one context's unmeasured basis images), in a random order
-            top = np.max(score)
-            rounded = np.round(score / top, 10) if np.isfinite(top) and top > 0 else score
-            chosen = np.lexsort((self._pool_tie_rank, -rounded))[:k]
+            chosen = largest_first(std, used, k, self._pool_tie_rank)
         noise = getattr(chooser, "noise_var_", np.nan)
         return self.pool[chosen], std[chosen] ** 2 - noise, chosen
 

@@ -93,6 +93,30 @@ def prediction_order(basis: Basis, coef: np.ndarray, measured: np.ndarray, k: in
     return left[order[:k]]
 
 
+def single_coefficient_rows(coefficient_rows: np.ndarray, rtol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+    """Which rows are a multiple of one basis image, and of which one.
+
+    Parameters
+    ----------
+    coefficient_rows : ndarray, shape (n, d)
+        The rows in coefficient space (``X Psi^T``, :meth:`adaptcs.basis.Basis.analyze` of the pixel rows).
+    rtol : float
+        Entries below ``rtol`` times a row's largest count as zero (round-off of the transforms).
+
+    Returns
+    -------
+    single : ndarray of bool, shape (n,)
+        The row has exactly one non-zero coefficient.
+    column : ndarray of int, shape (n,)
+        The row's largest coefficient (its basis image where ``single``).
+    """
+    magnitude = np.abs(coefficient_rows)
+    column = magnitude.argmax(axis=1) if coefficient_rows.shape[0] else np.zeros(0, dtype=np.intp)
+    peak = magnitude[np.arange(coefficient_rows.shape[0]), column]
+    single = (np.sum(magnitude > rtol * peak[:, None], axis=1) == 1) & (peak > 0)
+    return single, column
+
+
 def measured_coefficients(coefficient_rows: np.ndarray, rtol: float = 1e-9) -> np.ndarray:
     """Which coefficients the rows measure directly (rows that are a multiple of one basis image).
 
@@ -107,13 +131,7 @@ def measured_coefficients(coefficient_rows: np.ndarray, rtol: float = 1e-9) -> n
     -------
     ndarray of bool, shape (d,)
     """
-    n, d = coefficient_rows.shape
-    measured = np.zeros(d, dtype=bool)
-    if n == 0:
-        return measured
-    magnitude = np.abs(coefficient_rows)
-    largest = magnitude.argmax(axis=1)
-    peak = magnitude[np.arange(n), largest]
-    single = np.sum(magnitude > rtol * peak[:, None], axis=1) == 1
-    measured[largest[single & (peak > 0)]] = True
+    measured = np.zeros(coefficient_rows.shape[1], dtype=bool)
+    single, column = single_coefficient_rows(coefficient_rows, rtol)
+    measured[column[single]] = True
     return measured
