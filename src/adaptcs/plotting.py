@@ -412,7 +412,7 @@ def save(fig, paths) -> None:
     """Write ``fig`` to every path (format from the suffix) and close it."""
     for path in paths:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
+        fig.savefig(path, bbox_inches="tight")  # labels placed outside the axes (row labels) stay in the picture
     plt.close(fig)
 
 
