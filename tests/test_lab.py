@@ -515,3 +515,76 @@ def test_a_fit_that_is_not_converged_says_why_and_what_to_do(bench):
         designer.tell(X, X @ w)
     summary = lab._fit_summary(designer)
     assert summary.converged is False and "max_iter=2" in summary.warning and "To converge" in summary.warning
+
+
+@pytest.mark.slow
+def test_a_camera_loop_in_the_lab_scores_as_the_replay(tmp_path, capsys):
+    """A single-pixel camera driven from the command line (a Haar basis of depth 2, a pool of its basis images)
+    is fitted with the replay's model and told add by add: on the same simulated photon-noise scan it measures the
+    replay's rows and its reconstructions are within 0.2 dB of the replay's; a row that is not a basis image turns
+    the fit back to GSS-EP."""
+    from skimage import data
+    from skimage.transform import resize
+
+    from adaptcs.basis import make_basis
+    from adaptcs.design.basis_scan import photon_basis_scan, replay_basis_scan
+    from adaptcs.models import WaveletTreeSpikeSlab
+
+    side, batch, fractions = 32, 16, (0.125, 0.25)
+    basis = make_basis("haar", side, level=2)  # an 8 x 8 approximation, as a camera scan
+    image = resize(data.camera() / 255.0, (side, side), anti_aliasing=True).ravel()
+    values = photon_basis_scan(basis, image, 1e4, np.random.default_rng(0))
+    replay = replay_basis_scan(WaveletTreeSpikeSlab(basis, prediction=True), basis, values, "design", fractions,
+                               batch_size=batch, rng=0)  # replay_scan's default prior
+    pool = basis.synthesize(np.eye(basis.d))  # the camera's patterns, in pixels
+    lab.write_csv(tmp_path / "pool.csv", pool)
+    state = tmp_path / "camera.h5"
+    assert design("init", "--basis", "haar", "--side", side, "--level", 2, "--strategy", "pool", "--pool",
+                  tmp_path / "pool.csv", "--state", state) == 0
+    assert "the replay's wavelet tree" in capsys.readouterr().out
+    full = basis.synthesize(values)
+    peak = full.max() - full.min()
+    ours = {}
+    while lab.load_state(state).X.shape[0] < int(fractions[-1] * basis.d):
+        lab.next_rows(state, tmp_path / "rows.csv", batch)
+        rows = np.loadtxt(tmp_path / "rows.csv", delimiter=",", ndmin=2)
+        np.savetxt(tmp_path / "y.csv", values[np.abs(basis.analyze(rows)).argmax(axis=1)], fmt="%.17g")
+        lab.add(state, tmp_path / "rows.csv", tmp_path / "y.csv")
+        n = lab.load_state(state).X.shape[0]
+        if n / basis.d in fractions:
+            _, summary = lab.estimate(state, tmp_path / "estimate.csv", tmp_path / "image.csv")
+            assert summary.model == "WaveletTreeSpikeSlab" and summary.converged
+            reconstruction = np.loadtxt(tmp_path / "image.csv", delimiter=",").ravel()
+            ours[n] = 10 * np.log10(peak**2 / np.mean((reconstruction - full) ** 2))
+    for n, coef in zip(replay.n, replay.coef, strict=True):
+        replayed = 10 * np.log10(peak**2 / np.mean((basis.synthesize(coef) - full) ** 2))
+        assert abs(ours[n] - replayed) < 0.2, (n, ours[n], replayed)
+    measured = np.abs(basis.analyze(lab.load_state(state).X)).argmax(axis=1)
+    np.testing.assert_array_equal(measured, replay.measured)
+    # a measured row that is not one basis image: the rows are no longer a basis scan, GSS-EP fits them
+    np.savetxt(tmp_path / "other.csv", np.ones((1, basis.d)) / side, delimiter=",")
+    np.savetxt(tmp_path / "y.csv", [image.sum() / side])
+    lab.add(state, tmp_path / "other.csv", tmp_path / "y.csv")
+    assert not lab.load_state(state).uses_tree
+
+
+def test_level_is_a_wavelet_depth_kept_in_the_state(tmp_path, capsys):
+    from adaptcs.basis import make_basis
+
+    state = tmp_path / "s.h5"
+    assert design("init", "--basis", "haar", "--side", 16, "--level", 1, "--strategy", "predict", "--state",
+                  state) == 0
+    assert "depth 1" in capsys.readouterr().out
+    loaded = lab.load_state(state)
+    assert loaded.level == 1 and loaded.basis.level == 1 and loaded.uses_tree
+    np.testing.assert_array_equal(loaded.groups, make_basis("haar", 16, level=1).groups())
+    lab.next_rows(state, tmp_path / "rows.csv", 64)  # the 8 x 8 approximation's basis images first
+    rows = np.loadtxt(tmp_path / "rows.csv", delimiter=",", ndmin=2)
+    assert set(np.abs(loaded.basis.analyze(rows)).argmax(axis=1)) == set(range(64))
+    with pytest.raises(lab.StateError, match="--level is the depth of a wavelet basis"):
+        lab.init(tmp_path / "t.h5", basis="dct", side=16, level=1)
+    with pytest.raises(lab.StateError, match="level must be in 1..4"):
+        lab.init(tmp_path / "t.h5", basis="haar", side=16, level=5)
+    with pytest.raises(lab.StateError, match="p0"):  # GSS-EP's parameter: the loop keeps GSS-EP
+        lab.init(tmp_path / "u.h5", basis="haar", side=16, strategy="predict", p0=1.5)
+    assert not lab.init(tmp_path / "u.h5", basis="haar", side=16, strategy="predict", p0=0.2).uses_tree

@@ -194,13 +194,15 @@ def _print_curves(curves, every: int) -> None:
 def _design_init(args) -> int:
     from adaptcs import lab
 
-    state = lab.init(args.state, args.groups, basis=args.basis, side=args.side, p0=args.p0, v0=args.v0,
-                     noise_var=args.noise_var,
+    state = lab.init(args.state, args.groups, basis=args.basis, side=args.side, level=args.level, p0=args.p0,
+                     v0=args.v0, noise_var=args.noise_var,
                      strategy=args.strategy, row_constraint=args.row_constraint, row_norm=args.row_norm, seed=args.seed,
                      pool_path=args.pool, force=args.force)
     learned = ", ".join(state.learned) or "nothing"
-    basis = (f" ({state.basis_name} basis of {state.side} x {state.side} images: rows are pixel patterns, a prior "
-             "per scale)") if state.basis_name else ""
+    prior = "the replay's wavelet tree with the prediction" if state.uses_tree else "a prior per scale"
+    depth = f", depth {state.basis.level}" if hasattr(state.basis, "level") else ""
+    basis = (f" ({state.basis_name} basis of {state.side} x {state.side} images{depth}: rows are pixel patterns, "
+             f"{prior})") if state.basis_name else ""
     print(f"{args.state}: {state.d} coefficients in {len(set(state.groups.tolist()))} groups{basis}, strategy "
           f"{state.strategy} ({state.row_constraint} rows); learned from the measurements: {learned}")
     return 0
@@ -247,9 +249,13 @@ def _design_estimate(args) -> int:
     if not summary.converged:
         print("warning: " + (summary.warning or "the fit did not converge: treat the estimate with care"),
               file=sys.stderr)
-    active = table.groupby("group")["group_prob"].first()
-    print(f"wrote {len(table)} coefficients to {args.out}; {int((active > 0.5).sum())} of {active.size} groups "
-          "have probability > 0.5 of being active")
+    if summary.model == "WaveletTreeSpikeSlab":  # a state per coefficient
+        print(f"wrote {len(table)} coefficients to {args.out}; {int((table['group_prob'] > 0.5).sum())} of "
+              f"{len(table)} have probability > 0.5 of being on")
+    else:
+        active = table.groupby("group")["group_prob"].first()
+        print(f"wrote {len(table)} coefficients to {args.out}; {int((active > 0.5).sum())} of {active.size} groups "
+              "have probability > 0.5 of being active")
     if args.image:
         print(f"wrote the image (posterior mean, pixels) to {args.image}")
     return 0
@@ -336,6 +342,8 @@ def _add_design_parser(sub) -> None:
                       help="instead of --groups: the coefficients of a --side x --side image in this basis (its "
                            "groups, a prior per scale); rows asked for and told are pixel patterns")
     init.add_argument("--side", type=int, help="image side with --basis (a power of two for wavelets)")
+    init.add_argument("--level", type=int, help="wavelet depth with --basis (a scan with a k x k approximation: "
+                                                "log2(side / k); default a 4 x 4 approximation)")
     init.add_argument("--state", required=True)
     for name, what in (("p0", "prior probability of a group"), ("v0", "variance of a non-zero coefficient"),
                        ("noise-var", "noise variance of a measurement")):

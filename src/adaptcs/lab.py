@@ -6,19 +6,24 @@ and rename it over the old one, under an exclusive lock: an interrupted or faile
 it was, and bad input files change nothing. No output file may be the state file, the same rows and values are
 not added twice by mistake (``add --again`` for a real repeat), and a batch added by mistake is taken back with
 ``remove`` (kept in the file and logged, never deleted). The estimate depends only on the measurements told
-(every command refits GSS-EP from scratch on all of them), never on the order of the commands.
+(every command refits GSS-EP from scratch on all of them; a camera's loop, below, on each add in turn), never on
+the order of the commands.
 
 With a basis (``init --basis haar --side 64``) the unknowns are the basis coefficients ``c`` of an image
 ``x = Psi^T c`` (:mod:`adaptcs.basis`): groups are the basis's 2 x 2 blocks, GSS-EP has a spike probability and
 a slab variance per wavelet scale (learned unless given), and every row asked for, told or pooled is a pattern of
-pixels (what the instrument shows), stored as such; the fit sees it as ``Psi a``.
+pixels (what the instrument shows), stored as such; the fit sees it as ``Psi a``. A single-pixel camera's loop (a
+wavelet basis, strategy "pool" of basis images or "predict", every row told a basis image) is fitted with the
+replay's model instead (:class:`adaptcs.models.WaveletTreeSpikeSlab` with the wavelet prediction, exact), so the lab
+chooses the rows the replay would (``LabState.uses_tree``).
 
 State file layout (format ``adaptcs-design-state``, version 3; versions 1 and 2, without checksums, still open
 with a note and gain them when a command next changes the state)::
 
     attrs: format, format_version, strategy, row_constraint, row_norm (NaN: sqrt(d)), seed,
            given (JSON: the hyper-parameters fixed by the user; the others are learned), estimator (JSON),
-           basis ("" or a name of adaptcs.basis.BASES), side (0 without a basis),
+           basis ("" or a name of adaptcs.basis.BASES), side (0 without a basis), level (the wavelet depth;
+           0 or absent: the basis's default),
            data_sha256 (of every dataset's name, type, shape and bytes), attrs_sha256 (of the other attributes)
     groups      (d,)     int    group label of every coefficient
     X           (n, d)   float  every row measured, in the order told (pixels with a basis)
@@ -63,13 +68,16 @@ from adaptcs._io import atomic_write, attrs_digest, stale_temporaries
 from adaptcs.basis import BASES, WAVELETS, Basis, make_basis
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES, Told
+from adaptcs.design.prediction import single_coefficient_rows
 from adaptcs.experiments import UNINFORMED_P0, uninformed_scale
-from adaptcs.models import GroupSpikeSlabEP
+from adaptcs.models import GroupSpikeSlabEP, WaveletTreeSpikeSlab
 
 STATE_FORMAT = "adaptcs-design-state"
 STATE_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)  # version 1: no basis attributes; versions 1 and 2: no checksums, no removed rows
 HYPERPARAMETER_NAMES = ("p0", "v0", "noise_var")
+TREE_LEARNED = ("p_on", "p_off", "v0", "noise_var")  # what the tree's EM learns unless given (v0, noise_var)
+TREE_HYPERPARAMETER_NAMES = TREE_LEARNED + ("beta", "kappa")  # beta, kappa: the prediction's gain and spread
 DATASETS = ("groups", "X", "y", "added_by", "was_asked", "asked", "asked_by", "measured")
 REMOVED = ("removed_X", "removed_y", "removed_by")  # rows taken back (version 3)
 MAX_GROUP_LABEL = 2**31 - 1
@@ -102,6 +110,7 @@ class LabState:
     log: list = field(default_factory=list)
     basis_name: str = ""
     side: int = 0
+    level: int = 0  # wavelet depth (0: the basis's default)
     removed_X: np.ndarray | None = None
     removed_y: np.ndarray = field(default_factory=lambda: np.zeros(0))
     removed_by: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -130,15 +139,31 @@ class LabState:
     @property
     def basis(self) -> Basis | None:
         """The sparsifying basis of the coefficients (None: the rows are in coefficient space)."""
-        return make_basis(self.basis_name, self.side) if self.basis_name else None
+        return make_basis(self.basis_name, self.side, self.level or None) if self.basis_name else None
+
+    @property
+    def uses_tree(self) -> bool:
+        """Whether the fit is the replay's model (:class:`WaveletTreeSpikeSlab` whose "on" state follows the
+        wavelet prediction): a wavelet basis, strategy "pool" (of basis images) or "predict", every row told a
+        basis image, and no fixed ``p0`` (a GSS-EP parameter). Otherwise GSS-EP with a prior per scale."""
+        if self.basis_name not in WAVELETS or self.strategy not in ("pool", "predict") or "p0" in self.given:
+            return False
+        rows = self.X if self.pool is None else np.vstack([self.pool, self.X])
+        return not rows.shape[0] or bool(single_coefficient_rows(self.basis.analyze(rows))[0].all())
 
     @property
     def learned(self) -> tuple[str, ...]:
         """The hyper-parameters learned from the measurements (those the user did not fix)."""
-        return tuple(name for name in HYPERPARAMETER_NAMES if self.given.get(name) is None)
+        names = TREE_HYPERPARAMETER_NAMES if self.uses_tree else HYPERPARAMETER_NAMES
+        return tuple(name for name in names if self.given.get(name) is None)
 
-    def estimator(self) -> GroupSpikeSlabEP:
-        """GSS-EP with the given hyper-parameters, and the others learned starting from the measurements' scale."""
+    def estimator(self) -> GroupSpikeSlabEP | WaveletTreeSpikeSlab:
+        """The model of the measurements (see :attr:`uses_tree`) with the given hyper-parameters; the others
+        learned (GSS-EP starting from the measurements' scale)."""
+        if self.uses_tree:
+            learn = tuple(name for name in TREE_LEARNED if self.given.get(name) is None)
+            return WaveletTreeSpikeSlab(self.basis, prediction=True, v0=self.given.get("v0"),
+                                        noise_var=self.given.get("noise_var"), learn=learn)
         start = {"p0": UNINFORMED_P0, "v0": 1.0, "noise_var": 1.0}
         if self.learned and self.X.shape[0]:
             start["v0"], start["noise_var"] = uninformed_scale(self.X, self.y)
@@ -149,11 +174,21 @@ class LabState:
                                 scales=scales, learn=self.learned)
 
     def designer(self, batch_size: int = 1) -> SequentialDesigner:
-        """A designer told every measurement so far (one fit, from scratch); seeded by (seed, number of asks)."""
+        """A designer told every measurement so far; seeded by (seed, number of asks).
+
+        GSS-EP is fitted once, from scratch, on everything. A camera's loop (:attr:`uses_tree` with a pool) is told
+        add by add, in order: the interactive designer's path, whose tracked fits choose the rows as the replay
+        does (:func:`adaptcs.design.basis_scan.replay_basis_scan`; a fit from scratch on everything chooses
+        differently). That costs one short fit per add at every command.
+        """
         designer = SequentialDesigner(self.estimator(), strategy=self.strategy, row_norm=self.row_norm,
                                       batch_size=batch_size, pool=self.pool, row_constraint=self.row_constraint,
                                       rng=np.random.default_rng([self.seed, self.n_asks]), basis=self.basis)
-        if self.X.shape[0]:
+        if self.uses_tree and self.pool is not None:
+            for call in np.unique(self.added_by):  # adds are numbered in the order they were made
+                mine = self.added_by == call
+                designer.tell(self.X[mine], self.y[mine])
+        elif self.X.shape[0]:
             designer.tell(self.X, self.y)  # pool rows among them are spent
         return designer
 
@@ -302,10 +337,11 @@ def save_state(path, state: LabState) -> Path:
         f.attrs["given"] = json.dumps(state.given, sort_keys=True)
         f.attrs["basis"] = state.basis_name
         f.attrs["side"] = state.side
-        estimator = state.estimator().get_params()
-        estimator.pop("groups")
-        estimator.pop("scales")  # the basis's, saved as basis and side
-        f.attrs["estimator"] = json.dumps({"class": "GroupSpikeSlabEP", **estimator}, sort_keys=True, default=str)
+        f.attrs["level"] = state.level
+        model = state.estimator()
+        estimator = {name: value for name, value in model.get_params().items()
+                     if name not in ("groups", "scales", "basis")}  # the basis's, saved as basis, side and level
+        f.attrs["estimator"] = json.dumps({"class": type(model).__name__, **estimator}, sort_keys=True, default=str)
         arrays = _state_arrays(state)
         for name, value in arrays.items():
             # Fletcher-32 needs chunked storage, which needs at least one element
@@ -361,7 +397,8 @@ def load_state(path) -> LabState:
                 row_norm=None if np.isnan(row_norm) else row_norm, seed=int(_attr(f, "seed", path)),
                 given=json.loads(_attr(f, "given", path)), pool=arrays.pop("pool", None),
                 log=[json.loads(line.decode() if isinstance(line, bytes) else line) for line in lines],
-                basis_name=str(f.attrs.get("basis", "")), side=int(f.attrs.get("side", 0)), **arrays)
+                basis_name=str(f.attrs.get("basis", "")), side=int(f.attrs.get("side", 0)),
+                level=int(f.attrs.get("level", 0)), **arrays)
     except StateError:
         raise
     except OSError as exc:
@@ -433,7 +470,7 @@ def _now() -> str:
 
 # -- commands ----------------------------------------------------------------------------------------------------
 
-def init(state_path, groups_path=None, *, basis=None, side=None, p0=None, v0=None, noise_var=None,
+def init(state_path, groups_path=None, *, basis=None, side=None, level=None, p0=None, v0=None, noise_var=None,
          strategy="design", row_constraint="sphere", row_norm=None, seed=0, pool_path=None, force=False) -> LabState:
     """Start a lab loop: groups (a file, or a basis's), the hyper-parameters fixed by the user (the others are
     learned), the strategy.
@@ -450,8 +487,13 @@ def init(state_path, groups_path=None, *, basis=None, side=None, p0=None, v0=Non
         that basis, in groups of the basis, with a prior per scale; rows are pixel patterns.
     side : int, optional
         Image side with ``basis`` (a power of two for wavelets).
+    level : int, optional
+        Wavelet depth (a camera scan with a ``k x k`` approximation has depth ``log2(side / k)``); default the
+        basis's (a 4 x 4 approximation).
     p0, v0, noise_var : float, optional
-        Fixed hyper-parameters (with a basis: the same for every scale); the others are learned.
+        Fixed hyper-parameters (with a basis: the same for every scale); the others are learned. With a wavelet
+        basis and strategy "pool" of basis images or "predict" the model is the replay's wavelet tree
+        (:attr:`LabState.uses_tree`), which has no ``p0``: giving one keeps GSS-EP.
     strategy : {"design", "random", "pool", "predict"}
         "predict" (the wavelet prediction scan of basis images) needs a wavelet basis.
     row_constraint, row_norm, seed, pool_path, force
@@ -466,6 +508,8 @@ def init(state_path, groups_path=None, *, basis=None, side=None, p0=None, v0=Non
     if strategy == "predict" and basis not in WAVELETS:
         raise StateError("strategy predict shows the images of a wavelet basis: give --basis haar, db2 or db4 "
                          "(and --side)")
+    if level is not None and basis not in WAVELETS:
+        raise StateError(f"--level is the depth of a wavelet basis; it needs --basis {' or '.join(WAVELETS)}")
     if basis is None:
         if side is not None:
             raise StateError("--side is the image side of a basis; it needs --basis")
@@ -476,7 +520,8 @@ def init(state_path, groups_path=None, *, basis=None, side=None, p0=None, v0=Non
         if side is None:
             raise StateError(f"basis {basis!r} needs the image side (--side)")
         try:
-            groups, basis_name, side = make_basis(basis, int(side)).groups(), basis, int(side)
+            level = None if level is None else val.check_count(level, "level")
+            groups, basis_name, side = make_basis(basis, int(side), level).groups(), basis, int(side)
         except ValueError as exc:
             raise StateError(f"basis {basis!r} at side {side}: {exc}") from None
     given = {}
@@ -500,14 +545,15 @@ def init(state_path, groups_path=None, *, basis=None, side=None, p0=None, v0=Non
     state = LabState(groups=groups, strategy=strategy, row_constraint=row_constraint,
                      row_norm=None if row_norm is None else val.check_positive_scalar(row_norm, "row_norm"),
                      seed=val.check_count(seed, "seed", minimum=0), given=given, pool=pool, basis_name=basis_name,
-                     side=side)
+                     side=side, level=level or 0)
     try:  # the designer's own checks (a strategy that needs a basis, rows a basis cannot take)
         SequentialDesigner(state.estimator(), strategy=strategy, row_constraint=row_constraint, pool=pool,
                            basis=state.basis)
     except ValueError as exc:
         raise StateError(str(exc)) from None
     state.log.append({"command": "init", "time": _now(), "d": state.d, "groups": int(np.unique(groups).size),
-                      "given": given, "learned": list(state.learned), "basis": basis_name, "side": side})
+                      "given": given, "learned": list(state.learned), "basis": basis_name, "side": side,
+                      "level": level or 0, "model": type(state.estimator()).__name__})
     with locked(state_path):  # the lock of add and next: --force never replaces a state while they write it
         if Path(state_path).exists() and not force:
             raise StateError(f"{state_path} exists (it holds measurements); remove it or pass --force to start over")
@@ -524,6 +570,7 @@ class FitSummary:
     n_iter: int | None
     hyperparameters: dict
     warning: str = ""  # why the fit is not converged, and what to do (empty when it converged)
+    model: str = "GroupSpikeSlabEP"
 
     def describe(self, learned) -> str:
         """One line for people: rows measured, converged or not, and the learned values."""
@@ -531,8 +578,10 @@ class FitSummary:
             return "no measurements yet"
         values = ", ".join(f"{name}={_format(value)}" + (" (learned)" if name in learned else "")
                            for name, value in self.hyperparameters.items())
-        status = "converged" if self.converged else "NOT converged"
-        return f"fit on {self.n_rows} rows: {status} ({self.n_iter} iterations in the last EP run); {values}"
+        status = "tracked (a few EM iterations per add; 'estimate' fits to convergence)" \
+            if self.converged is None else "converged" if self.converged else "NOT converged"
+        run = "EP run" if self.model == "GroupSpikeSlabEP" else f"{self.model} fit"
+        return f"fit on {self.n_rows} rows: {status} ({self.n_iter} iterations in the last {run}); {values}"
 
 
 def _format(value) -> str:
@@ -542,20 +591,27 @@ def _format(value) -> str:
     return "[" + " ".join(f"{v:.3g}" for v in value) + "] per scale"
 
 
-def _fit_summary(designer: SequentialDesigner) -> FitSummary:
-    est = designer.estimator_
+def _fit_summary(designer: SequentialDesigner, converged_fit: bool = True) -> FitSummary:
+    """The fit's summary: the converged fit's, or with ``converged_fit=False`` the one that chose the rows (a camera
+    loop's tracked fit, ``converged`` None: fitting it to convergence only to print it would cost seconds)."""
+    tracked = not converged_fit and designer.tracked_ is not None
+    est = designer.tracked_ if tracked else designer.estimator_
     if est is None:
         return FitSummary(0, None, None, {})
     if designer.failure_:
         raise StateError(f"the fit on {designer.n_told_} measurements failed ({designer.failure_}); nothing was "
                          "changed")
-    if est.scales is None:
+    if isinstance(est, WaveletTreeSpikeSlab):  # per detail scale (v0 also the approximation's), one kappa
+        values = {"p_on": est.p_on_.tolist(), "p_off": est.p_off_.tolist(), "v0": est.v0_.tolist(),
+                  "beta": est.beta_[1:].tolist(), "kappa": float(est.kappa_)}
+    elif est.scales is None:
         values = {"p0": float(np.mean(est.p0_)), "v0": float(est.v0_)}
     else:  # one value per scale (the approximation's p0 is 1)
         values = {"p0": [float(v) for v in est.p0_], "v0": [float(v) for v in est.v0_]}
     told = [entry for entry in designer.history_ if isinstance(entry, Told)]
-    return FitSummary(designer.n_told_, bool(est.converged_), int(est.n_iter_),
-                      {**values, "noise_var": float(est.noise_var_)}, told[-1].warning if told else "")
+    return FitSummary(designer.n_told_, None if tracked else bool(est.converged_), int(est.n_iter_),
+                      {**values, "noise_var": float(est.noise_var_)}, told[-1].warning if told else "",
+                      type(est).__name__)
 
 
 def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSummary, dict]:
@@ -567,7 +623,7 @@ def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSumm
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the fit's convergence is reported in the summary instead
             designer = state.designer(batch)
-            summary = _fit_summary(designer)
+            summary = _fit_summary(designer, converged_fit=False)
             try:
                 rows = designer.ask()
             except (ValueError, RuntimeError) as exc:
@@ -675,7 +731,8 @@ def _match_asked(asked: np.ndarray, pending: np.ndarray, rows: np.ndarray) -> tu
 
 def estimate(state_path, out_path, image_path=None) -> tuple[pd.DataFrame, FitSummary]:
     """The posterior from every measurement: per coefficient its group, mean, standard deviation and the
-    probability that its group is active; written to ``out_path`` (CSV with a header). With a basis,
+    probability that its group is active (the wavelet tree: that its own state is on); written to ``out_path`` (CSV
+    with a header). With a basis,
     ``image_path`` also gets the posterior mean image ``Psi^T E[c]`` (CSV, ``side`` lines of ``side`` pixels)."""
     refuse_state_as_output(state_path, out_path, "--out")
     refuse_state_as_output(state_path, image_path, "--image")
@@ -692,7 +749,8 @@ def estimate(state_path, out_path, image_path=None) -> tuple[pd.DataFrame, FitSu
         designer = state.designer()
         summary = _fit_summary(designer)
     est = designer.estimator_
-    group_prob = est.group_prob_[np.searchsorted(est.group_labels_, state.groups)]
+    group_prob = est.coef_prob_ if isinstance(est, WaveletTreeSpikeSlab) else \
+        est.group_prob_[np.searchsorted(est.group_labels_, state.groups)]
     table = pd.DataFrame({"coefficient": np.arange(state.d), "group": state.groups, "mean": est.coef_,
                           "std": np.sqrt(est.coef_var_), "group_prob": group_prob})
     atomic_write(out_path, lambda tmp: table.to_csv(tmp, index=False, float_format="%.10g"))

@@ -258,6 +258,12 @@ class SequentialDesigner:
         return self._estimator
 
     @property
+    def tracked_(self):
+        """With a pool of basis images and a tracking estimator, the tracked fit that chooses the rows (a few warm
+        iterations per tell, not converged: :attr:`estimator_` is the converged fit); else None."""
+        return self._tracked
+
+    @property
     def n_features_in_(self) -> int | None:
         """Coefficients per row: from the rows told, the pool, or the estimator's groups (None if unknown)."""
         if self.X_ is not None:

@@ -26,6 +26,7 @@ parents=basis.parents())`` keeps the same tree (with an exact spike) exact insid
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
@@ -160,6 +161,8 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         Posterior marginal variances (what a basis scan's design reads: ``x^T V x`` of basis row ``j``).
     group_prob_ : ndarray, shape (G,)
         ``P(z_g = 1 | y)`` of every state (1 for the approximation's); G = d with ``states="coefficients"``.
+    coef_prob_ : ndarray, shape (d,)
+        The probability that each coefficient's state is "on" (its entry of ``group_prob_``).
     p_on_, p_off_ : ndarray, shape (L,)
     v0_, v_small_ : ndarray, shape (L + 1,)
     noise_var_ : float
@@ -263,7 +266,9 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             magnitude = np.abs(X)
             columns = magnitude.argmax(axis=1)
             gains = X[np.arange(X.shape[0]), columns]
-            if np.any(gains == 0) or np.count_nonzero(magnitude > 1e-12 * np.abs(gains)[:, None]) != X.shape[0]:
+            # entries below 1e-9 of a row's largest are the round-off of patterns written to files
+            # (adaptcs.design.prediction.single_coefficient_rows)
+            if np.any(gains == 0) or np.count_nonzero(magnitude > 1e-9 * np.abs(gains)[:, None]) != X.shape[0]:
                 raise ValueError("WaveletTreeSpikeSlab needs rows that each measure one coefficient (a basis scan); "
                                  "for other rows use GroupSpikeSlabEP(groups, scales=basis.scales())")
         G = np.bincount(columns, gains * gains, minlength=d)
@@ -452,7 +457,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         q = prob[tree.coef_group]
         self.coef_ = q * mean[1] + (1 - q) * mean[0]
         self.coef_var_ = q * (mean[1] ** 2 + var[1]) + (1 - q) * (mean[0] ** 2 + var[0]) - self.coef_**2
-        self.group_prob_ = prob
+        self.group_prob_, self.coef_prob_ = prob, q
         self.p_on_, self.p_off_, self.v0_, self.v_small_, self.noise_var_ = p_on, p_off, v0, v_small, s2
         self.beta_, self.kappa_ = beta, kappa
         self.prediction_, self.noise_weight_ = data.prediction, weight
@@ -627,27 +632,37 @@ def decay_profile(W: np.ndarray, S: np.ndarray, current: np.ndarray, newton_step
     if seen.sum() < 2:  # the slope is not identified: keep it, fit the level in closed form
         a = float(np.log(np.sum(S[seen] * np.exp(b * index[seen])) / np.sum(W[seen])))
         return np.exp(a - b * index)
-    J = np.stack([np.ones_like(index), -index], axis=1)  # dt/d(a, b)
+    # Newton on (a, b) with t = a - b s': gradient and Hessian in closed form, the 2 x 2 system by Cramer's rule,
+    # in Python floats over the few scales (called many times per fit: numpy's per-call overheads were most of a
+    # fit's time)
+    terms = [(float(w), float(z), float(k)) for w, z, k in zip(W, S, index, strict=True) if w > 0 or z > 0]
 
-    def objective(theta):
-        t = J @ theta
-        with np.errstate(over="ignore"):  # a trial step far out: -inf, rejected by the backtracking
-            return float(np.sum(-0.5 * W * t - 0.5 * S * np.exp(-t)))
+    def objective(a, b):  # a trial step far out overflows to -inf (rejected by the backtracking)
+        return sum(-0.5 * w * (a - b * k) - 0.5 * z * math.exp(min(b * k - a, 700.0)) for w, z, k in terms)
 
-    theta = np.array([a, b])
     for _ in range(newton_steps):
-        e = S * np.exp(-(J @ theta))
-        grad = J.T @ (0.5 * (e - W))
-        hess = (J * (-0.5 * e)[:, None]).T @ J
-        step = np.linalg.solve(hess - 1e-12 * np.eye(2), -grad)
-        step *= min(1.0, 5.0 / max(np.max(np.abs(step)), 1e-300))  # at most a factor e^5 per step
-        before = objective(theta)
-        while objective(theta + step) < before and np.max(np.abs(step)) > 1e-12:  # backtrack: never go down
-            step = step / 2
-        theta = theta + step
-        if np.max(np.abs(step)) < 1e-10:
+        g_a = g_b = e_sum = ke_sum = kke_sum = 0.0
+        for w, z, k in terms:
+            e = z * math.exp(min(b * k - a, 700.0))
+            g_a += e - w
+            g_b -= k * (e - w)
+            e_sum += e
+            ke_sum += k * e
+            kke_sum += k * k * e
+        g_a, g_b = 0.5 * g_a, 0.5 * g_b
+        h_aa, h_ab, h_bb = -0.5 * e_sum - 1e-12, 0.5 * ke_sum, -0.5 * kke_sum - 1e-12
+        det = h_aa * h_bb - h_ab * h_ab
+        step_a, step_b = (-g_a * h_bb + g_b * h_ab) / det, (-g_b * h_aa + g_a * h_ab) / det
+        largest = max(abs(step_a), abs(step_b))
+        shrink = min(1.0, 5.0 / max(largest, 1e-300))  # at most a factor e^5 per step
+        step_a, step_b, largest = step_a * shrink, step_b * shrink, largest * shrink
+        before = objective(a, b)
+        while objective(a + step_a, b + step_b) < before and largest > 1e-12:  # backtrack: never go down
+            step_a, step_b, largest = step_a / 2, step_b / 2, largest / 2
+        a, b = a + step_a, b + step_b
+        if largest < 1e-10:
             break
-    return np.exp(J @ theta)
+    return np.exp(a - b * index)
 
 
 def _slab_share(part_var, other_var, second_moment):
