@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from adaptcs.basis import BASES, DCTBasis, WaveletBasis, make_basis, scale_profile
+from adaptcs.basis import BASES, BIORTHOGONAL, DCTBasis, WaveletBasis, make_basis, scale_profile
+
+ORTHONORMAL = [name for name in BASES if name not in BIORTHOGONAL]
 from adaptcs.design import SequentialDesigner, run_sequential_design
 from adaptcs.models import GroupSpikeSlabEP
 
@@ -23,16 +25,37 @@ def dct_matrix(n):
     return C
 
 
-@pytest.mark.parametrize("name", BASES)
+@pytest.mark.parametrize("name", ORTHONORMAL)
 @pytest.mark.parametrize("side", [8, 16])
 def test_bases_are_orthonormal_and_invert(name, side):
     basis = make_basis(name, side)
+    assert basis.orthonormal
     psi_t = basis.analyze(np.eye(basis.d))  # row i = Psi e_i, so this is Psi^T
     np.testing.assert_allclose(psi_t.T @ psi_t, np.eye(basis.d), atol=1e-12)
     np.testing.assert_allclose(basis.synthesize(np.eye(basis.d)), psi_t.T, atol=1e-12)
     x = np.random.default_rng(0).normal(size=(3, basis.d))
     np.testing.assert_allclose(basis.synthesize(basis.analyze(x)), x, atol=1e-12)
     np.testing.assert_allclose(basis.analyze(x[0]), basis.analyze(x)[0])  # a single row keeps its shape
+    np.testing.assert_array_equal(basis.row_coefficients(x), basis.analyze(x))  # rows take the image maps
+    np.testing.assert_array_equal(basis.row_patterns(x), basis.synthesize(x))
+
+
+@pytest.mark.parametrize("name", BIORTHOGONAL)
+@pytest.mark.parametrize("level", [1, 2])
+def test_biorthogonal_rows_are_the_transposes(name, level):
+    """A biorthogonal pair (dense W from analyze, S from synthesize): S inverts W, the patterns shown are W's rows
+    (pattern j measures c_j), a pixel row measures S^T r on the coefficients, and the light of each pattern."""
+    basis = make_basis(name, 16, level)
+    assert not basis.orthonormal
+    W = basis.analyze(np.eye(basis.d)).T  # column i = W e_i
+    S = basis.synthesize(np.eye(basis.d)).T
+    np.testing.assert_allclose(S @ W, np.eye(basis.d), atol=1e-10)
+    assert np.abs(S - W.T).max() > 0.1  # not orthonormal
+    np.testing.assert_allclose(basis.row_patterns(np.eye(basis.d)), W, atol=1e-12)  # row j = W^T e_j
+    np.testing.assert_allclose(basis.row_coefficients(np.eye(basis.d)), S, atol=1e-12)  # row i = S^T e_i
+    x = np.random.default_rng(5).uniform(size=basis.d)
+    np.testing.assert_allclose(basis.row_patterns(np.eye(basis.d)) @ x, basis.analyze(x), atol=1e-12)
+    np.testing.assert_allclose(basis.pattern_light(x), np.abs(W) @ x, atol=1e-12)
 
 
 def test_one_level_haar_matches_the_separable_haar_matrices():

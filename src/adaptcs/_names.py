@@ -8,7 +8,7 @@ METHODS = ("gss_ep", "gss_ep_scales", "gss_ep_profile", "wavelet_tree", "wavelet
 STRATEGIES = ("design", "random", "topdown", "pca", "predict")  # adaptcs.experiments.STRATEGIES
 HYPERPARAMETERS = ("oracle", "learned")  # adaptcs.models.registry.HYPERPARAMETERS
 MNIST_SOURCES = ("auto", "download", "embedded", "path")  # adaptcs.data.mnist.SOURCES
-BASES = ("haar", "db2", "db4", "dct")  # adaptcs.basis.BASES
+BASES = ("haar", "db2", "db4", "bior2.2", "bior4.4", "dct")  # adaptcs.basis.BASES
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")  # adaptcs.design.basis_scan.REPLAY_ORDERS
 REPLAY_PRIORS = ("tree", "prediction", "scales")  # adaptcs.replay.PRIORS
 

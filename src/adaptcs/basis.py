@@ -1,10 +1,19 @@
-"""Orthonormal sparsifying bases for square images: 2-D wavelets (PyWavelets, periodised) and the 2-D DCT (scipy).
+"""Sparsifying bases for square images: 2-D wavelets (PyWavelets, periodised) and the 2-D DCT (scipy).
 
 An image ``x`` (``side x side`` pixels, flattened row-major to ``d = side^2`` values) has coefficients
 ``c = Psi x``; ``Psi`` is orthonormal, so ``x = Psi^T c`` and norms are kept. Measurements ``y = X x`` are then
 ``y = (X Psi^T) c``: the estimator works on ``c`` with the effective rows ``X Psi^T`` (row ``i`` is
-``Psi x_i``, :meth:`Basis.analyze`), and a row designed for ``c`` is measured in pixels as ``Psi^T a``
-(:meth:`Basis.synthesize`). Neither ``Psi`` nor any ``d x d`` matrix is formed: each costs O(d log d) per row.
+``Psi x_i``, :meth:`Basis.row_coefficients`), and a row designed for ``c`` is measured in pixels as ``Psi^T a``
+(:meth:`Basis.row_patterns`). Neither ``Psi`` nor any ``d x d`` matrix is formed: each costs O(d log d) per row.
+
+Biorthogonal wavelets (:data:`BIORTHOGONAL`: ``bior2.2`` is Le Gall's 5/3, ``bior4.4`` the CDF 9/7 of JPEG 2000),
+which single-pixel cameras use, are not orthonormal: the analysis ``c = W x`` and the synthesis ``x = S c`` are
+inverse to each other but not transposes. A camera shows the analysis functions (rows of ``W``: pattern
+``W^T e_j`` measures ``c_j``) and the image is the synthesis of the coefficients. So rows and images take different
+maps: :meth:`Basis.analyze` and :meth:`Basis.synthesize` for images (``W``, ``S``), :meth:`Basis.row_coefficients`
+(``S^T``: what a pixel row measures, as a row on ``c``) and :meth:`Basis.row_patterns` (``W^T``: the pixel row that
+measures a row on ``c``) for rows; ``W^T`` and ``S^T`` are the transforms of the dual wavelet (``rbio``), exactly.
+For an orthonormal basis the row maps are the image maps.
 
 Coefficient order (what the estimator and the groups see) runs from coarse to fine. Wavelets: the
 approximation subband, then the detail subbands of the coarsest level, ..., the finest; within a level the
@@ -23,13 +32,16 @@ import warnings
 
 import numpy as np
 
-WAVELETS = ("haar", "db2", "db4")
+ORTHONORMAL_WAVELETS = ("haar", "db2", "db4")
+BIORTHOGONAL = ("bior2.2", "bior4.4")  # Le Gall 5/3 and CDF 9/7 (PyWavelets' names)
+WAVELETS = (*ORTHONORMAL_WAVELETS, *BIORTHOGONAL)
 BASES = (*WAVELETS, "dct")
 COARSEST_SIDE = 4  # default wavelet depth: the approximation subband is 4 x 4
 
 
 class Basis(abc.ABC):
-    """An orthonormal basis of ``side x side`` images (abstract: use :func:`make_basis`).
+    """A basis of ``side x side`` images, orthonormal unless :attr:`orthonormal` says not (abstract: use
+    :func:`make_basis`).
 
     Attributes
     ----------
@@ -78,6 +90,43 @@ class Basis(abc.ABC):
         x = self._synthesize(c).reshape(c.shape[0], self.d)
         return x[0] if single else x
 
+    @property
+    def orthonormal(self) -> bool:
+        """Whether ``synthesize`` is the transpose of ``analyze`` (then rows and images take the same maps)."""
+        return True
+
+    def row_coefficients(self, rows) -> np.ndarray:
+        """What pixel rows measure, as rows on the coefficients: ``r . x = (S^T r) . c`` (``S^T r``; for an
+        orthonormal basis :meth:`analyze`).
+
+        Parameters
+        ----------
+        rows : array-like, shape (k, d) or (d,)
+            Pixel patterns (row-major).
+
+        Returns
+        -------
+        ndarray, same shape
+        """
+        return self.analyze(rows) if self.orthonormal else self._rows(rows, "analyze")
+
+    def row_patterns(self, coefficient_rows) -> np.ndarray:
+        """The pixel rows that measure rows on the coefficients: ``(W^T a) . x = a . c``; row ``e_j`` gives the
+        basis image (analysis function) that measures ``c_j``. For an orthonormal basis :meth:`synthesize`.
+
+        Parameters
+        ----------
+        coefficient_rows : array-like, shape (k, d) or (d,)
+
+        Returns
+        -------
+        ndarray, same shape
+        """
+        return self.synthesize(coefficient_rows) if self.orthonormal else self._rows(coefficient_rows, "synthesize")
+
+    def _rows(self, rows, how: str) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} is orthonormal: rows take the image maps")
+
     def _check(self, values) -> tuple[np.ndarray, bool]:
         values = np.asarray(values, dtype=float)
         single = values.ndim == 1
@@ -96,12 +145,13 @@ class Basis(abc.ABC):
         """Group label of every coefficient, shape (d,): 2 x 2 blocks within each subband."""
 
     def coarse_to_fine(self, k: int, row_norm: float | None = None) -> np.ndarray:
-        """Pixel rows that measure the first ``k`` coefficients (coarse scales first), each of norm ``row_norm``
-        (default ``sqrt(d)``); shape (k, d)."""
+        """Pixel rows that measure the first ``k`` coefficients (coarse scales first), each ``row_norm`` (default
+        ``sqrt(d)``) times that coefficient's pattern (:meth:`row_patterns`; of norm ``row_norm`` for an
+        orthonormal basis); shape (k, d)."""
         if not 0 <= k <= self.d:
             raise ValueError(f"k must be in 0..{self.d}; got {k}")
         norm = np.sqrt(self.d) if row_norm is None else float(row_norm)
-        return self.synthesize(np.eye(k, self.d) * norm) if k else np.zeros((0, self.d))
+        return self.row_patterns(np.eye(k, self.d) * norm) if k else np.zeros((0, self.d))
 
     @abc.abstractmethod
     def _analyze(self, images: np.ndarray) -> np.ndarray:
@@ -113,14 +163,15 @@ class Basis(abc.ABC):
 
 
 class WaveletBasis(Basis):
-    """Orthogonal 2-D wavelet transform with periodic extension (PyWavelets' ``periodization`` mode), which is
-    orthonormal on ``side x side`` images with ``side`` a power of two.
+    """2-D wavelet transform with periodic extension (PyWavelets' ``periodization`` mode): orthonormal for the
+    orthogonal wavelets on ``side x side`` images with ``side`` a power of two, a biorthogonal pair of analysis and
+    synthesis for ``bior`` wavelets (see the module docstring).
 
     Parameters
     ----------
     side : int
         Image side, a power of two.
-    wavelet : {"haar", "db2", "db4"}
+    wavelet : {"haar", "db2", "db4", "bior2.2", "bior4.4"}
     level : int, optional
         Decomposition depth; default such that the approximation subband is 4 x 4 (``log2(side / 4)``).
     """
@@ -138,6 +189,21 @@ class WaveletBasis(Basis):
         self.name, self.side, self.wavelet, self.level = wavelet, int(side), wavelet, int(level)
         # (level, side) of each detail level, coarsest first; the approximation has the coarsest side
         self._sides = [side >> (level - j) for j in range(level)]
+
+    @property
+    def orthonormal(self) -> bool:
+        """Whether the wavelet is orthogonal (haar, db2, db4); ``bior`` wavelets are biorthogonal."""
+        return self.wavelet in ORTHONORMAL_WAVELETS
+
+    def _rows(self, rows, how: str) -> np.ndarray:
+        # the transposes of a biorthogonal pair are the transforms of its dual wavelet (rbio: the filters swapped)
+        dual = "rbio" + self.wavelet[len("bior"):]
+        values, single = self._check(rows)
+        if how == "analyze":  # S^T
+            out = self._analyze(values.reshape(-1, self.side, self.side), dual)
+        else:  # W^T
+            out = self._synthesize(values, dual).reshape(values.shape[0], self.d)
+        return out[0] if single else out
 
     def groups(self) -> np.ndarray:
         """Group label of every coefficient, shape (d,): 2 x 2 blocks of one orientation of one level (the
@@ -206,19 +272,20 @@ class WaveletBasis(Basis):
             for o in range(orientations):
                 unit = np.zeros(self.d)
                 unit[start + o] = 1.0
-                template = np.abs(self.synthesize(unit)).reshape(self.side, self.side)
+                template = np.abs(self.row_patterns(unit)).reshape(self.side, self.side)
                 # sum_p |T|(p - shift) x(p) for every shift: the circular cross-correlation of x with |T|
                 correlation = np.fft.irfft2(spectrum * np.conj(np.fft.rfft2(template)), s=(self.side, self.side))
                 light[start + o:start + orientations * s * s:orientations] = correlation[::stride, ::stride].ravel()
         return light
 
-    def _analyze(self, images: np.ndarray) -> np.ndarray:
+    def _analyze(self, images: np.ndarray, wavelet: str | None = None) -> np.ndarray:
         import pywt
 
         with warnings.catch_warnings():
             # deeper than dwt_max_level only means every coefficient sees the periodic boundary; still orthonormal
             warnings.filterwarnings("ignore", message="Level value of .* is too high")
-            coeffs = pywt.wavedec2(images, self.wavelet, mode="periodization", level=self.level, axes=(-2, -1))
+            coeffs = pywt.wavedec2(images, wavelet or self.wavelet, mode="periodization", level=self.level,
+                                   axes=(-2, -1))
         k = images.shape[0]
         parts = [coeffs[0].reshape(k, -1)]
         for h, v, dd in coeffs[1:]:
@@ -227,7 +294,7 @@ class WaveletBasis(Basis):
             parts.append(stacked.reshape(k, 3 * s * s))  # position-major: h, v, d of position 0, then 1, ...
         return np.concatenate(parts, axis=1)
 
-    def _synthesize(self, coefficients: np.ndarray) -> np.ndarray:
+    def _synthesize(self, coefficients: np.ndarray, wavelet: str | None = None) -> np.ndarray:
         import pywt
 
         k = coefficients.shape[0]
@@ -238,7 +305,7 @@ class WaveletBasis(Basis):
             level = coefficients[:, start:start + 3 * s * s].reshape(k, s * s, 3)
             coeffs.append(tuple(level[:, :, o].reshape(k, s, s) for o in range(3)))
             start += 3 * s * s
-        return pywt.waverec2(coeffs, self.wavelet, mode="periodization", axes=(-2, -1))
+        return pywt.waverec2(coeffs, wavelet or self.wavelet, mode="periodization", axes=(-2, -1))
 
 
 class DCTBasis(Basis):

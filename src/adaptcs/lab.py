@@ -149,7 +149,7 @@ class LabState:
         if self.basis_name not in WAVELETS or self.strategy not in ("pool", "predict") or "p0" in self.given:
             return False
         rows = self.X if self.pool is None else np.vstack([self.pool, self.X])
-        return not rows.shape[0] or bool(single_coefficient_rows(self.basis.analyze(rows))[0].all())
+        return not rows.shape[0] or bool(single_coefficient_rows(self.basis.row_coefficients(rows))[0].all())
 
     @property
     def learned(self) -> tuple[str, ...]:
@@ -506,7 +506,7 @@ def init(state_path, groups_path=None, *, basis=None, side=None, level=None, p0=
     if (groups_path is None) == (basis is None):
         raise StateError("give exactly one of a groups file (--groups) and a basis (--basis and --side)")
     if strategy == "predict" and basis not in WAVELETS:
-        raise StateError("strategy predict shows the images of a wavelet basis: give --basis haar, db2 or db4 "
+        raise StateError(f"strategy predict shows the images of a wavelet basis: give --basis {', '.join(WAVELETS)} "
                          "(and --side)")
     if level is not None and basis not in WAVELETS:
         raise StateError(f"--level is the depth of a wavelet basis; it needs --basis {' or '.join(WAVELETS)}")

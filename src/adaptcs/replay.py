@@ -59,7 +59,7 @@ def scan_values(basis, values, rows=None) -> np.ndarray:
     if rows.ndim != 2 or rows.shape[1] != basis.d or rows.shape[0] != values.shape[0]:
         raise ValueError(f"rows must have shape (n, {basis.d}) with one value each; got rows {rows.shape}, "
                          f"values {values.shape}")
-    coefficients = basis.analyze(rows)
+    coefficients = basis.row_coefficients(rows)
     single, columns = single_coefficient_rows(coefficients)
     if not single.all():
         bad = np.flatnonzero(~single).tolist()

@@ -260,7 +260,7 @@ def photon_basis_scan(basis: Basis, image, photons: float, rng=None) -> np.ndarr
     values = np.empty(basis.d)
     for start in range(0, basis.d, 512):  # basis images in blocks: never a d x d matrix at large d
         stop = min(start + 512, basis.d)
-        patterns = basis.synthesize(np.eye(stop - start, basis.d, k=start))
+        patterns = basis.row_patterns(np.eye(stop - start, basis.d, k=start))
         positive, negative = np.maximum(patterns, 0.0) @ image, np.maximum(-patterns, 0.0) @ image
         values[start:stop] = (rng.poisson(photons * positive) - rng.poisson(photons * negative)) / photons
     return values

@@ -148,9 +148,11 @@ class SequentialDesigner:
     rng : None, int or numpy.random.Generator
         Random rows and eigenvector starts (``numpy.random.default_rng`` semantics; a Generator is used as is).
     basis : :class:`adaptcs.basis.Basis`, optional
-        An orthonormal sparsifying basis ``Psi``: rows asked for, told and pooled are in the signal's domain
-        (pixels), the estimator is fitted on their coefficients ``X Psi^T`` (rows ``Psi x_i``) and designed
-        rows ``a`` are returned as ``Psi^T a`` (same norm). See :meth:`reconstruction`.
+        A sparsifying basis ``Psi``: rows asked for, told and pooled are in the signal's domain (pixels), the
+        estimator is fitted on their coefficients ``X Psi^T`` (rows ``Psi x_i``) and designed rows ``a`` are
+        returned as ``Psi^T a`` (same norm). See :meth:`reconstruction`. A biorthogonal wavelet basis maps rows by
+        :meth:`~adaptcs.basis.Basis.row_coefficients` and :meth:`~adaptcs.basis.Basis.row_patterns` (then
+        ``row_norm`` is the norm of the row on the coefficients, not of the pixel pattern).
     n_random_start : int or "auto"
         "design" and "pool" ask for random rows (random unmeasured pool rows) until this many rows have been
         told; "auto": ``ceil(d / 16)``. Designing from one or two rows loses to random rows (E3's generator, 64 rows
@@ -233,7 +235,7 @@ class SequentialDesigner:
         self._eigen_iterations = 0
         self._pool_used = None if pool is None else np.zeros(pool.shape[0], dtype=bool)
         self._A: np.ndarray | None = None  # rows told as the estimator sees them (coefficients with a basis)
-        self._pool_model = None if pool is None or basis is None else basis.analyze(pool)
+        self._pool_model = None if pool is None or basis is None else basis.row_coefficients(pool)
         # a pool of basis images (a single-pixel camera's patterns): the replay's protocol, the approximation's
         # images first and ties in the score broken by a fixed random order (adaptcs.design.basis_scan)
         single, coefficient = (None, None) if self._pool_model is None else \
@@ -355,7 +357,7 @@ class SequentialDesigner:
         elif self.strategy == "design":
             rows, scores, bound = self._designed_rows(d, k, norm)
             if self.basis is not None:
-                rows = self.basis.synthesize(rows)
+                rows = self.basis.row_patterns(rows)
         elif self.strategy == "sequence":
             rows = self.pool[np.flatnonzero(~self._pool_used)[:k]]
         elif self.strategy == "predict":
@@ -363,7 +365,7 @@ class SequentialDesigner:
             chosen = prediction_order(self.basis, coef, self._basis_measured, k)
             unit = np.zeros((k, d))
             unit[np.arange(k), chosen] = norm
-            rows = self.basis.synthesize(unit)
+            rows = self.basis.row_patterns(unit)
         else:
             rows, scores, _chosen = self._pool_rows(k)
         self.history_.append(Asked(n_told=self.n_told_, rows=rows.copy(), chosen_by=chosen_by, scores=scores,
@@ -436,7 +438,7 @@ class SequentialDesigner:
             raise ValueError(f"rows must have {d} entries (coefficients); got {X_new.shape[1]}")
         first = self.X_ is None
         val.check_measurement_scale(X_new, y_new, None if first else self.X_, None if first else self.y_)
-        A_new = X_new if self.basis is None else self.basis.analyze(X_new)
+        A_new = X_new if self.basis is None else self.basis.row_coefficients(X_new)
         X_all = X_new if first else np.vstack([self.X_, X_new])
         A_all = A_new if first else np.vstack([self._A, A_new])
         y_all = y_new if first else np.concatenate([self.y_, y_new])

@@ -22,8 +22,9 @@ from adaptcs.basis import Basis, WaveletBasis
 def check_prediction_basis(basis) -> WaveletBasis:
     """``basis`` if the prediction scan can use it (a wavelet basis); ValueError otherwise."""
     if not isinstance(basis, WaveletBasis):
+        given = type(basis).__name__ if basis is not None else None
         raise ValueError("strategy='predict' scans the coefficients of a wavelet basis; give basis=make_basis("
-                         f"'haar', side) (or db2, db4); got {type(basis).__name__ if basis is not None else None}")
+                         f"'haar', side) (or db2, db4, bior2.2, bior4.4); got {given}")
     return basis
 
 

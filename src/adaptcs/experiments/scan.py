@@ -198,7 +198,7 @@ class ReplayExperiment(Experiment):
         values = self.scan_values(replicate)
         image = basis.synthesize(np.nan_to_num(values, nan=0.0))
         first = np.flatnonzero((basis.scales() == 0) & ~np.isnan(values))
-        X0 = basis.synthesize(np.eye(basis.d)[first])  # unit-norm pixel patterns
+        X0 = basis.row_patterns(np.eye(basis.d)[first])  # the patterns shown (unit norm if orthonormal)
         problem = GroupSparseProblem(w_true=image, groups=basis.groups(), X=X0, y=values[first], noise_var=np.nan)
         prior = PriorInfo(p0_group=np.nan, p0_coef=np.nan, v0=np.nan, noise_var=np.nan, scales=basis.scales(),
                           basis=basis)

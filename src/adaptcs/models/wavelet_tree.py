@@ -71,6 +71,7 @@ class WaveletTree:
 
     Attributes
     ----------
+    states : str
     coef_group : ndarray of intp, shape (d,)
         Group index of each coefficient (the basis's groups, relabelled 0..G-1 in coefficient order; with
         ``states="coefficients"`` every coefficient is a group of its own).
@@ -86,9 +87,11 @@ class WaveletTree:
 
     def __init__(self, basis: WaveletBasis, states: str = "groups"):
         if not isinstance(basis, WaveletBasis):
-            raise ValueError(f"the wavelet tree needs a wavelet basis (haar, db2, db4); got {type(basis).__name__}")
+            raise ValueError(f"the wavelet tree needs a wavelet basis (haar, db2, db4, bior2.2, bior4.4); got "
+                             f"{type(basis).__name__}")
         if states not in STATES:
             raise ValueError(f"states must be one of {STATES}; got {states!r}")
+        self.states = states
         if states == "groups":
             _, self.coef_group = np.unique(basis.groups(), return_inverse=True)
         else:
@@ -299,20 +302,21 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             mean.append(prior_mean + np.where(measured, prior_var / total * innovation, 0.0))
             var.append(np.where(measured, prior_var * np.where(measured, noise, 0.0) / total, prior_var))
         n_groups = tree.group_scale.shape[0]
-        log_like = np.zeros((n_groups, 2))
-        log_like[:, 0] = np.bincount(tree.coef_group, log_like_coef[0], minlength=n_groups)
-        log_like[:, 1] = np.bincount(tree.coef_group, log_like_coef[1], minlength=n_groups)
-        # transition probabilities of each group [z_parent, z_g]; the approximation is always on
-        s = tree.group_scale
-        detail = s > 0
-        trans = np.zeros((n_groups, 2, 2))
+        if tree.states == "coefficients":  # a state per coefficient: nothing to sum
+            log_like = np.stack(log_like_coef, axis=1)
+        else:
+            log_like = np.zeros((n_groups, 2))
+            log_like[:, 0] = np.bincount(tree.coef_group, log_like_coef[0], minlength=n_groups)
+            log_like[:, 1] = np.bincount(tree.coef_group, log_like_coef[1], minlength=n_groups)
+        # transition probabilities [z_parent, z_g] per scale (the approximation is always on), then per group
+        trans = np.zeros((p_on.shape[0] + 1, 2, 2))
         trans[:, :, 1] = 1.0
-        trans[detail, 1, 1], trans[detail, 0, 1] = p_on[s[detail] - 1], p_off[s[detail] - 1]
+        trans[1:, 1, 1], trans[1:, 0, 1] = p_on, p_off
         trans[:, :, 0] = 1.0 - trans[:, :, 1]
         with np.errstate(divide="ignore"):
-            marginals = sum_product(tree.groups, log_like, np.log(trans))
+            marginals = sum_product(tree.groups, log_like, np.log(trans)[tree.group_scale])
         prob = marginals.prob
-        prob[~detail] = 1.0
+        prob[tree.group_scale == 0] = 1.0
         return prob, marginals.pair, marginals.log_z, mean, var
 
     # -- fit -------------------------------------------------------------------------------------------------
