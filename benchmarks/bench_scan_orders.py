@@ -8,8 +8,9 @@ Images (intensities in [0, 1], centre-cropped to a square and resized to ``side 
 - 4 micrographs and sky images: scikit-image's cell, microaneurysms, retina, Hubble deep field;
 - 2 MNIST digits (the first 3 and the first 8 of the embedded subset), upsampled.
 
-Every basis image of a Haar basis with an 8 x 8 approximation (the depth of a camera scan: ``log2(side / 8)``)
-is "measured" once with photon noise (:func:`adaptcs.design.basis_scan.photon_basis_scan`: each pattern shown as
+Every basis image of a Haar basis (``--wavelet``: or the Le Gall 5/3, ``bior2.2``, whose analysis functions are
+shown) with an 8 x 8 approximation (the depth of a camera scan: ``log2(side / 8)``) is "measured" once with photon
+noise (:func:`adaptcs.design.basis_scan.photon_basis_scan`: each pattern shown as
 its positive and negative part, ``--photons`` per unit intensity), seeded by image and photon level only; then
 each order replays the acquisition on those same values with the same estimator (``--prior``), and the
 reconstruction is scored by PSNR against the full-scan image (all measured values synthesised: what a user of a
@@ -121,15 +122,15 @@ def run(args) -> None:
     out = Path(args.out)
     done = set()
     if args.resume and out.exists():
-        previous = pd.read_csv(out)
-        done = set(zip(previous["prior"], previous["side"], previous["photons"], previous["image"], previous["order"],
-                       strict=True))
+        previous = _read(out)
+        done = set(zip(previous["prior"], previous["wavelet"], previous["side"], previous["photons"],
+                       previous["image"], previous["order"], strict=True))
     elif out.exists():
         raise SystemExit(f"{out} exists; give --resume to go on from it, or another --out")
     warnings.simplefilter("ignore")
     with threadpool_limits(1):
         for side in args.sides:
-            basis = make_basis("haar", side, level=int(np.log2(side // 8)))
+            basis = make_basis(args.wavelet, side, level=int(np.log2(side // 8)))
             for photons in args.photons:
                 for r, name in enumerate(args.images):
                     truth = image(name, side)
@@ -137,32 +138,41 @@ def run(args) -> None:
                     values = photon_basis_scan(basis, truth, photons, rng)
                     full = basis.synthesize(values)
                     for order in args.orders:
-                        if (args.prior, side, photons, name, order) in done:
+                        if (args.prior, args.wavelet, side, photons, name, order) in done:
                             continue
                         started = time.process_time()
                         replay = replay_basis_scan(make_estimator(args.prior, basis, values), basis, values, order,
                                                    FRACTIONS, rng=r)
                         cpu = time.process_time() - started
-                        rows = [{"prior": args.prior, "side": side, "photons": photons, "image": name, "order": order,
+                        rows = [{"prior": args.prior, "wavelet": args.wavelet, "side": side, "photons": photons,
+                                 "image": name, "order": order,
                                  "fraction": n / basis.d, "psnr_full": psnr(basis.synthesize(c), full),
                                  "psnr_truth": psnr(basis.synthesize(c), truth), "converged": int(ok),
                                  "cpu_seconds": cpu}
                                 for n, c, ok in zip(replay.n, replay.coef, replay.converged, strict=True)]
                         pd.DataFrame(rows).to_csv(out, mode="a", header=not out.exists(), index=False)
-                    print(f"{side} x {side}, {photons:g} photons, {name} done", flush=True)
+                    print(f"{args.wavelet} {side} x {side}, {photons:g} photons, {name} done", flush=True)
+
+
+def _read(path) -> pd.DataFrame:
+    """The rows of ``path`` (rows written before ``--wavelet`` existed are Haar's)."""
+    table = pd.read_csv(path)
+    if "wavelet" not in table:
+        table.insert(1, "wavelet", "haar")
+    return table
 
 
 def summary(path, reference: str = "psnr_full") -> str:
     """Markdown: mean PSNR per order and design minus each other order, paired, per (side, photons, fraction)."""
-    table = pd.read_csv(path)
+    table = _read(path)
     lines = []
-    for (prior, side, photons), part in table.groupby(["prior", "side", "photons"]):
+    for (prior, wavelet, side, photons), part in table.groupby(["prior", "wavelet", "side", "photons"]):
         wide = part.pivot_table(index=["image", "fraction"], columns="order", values=reference)
         images = wide.index.get_level_values("image").unique().size
         others = [o for o in REPLAY_ORDERS if o != "design" and o in wide.columns]
         against = "against the full-scan image" if reference == "psnr_full" else "against the true image"
-        lines += [f"\nprior {prior}, {side} x {side}, {photons:g} photons per unit intensity, {images} images; "
-                  f"PSNR (dB, {against})",
+        lines += [f"\nprior {prior}, {wavelet}, {side} x {side}, {photons:g} photons per unit intensity, {images} "
+                  f"images; PSNR (dB, {against})",
                   "| fraction | " + " | ".join(o for o in wide.columns) + " | "
                   + " | ".join(f"design - {o}" for o in others) + " |",
                   "|---:|" + "---:|" * (len(wide.columns) + len(others))]
@@ -189,6 +199,8 @@ def main() -> None:
     parser.add_argument("--images", nargs="+", default=list(IMAGES), choices=IMAGES)
     parser.add_argument("--orders", nargs="+", default=list(REPLAY_ORDERS), choices=REPLAY_ORDERS)
     parser.add_argument("--prior", default="tree", choices=PRIORS)
+    parser.add_argument("--wavelet", default="haar", choices=("haar", "bior2.2"),
+                        help="the scan's wavelet (bior2.2: Le Gall 5/3, its analysis functions shown)")
     parser.add_argument("--summary-only", action="store_true", help="print the summary of an existing --out")
     args = parser.parse_args()
     if not args.summary_only:

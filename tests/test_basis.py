@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from adaptcs.basis import BASES, BIORTHOGONAL, DCTBasis, WaveletBasis, make_basis, scale_profile
-
-ORTHONORMAL = [name for name in BASES if name not in BIORTHOGONAL]
 from adaptcs.design import SequentialDesigner, run_sequential_design
 from adaptcs.models import GroupSpikeSlabEP
+
+ORTHONORMAL = [name for name in BASES if name not in BIORTHOGONAL]
 
 
 def haar_1d(n):
