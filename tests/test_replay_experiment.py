@@ -158,3 +158,28 @@ def test_a_replay_of_another_depth(tmp_path):
         ReplayExperiment.from_options("cam", {"scans": str(tmp_path / "scan.csv"), "side": 16, "level": "deep"})
     with pytest.raises(ValueError, match="level must be in"):
         ReplayExperiment.from_options("cam", {"scans": str(tmp_path / "scan.csv"), "side": 16, "level": 9})
+
+
+def test_a_le_gall_scan_replays_in_the_workflow(tmp_path):
+    """A recorded Le Gall 5/3 scan (bior2.2, depth 2): the config takes it, and the job reconstructs by the
+    synthesis, design ahead of top-down."""
+    basis = make_basis("bior2.2", 32, level=2)
+    r, c = np.mgrid[:32, :32]
+    image = (0.2 + 0.6 * ((r - 12) ** 2 + (c - 19) ** 2 < 64)).ravel()
+    (tmp_path / "scans").mkdir()
+    np.savetxt(tmp_path / "scans" / "scan0.csv", photon_basis_scan(basis, image, 1e4, np.random.default_rng(0)))
+    data = {"scans": str(tmp_path / "scans"), "side": 32, "basis": "bior2.2", "level": 2}
+    config = {"experiments": {"lg": {"kind": "replay", "data": data, "replicates": 1,
+                                     "methods": ["wavelet_tree_prediction"]}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    run = resolve_experiment(load_config(tmp_path / "config.yaml"), "lg")
+    assert run.experiment.basis(0).wavelet == "bior2.2" and run.experiment.basis(0).level == 2
+    errors = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for strategy in ("design", "topdown"):
+            job = run_job("lg", 0, "wavelet_tree_prediction", strategy, [0], data_options={"kind": "replay", **data},
+                          hyperparameters="learned")
+            assert np.all(job.converged >= 0)
+            errors[strategy] = job.errors[0]
+    assert np.all(errors["design"] < errors["topdown"]) and errors["design"][-1] < 0.2
