@@ -60,7 +60,7 @@ class Basis(abc.ABC):
         return self.side * self.side
 
     def analyze(self, images) -> np.ndarray:
-        """Coefficients ``Psi x`` of each image (or effective rows ``X Psi^T`` of each row ``x``).
+        """Coefficients ``Psi x`` of each image (rows: :meth:`row_coefficients`, the same for an orthonormal basis).
 
         Parameters
         ----------
@@ -76,7 +76,7 @@ class Basis(abc.ABC):
         return c[0] if single else c
 
     def synthesize(self, coefficients) -> np.ndarray:
-        """Images ``Psi^T c`` of coefficient vectors (or pixel rows of rows designed for the coefficients).
+        """Images ``Psi^T c`` of coefficient vectors (rows: :meth:`row_patterns`, the same for an orthonormal basis).
 
         Parameters
         ----------

@@ -6,8 +6,8 @@ and rename it over the old one, under an exclusive lock: an interrupted or faile
 it was, and bad input files change nothing. No output file may be the state file, the same rows and values are
 not added twice by mistake (``add --again`` for a real repeat), and a batch added by mistake is taken back with
 ``remove`` (kept in the file and logged, never deleted). The estimate depends only on the measurements told
-(every command refits GSS-EP from scratch on all of them; a camera's loop, below, on each add in turn), never on
-the order of the commands.
+(every command refits GSS-EP from scratch on all of them), never on the order of the commands; a camera's loop
+(below) refits add by add, so there it depends on the adds as they were made, not on when rows were asked for.
 
 With a basis (``init --basis haar --side 64``) the unknowns are the basis coefficients ``c`` of an image
 ``x = Psi^T c`` (:mod:`adaptcs.basis`): groups are the basis's 2 x 2 blocks, GSS-EP has a spike probability and
