@@ -109,6 +109,11 @@ class Told:
     residual: float = np.nan
 
 
+def _row_key(row: np.ndarray) -> bytes:
+    """A row's exact value as a key (-0.0 and 0.0 alike, as ``==`` has them)."""
+    return (np.asarray(row, dtype=float) + 0.0).tobytes()
+
+
 def has_posterior_covariance(estimator) -> bool:
     """Whether the estimator exposes ``cov_matvec`` (the only thing designed rows need)."""
     return callable(getattr(estimator, "cov_matvec", None))
@@ -234,6 +239,7 @@ class SequentialDesigner:
         self._eigen_block = None  # Ritz vectors of the last designed step (and the block iterations it took)
         self._eigen_iterations = 0
         self._pool_used = None if pool is None else np.zeros(pool.shape[0], dtype=bool)
+        self._pool_index = None  # pool row indices by value (see _pool_rows_by_value)
         self._A: np.ndarray | None = None  # rows told as the estimator sees them (coefficients with a basis)
         self._pool_model = None if pool is None or basis is None else basis.row_coefficients(pool)
         # a pool of basis images (a single-pixel camera's patterns): the replay's protocol, the approximation's
@@ -480,10 +486,11 @@ class SequentialDesigner:
         if self._basis_measured is not None:
             self._basis_measured |= measured_coefficients(A_new)
         if self._pool_used is not None:
-            for row in X_new:
-                hit = np.flatnonzero(~self._pool_used & (self.pool == row).all(axis=1))
-                if hit.size:
-                    self._pool_used[hit[0]] = True
+            for row in X_new:  # the first unused pool row equal to it, if any
+                hit = next((i for i in self._pool_rows_by_value().get(_row_key(row), ()) if not self._pool_used[i]),
+                           None)
+                if hit is not None:
+                    self._pool_used[hit] = True
         flag = None if failure or tracking is not None else getattr(est, "converged_", None)
         iterations = None if failure else getattr(est, "n_iter_", None)
         residual = np.nan if failure else float(getattr(est, "fixed_point_residual_", np.nan))
@@ -501,6 +508,15 @@ class SequentialDesigner:
             warnings.warn(f"the fit on {X_all.shape[0]} rows failed ({failure}); the measurements are kept",
                           FitFailedWarning, stacklevel=2)
         return self
+
+    def _pool_rows_by_value(self) -> dict:
+        """The pool's row indices by row value (built once: matching a told row to the pool is then O(d), not a
+        comparison with every pool row)."""
+        if self._pool_index is None:
+            self._pool_index = {}
+            for i, row in enumerate(self.pool):
+                self._pool_index.setdefault(_row_key(row), []).append(i)
+        return self._pool_index
 
     def _match_asked(self, X_new: np.ndarray) -> np.ndarray:
         """Which new rows are pending asked rows (each asked row matches once); the matched ones stop pending."""
