@@ -217,8 +217,9 @@ def _design_next(args) -> int:
     if summary.converged is False:
         print("warning: these rows are the best the current fit suggests, and " + (summary.warning or "the fit did "
               "not converge"), file=sys.stderr)
-    detail = f"x^T V x {min(info['score']):.4g}..{max(info['score']):.4g} (bound {info['bound']:.4g})" \
-        if math.isfinite(info["bound"]) else "no covariance used"
+    scored = [score for score in info["score"] if math.isfinite(score)]
+    detail = "no covariance used" if not scored else f"x^T V x {min(scored):.4g}..{max(scored):.4g}" + \
+        (f" (bound {info['bound']:.4g})" if math.isfinite(info["bound"]) else "")
     print(f"wrote {rows.shape[0]} rows ({info['chosen_by']}; {detail}) to {args.out}")
     return 0
 

@@ -100,7 +100,7 @@ def single_coefficient_rows(coefficient_rows: np.ndarray, rtol: float = 1e-9) ->
     Parameters
     ----------
     coefficient_rows : ndarray, shape (n, d)
-        The rows in coefficient space (``X Psi^T``, :meth:`adaptcs.basis.Basis.analyze` of the pixel rows).
+        The rows in coefficient space (:meth:`adaptcs.basis.Basis.row_coefficients` of the pixel rows).
     rtol : float
         Entries below ``rtol`` times a row's largest count as zero (round-off of the transforms).
 
@@ -124,7 +124,7 @@ def measured_coefficients(coefficient_rows: np.ndarray, rtol: float = 1e-9) -> n
     Parameters
     ----------
     coefficient_rows : ndarray, shape (n, d)
-        The rows in coefficient space (``X Psi^T``, :meth:`adaptcs.basis.Basis.analyze` of the pixel rows).
+        The rows in coefficient space (:meth:`adaptcs.basis.Basis.row_coefficients` of the pixel rows).
     rtol : float
         Entries below ``rtol`` times a row's largest count as zero (round-off of the transforms).
 
