@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from scipy import ndimage
 
 from adaptcs.basis import make_basis
 from adaptcs.design import SequentialDesigner, run_sequential_design
@@ -38,6 +39,29 @@ def test_predictions_of_a_smooth_image_match_its_details(wavelet):
         correlation = np.corrcoef(predicted[here], c[here])[0, 1]
         assert correlation > 0.99, (level, correlation)
         assert 0.6 < np.linalg.norm(predicted[here]) / np.linalg.norm(c[here]) < 1.1
+
+
+def prediction_by_definition(basis, coef):
+    """The prediction as its docstring defines it, at full resolution: synthesis of the coarser scales, block
+    mean, cubic-spline zoom (scipy.ndimage), analysis (the fast path is separable 1-D matrices instead)."""
+    scales, side = basis.scales(), basis.side
+    predicted = np.where(scales == 0, coef, 0.0)
+    for level in range(1, int(scales.max()) + 1):
+        coarse = basis.synthesize(np.where(scales < level, coef, 0.0)).reshape(side, side)
+        s = side >> (basis.level - level + 1)
+        low = coarse.reshape(s, side // s, s, side // s).mean(axis=(1, 3))
+        smooth = ndimage.zoom(low, side // s, order=3, mode="grid-wrap", grid_mode=True)
+        predicted[scales == level] = basis.analyze(smooth.ravel())[scales == level]
+    return predicted
+
+
+@pytest.mark.parametrize("wavelet", ["haar", "db2", "bior2.2", "bior4.4"])
+@pytest.mark.parametrize(("side", "level"), [(16, None), (32, 2), (64, None)])
+def test_prediction_equals_its_full_resolution_definition(wavelet, side, level):
+    basis = make_basis(wavelet, side, level=level)
+    c = np.random.default_rng(side).normal(size=basis.d)
+    expected = prediction_by_definition(basis, c)
+    assert np.max(np.abs(predicted_coefficients(basis, c) - expected)) < 1e-12 * np.max(np.abs(expected))
 
 
 def test_a_scale_is_predicted_from_the_coarser_scales_only():

@@ -294,18 +294,33 @@ class WaveletBasis(Basis):
             parts.append(stacked.reshape(k, 3 * s * s))  # position-major: h, v, d of position 0, then 1, ...
         return np.concatenate(parts, axis=1)
 
+    def subbands(self, coefficients) -> list:
+        """The coefficients in PyWavelets' ``wavedec2`` layout: ``[approximation, (h, v, d) of the coarsest
+        level, ..., (h, v, d) of the finest]``, each ``s x s`` (views of ``coefficients`` where possible).
+
+        Parameters
+        ----------
+        coefficients : array-like, shape (d,) or (k, d)
+            In this basis's order; a leading axis of ``k`` is kept on every subband.
+        """
+        coefficients = np.asarray(coefficients, dtype=float)
+        if coefficients.shape[-1:] != (self.d,) or coefficients.ndim > 2:
+            raise ValueError(f"coefficients must have shape ({self.d},) or (k, {self.d}); got {coefficients.shape}")
+        lead = coefficients.shape[:-1]
+        a = self._sides[0]
+        coeffs = [coefficients[..., :a * a].reshape(*lead, a, a)]
+        start = a * a
+        for s in self._sides:
+            level = coefficients[..., start:start + 3 * s * s].reshape(*lead, s * s, 3)
+            coeffs.append(tuple(level[..., o].reshape(*lead, s, s) for o in range(3)))
+            start += 3 * s * s
+        return coeffs
+
     def _synthesize(self, coefficients: np.ndarray, wavelet: str | None = None) -> np.ndarray:
         import pywt
 
-        k = coefficients.shape[0]
-        a = self._sides[0]
-        coeffs = [coefficients[:, :a * a].reshape(k, a, a)]
-        start = a * a
-        for s in self._sides:
-            level = coefficients[:, start:start + 3 * s * s].reshape(k, s * s, 3)
-            coeffs.append(tuple(level[:, :, o].reshape(k, s, s) for o in range(3)))
-            start += 3 * s * s
-        return pywt.waverec2(coeffs, wavelet or self.wavelet, mode="periodization", axes=(-2, -1))
+        return pywt.waverec2(self.subbands(coefficients), wavelet or self.wavelet, mode="periodization",
+                             axes=(-2, -1))
 
 
 class DCTBasis(Basis):

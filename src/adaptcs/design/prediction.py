@@ -13,6 +13,9 @@ comparable: interpolation under-predicts fine details by scale-dependent factors
 
 from __future__ import annotations
 
+import functools
+import warnings
+
 import numpy as np
 from scipy import ndimage
 
@@ -33,7 +36,13 @@ def predicted_coefficients(basis: WaveletBasis, coef: np.ndarray) -> np.ndarray:
 
     For detail level ``j``, the image of the scales below ``j`` is averaged down to that level's resolution
     (exact for Haar, whose coarse image is constant on the blocks), interpolated back to full resolution by
-    periodic cubic splines, and transformed: its level-``j`` coefficients are the prediction.
+    periodic cubic splines (``scipy.ndimage.zoom``, ``grid-wrap``), and transformed: its level-``j``
+    coefficients are the prediction.
+
+    Every step is linear and acts on the two image axes alike, so the map from the approximation at level ``j``'s
+    resolution (``s x s``) to each of its three detail subbands is ``F_a A F_b^T`` with two ``s x s`` matrices
+    (:func:`_level_operators`, built once per basis from the 1-D transforms): O(s^3) per level instead of the
+    full-resolution synthesis, zoom and analysis. Equal to that definition to round-off (tested).
 
     Parameters
     ----------
@@ -46,23 +55,50 @@ def predicted_coefficients(basis: WaveletBasis, coef: np.ndarray) -> np.ndarray:
     ndarray, shape (d,)
         Scale 0 is ``coef``'s; scale ``j >= 1`` the prediction from scales ``< j``.
     """
+    import pywt
+
     coef = np.asarray(coef, dtype=float)
-    scales = basis.scales()
-    side = basis.side
-    predicted = np.where(scales == 0, coef, 0.0)
-    for level in range(1, int(scales.max()) + 1):
-        coarse = basis.synthesize(np.where(scales < level, coef, 0.0)).reshape(side, side)
-        block = side // _level_side(basis, level)  # pixels per side of one coefficient at the coarse level
-        low = coarse.reshape(side // block, block, side // block, block).mean(axis=(1, 3))
-        smooth = ndimage.zoom(low, block, order=3, mode="grid-wrap", grid_mode=True)
-        here = scales == level
-        predicted[here] = basis.analyze(smooth.ravel())[here]
+    subbands = basis.subbands(coef)
+    predicted = np.empty(basis.d)
+    approximation = subbands[0]
+    predicted[:approximation.size] = approximation.ravel()
+    start = approximation.size
+    for level, details in enumerate(subbands[1:], start=1):
+        low_pass, high_pass = _level_operators(basis.wavelet, basis.side, basis.level, level)
+        along_low, along_high = approximation @ low_pass.T, approximation @ high_pass.T
+        # pywt's (horizontal, vertical, diagonal) = detail along axis 0 / axis 1 / both; interleaved per position
+        predicted[start:start + 3 * approximation.size] = np.stack(
+            [high_pass @ along_low, low_pass @ along_high, high_pass @ along_high], axis=-1).ravel()
+        start += 3 * approximation.size
+        approximation = pywt.idwt2((approximation, details), basis.wavelet, mode="periodization")
     return predicted
 
 
-def _level_side(basis: WaveletBasis, level: int) -> int:
-    """Side of the coefficient grid that detail level ``level`` refines (the coarse image it predicts from)."""
-    return basis.side >> (basis.level - level + 1)
+@functools.lru_cache(maxsize=64)
+def _level_operators(wavelet: str, side: int, depth: int, level: int) -> tuple[np.ndarray, np.ndarray]:
+    """The 1-D maps of :func:`predicted_coefficients` at detail level ``level``, each ``s x s`` (``s`` the
+    level's side): from the approximation at that resolution to the approximation (``low_pass``) and the detail
+    (``high_pass``) of its prediction, i.e. synthesis up to ``side``, block mean, cubic-spline zoom, analysis back
+    down to ``s``, along one axis."""
+    import pywt
+
+    s = side >> (depth - level + 1)
+    steps = depth - level + 1  # dyadic levels between s and side
+    block = side // s
+    unit = np.eye(s)
+    with warnings.catch_warnings():
+        # deeper than dwt_max_level only means every coefficient sees the periodic boundary
+        warnings.filterwarnings("ignore", message="Level value of .* is too high")
+        coarse = pywt.waverec([unit] + [np.zeros((s << k, s)) for k in range(steps)], wavelet,
+                              mode="periodization", axis=0)
+        low = coarse.reshape(s, block, s).mean(axis=1)
+        smooth = np.stack([ndimage.zoom(column, block, order=3, mode="grid-wrap", grid_mode=True)
+                           for column in low.T], axis=1)
+        analysed = pywt.wavedec(smooth, wavelet, mode="periodization", level=steps, axis=0)
+    low_pass, high_pass = analysed[0], analysed[1]
+    low_pass.setflags(write=False)
+    high_pass.setflags(write=False)
+    return low_pass, high_pass
 
 
 def prediction_order(basis: Basis, coef: np.ndarray, measured: np.ndarray, k: int) -> np.ndarray:

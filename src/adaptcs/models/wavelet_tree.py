@@ -291,23 +291,32 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         tree, value, G, measured = data.tree, data.value, data.G, data.measured
         p_on, p_off, v0, v_small, s2, beta, kappa = params
         scale_of = data.scale_of
-        noise = np.where(measured, s2 * data.noise_weight / np.where(measured, G, 1.0), np.inf)
+        # an unmeasured coefficient keeps its prior and adds nothing to the evidence: compute on the measured ones
+        seen = np.flatnonzero(measured)
+        noise = s2 * data.noise_weight[seen] / G[seen]
+        off_var = v_small[scale_of]
         on_mean = beta[scale_of] * data.prediction
         on_var = v0[scale_of] + kappa * data.prediction**2
-        log_like_coef, mean, var = [], [], []
-        for prior_mean, prior_var in ((0.0, v_small[scale_of]), (on_mean, on_var)):
-            total = prior_var + noise
-            innovation = np.where(measured, value - prior_mean, 0.0)
-            log_like_coef.append(np.where(measured, -0.5 * (_LOG_2PI + np.log(total) + innovation**2 / total), 0.0))
-            mean.append(prior_mean + np.where(measured, prior_var / total * innovation, 0.0))
-            var.append(np.where(measured, prior_var * np.where(measured, noise, 0.0) / total, prior_var))
+        log_like_coef = np.zeros((value.shape[0], 2))
+        mean, var = [], []
+        for state, (prior_mean, prior_var) in enumerate(((None, off_var), (on_mean, on_var))):
+            seen_var = prior_var[seen]
+            total = seen_var + noise
+            innovation = value[seen] if prior_mean is None else value[seen] - prior_mean[seen]
+            log_like_coef[seen, state] = -0.5 * (_LOG_2PI + np.log(total) + innovation**2 / total)
+            posterior_mean = np.zeros(value.shape[0]) if prior_mean is None else prior_mean.copy()
+            posterior_mean[seen] += seen_var / total * innovation
+            posterior_var = prior_var.copy()
+            posterior_var[seen] = seen_var * noise / total
+            mean.append(posterior_mean)
+            var.append(posterior_var)
         n_groups = tree.group_scale.shape[0]
         if tree.states == "coefficients":  # a state per coefficient: nothing to sum
-            log_like = np.stack(log_like_coef, axis=1)
+            log_like = log_like_coef
         else:
             log_like = np.zeros((n_groups, 2))
-            log_like[:, 0] = np.bincount(tree.coef_group, log_like_coef[0], minlength=n_groups)
-            log_like[:, 1] = np.bincount(tree.coef_group, log_like_coef[1], minlength=n_groups)
+            log_like[:, 0] = np.bincount(tree.coef_group, log_like_coef[:, 0], minlength=n_groups)
+            log_like[:, 1] = np.bincount(tree.coef_group, log_like_coef[:, 1], minlength=n_groups)
         # transition probabilities [z_parent, z_g] per scale (the approximation is always on), then per group
         trans = np.zeros((p_on.shape[0] + 1, 2, 2))
         trans[:, :, 1] = 1.0
