@@ -22,6 +22,7 @@ from adaptcs.cli import main
 from adaptcs.compare_runs import compare_files
 from adaptcs.jobs import Job, resolve_jobs
 from adaptcs.results import read_job, read_summary
+from adaptcs.workflow import RESULTS_OWNER, check_results_owner, claim_results, config_identity
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -262,7 +263,48 @@ def test_invalid_config_fails_before_any_job(tmp_path, change, message):
     proc = snakemake(tmp_path, "--cores", "1", config=config, check=False)
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
+    # one line, no traceback and no schema dump
+    printed = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert len(printed) == 1 and printed[0].startswith("config error: "), printed
     assert not (tmp_path / "out").exists()
+
+
+def test_shipped_configs_write_to_folders_of_their_own():
+    folders = {path.name: yaml.safe_load(path.read_text())["results"] for path in (REPO / "config").glob("*.yaml")}
+    assert len(set(folders.values())) == len(folders), folders
+
+
+def test_a_results_folder_is_refused_to_another_config(tmp_path):
+    # a real run records its config in the folder; a dry run of another config into it is then refused in one line
+    # (before anything is planned), the same config is not, and overwrite_results lets the other config in
+    first = snakemake(tmp_path, "--cores", "1", "record_config", config=TINY_CONFIG)
+    assert first.returncode == 0
+    assert (tmp_path / "out" / RESULTS_OWNER).read_text() == f"{config_identity([tmp_path / 'config.yaml'])[0]}\n"
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump({**TINY_CONFIG, "replicates_per_job": 1, "results": str(tmp_path / "out")}))
+    refused = subprocess.run([sys.executable, "-m", "snakemake", "--nolock", "-n", "--configfile", str(other)],
+                             cwd=REPO, capture_output=True, text=True, timeout=300)
+    printed = [line for line in (refused.stdout + refused.stderr).splitlines() if line.strip()]
+    assert refused.returncode != 0 and len(printed) == 1, printed
+    assert f"holds the results of {config_identity([tmp_path / 'config.yaml'])[0]}" in printed[0]
+    assert snakemake(tmp_path, "-n", config=TINY_CONFIG).returncode == 0
+    allowed = subprocess.run([sys.executable, "-m", "snakemake", "--nolock", "-n", "--configfile", str(other),
+                              "--config", "overwrite_results=True"], cwd=REPO, capture_output=True, text=True,
+                             timeout=300)
+    assert allowed.returncode == 0, allowed.stderr
+
+
+def test_results_owner_checks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    check_results_owner("out", ["a.yaml"])  # no folder yet: nothing to refuse
+    claim_results("out", ["a.yaml"])
+    assert (tmp_path / "out" / RESULTS_OWNER).read_text() == "a.yaml\n"
+    check_results_owner("out", [str(tmp_path / "a.yaml")])  # the same file, named absolutely
+    with pytest.raises(ValueError, match=r"out/ holds the results of a.yaml; this run's config is b.yaml"):
+        check_results_owner("out", ["b.yaml"])
+    with pytest.raises(ValueError, match="config/config.yaml"):
+        check_results_owner("out", [])  # plain snakemake: the default config
+    check_results_owner("out", ["b.yaml"], overwrite=True)
 
 
 def test_a_key_given_twice_in_a_config_is_an_error(tmp_path):

@@ -110,6 +110,24 @@ def check_config_files(paths) -> None:
         read_yaml(path)
 
 
+def check_schema(config, schema_path=SCHEMA) -> None:
+    """ValueError of one line if ``config`` breaks the schema: where (the dotted key) and what, for the error
+    jsonschema ranks most relevant (Snakemake's own message dumps the schema's part and the instance)."""
+    import jsonschema
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    if error is None:
+        return
+    where = ""
+    for part in error.absolute_path:
+        where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+    hint = ""
+    if error.validator == "pattern" and isinstance(error.instance, str) and "-" in error.instance:
+        hint = f"; names use underscores: {error.instance.replace('-', '_')!r}?"
+    raise ValueError(f"{where or 'the config'}: {error.message}{hint}")
+
+
 def check_known_keys(config, schema: dict | None = None) -> None:
     """ValueError naming the first key the schema does not know, where it is and the nearest known key (the
     schema's own error lists the whole schema); the schema then checks everything else.

@@ -18,6 +18,41 @@ from adaptcs._io import atomic_write
 from adaptcs.config import ExperimentRun, effective_config, resolve
 from adaptcs.jobs import JobTable, resolve_jobs
 
+RESULTS_OWNER = ".adaptcs-config"  # in a results folder: the config file(s) that made it, one per line
+DEFAULT_CONFIG = "config/config.yaml"
+
+
+def config_identity(config_files) -> list[str]:
+    """The config files of a run as it names them: paths relative to the working directory where they are below
+    it (absolute otherwise); plain ``snakemake`` is ``config/config.yaml``."""
+    cwd = Path.cwd().resolve()
+    names = []
+    for path in config_files or [DEFAULT_CONFIG]:
+        resolved = Path(path).resolve()
+        names.append(resolved.relative_to(cwd).as_posix() if resolved.is_relative_to(cwd) else resolved.as_posix())
+    return names
+
+
+def check_results_owner(results, config_files, overwrite: bool = False) -> None:
+    """ValueError if the folder ``results`` was made by a run of other config files (:data:`RESULTS_OWNER`),
+    unless ``overwrite``: a second config would rewrite the first one's files and tables."""
+    owner_file = Path(results) / RESULTS_OWNER
+    if overwrite or not owner_file.is_file():
+        return
+    owner = [line for line in owner_file.read_text().splitlines() if line.strip()]
+    ours = config_identity(config_files)
+    if owner and owner != ours:
+        raise ValueError(f"{results}/ holds the results of {', '.join(owner)}; this run's config is "
+                         f"{', '.join(ours)}: give it its own `results:` folder, or add --config "
+                         "overwrite_results=True to write into that one anyway")
+
+
+def claim_results(results, config_files) -> None:
+    """Record in ``results`` which config files write to it (:func:`check_results_owner` reads it)."""
+    Path(results).mkdir(parents=True, exist_ok=True)
+    text = "".join(f"{name}\n" for name in config_identity(config_files))
+    atomic_write(Path(results) / RESULTS_OWNER, lambda tmp: Path(tmp).write_text(text))
+
 
 class WorkflowPlan:
     """A config resolved once for the Snakefile: its experiments, jobs and effective config.

@@ -2,10 +2,17 @@
 # experiments with their defaults, every job by name, the effective config), so the rules themselves hold no logic.
 import adaptcs
 from adaptcs.jobs import job_file
-from adaptcs.workflow import WorkflowPlan
+from adaptcs.workflow import WorkflowPlan, check_results_owner, claim_results
 
 RESULTS = config["results"]
-PLAN = WorkflowPlan(config)  # checks the config beyond the schema first (names, keys, method_params, n_steps, ...)
+# a results folder belongs to the config that made it: another config would rewrite its files and tables
+OVERWRITE_RESULTS = config.pop("overwrite_results", False)  # not part of what the results mean
+try:
+    check_results_owner(RESULTS, workflow.overwrite_configfiles, OVERWRITE_RESULTS)
+    PLAN = WorkflowPlan(config)  # checks the config beyond the schema (names, keys, method_params, n_steps, ...)
+except ValueError as error:
+    print(f"config error: {error}", file=sys.stderr)
+    sys.exit(1)
 JOBS = PLAN.jobs  # name -> adaptcs.jobs.Job, as results/jobs.tsv lists them
 EXPERIMENTS = list(PLAN.runs)
 CODE_VERSION = adaptcs.__version__
@@ -18,9 +25,11 @@ wildcard_constraints:
     kind="[a-z_]+",
 
 
-# A SLURM run that could not see its jobs finish (sacct without job accounting) would wait forever: stop at
-# once with what to change instead (adaptcs.cluster). onstart runs in the main process of a real run only.
+# onstart runs in the main process of a real run only (never in a dry run): it records which config made the
+# results folder; and a SLURM run that could not see its jobs finish (sacct without job accounting) would wait
+# forever: stop at once with what to change instead (adaptcs.cluster).
 onstart:
+    claim_results(RESULTS, workflow.overwrite_configfiles)
     if workflow.executor_plugin is not None and workflow.executor_plugin.name == "slurm":
         from adaptcs.cluster import check_slurm_status_command
 
