@@ -93,9 +93,15 @@ def _horizontal_boxes(ax, data, items, summary) -> None:
 
 
 def _n_phrase(items) -> str:
-    """How many replicates the drawn jobs have: ``n = 20`` or ``n = 5-20``."""
+    """How many replicates the drawn jobs have: ``n = 20 replicates``, ``n = 1 replicate`` or ``n = 5-20
+    replicates``."""
     counts = sorted({len(job.replicate) for _, job in items})
-    return f"n = {counts[0]}" if len(counts) == 1 else f"n = {counts[0]}-{counts[-1]}"
+    return replicates_phrase(counts[0]) if len(counts) == 1 else f"n = {counts[0]}-{counts[-1]} replicates"
+
+
+def replicates_phrase(n: int) -> str:
+    """``n = 1 replicate`` or ``n = 20 replicates``."""
+    return f"n = {n} replicate" + ("" if n == 1 else "s")
 
 
 def _shown_replicates(jobs) -> list:
@@ -161,7 +167,7 @@ def plot_errors(summary, experiment: str):
             ax.set_xlabel(_setting_name(next(iter(summary.values())).setting))
             ax.set_ylabel("relative error (mean +- sample std)")
             ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        ax.set_title(f"{experiment}: final relative error ({_n_phrase(items)} replicates)")
+        ax.set_title(f"{experiment}: final relative error ({_n_phrase(items)})")
         fig.tight_layout()
     return fig
 
@@ -228,7 +234,7 @@ def plot_curves(summary, experiment: str):
                         ax.plot(n, curve, linestyle=line, color=_color(method), alpha=0.35, linewidth=0.7)
                 ax.plot(n, mean, linestyle=line, color=_color(method), label=_label(method, strategy, summary))
             ax.set_xlabel("number of measurements")
-            ax.set_title(f"{title} (n = {replicates})" if title else f"n = {replicates} replicates", loc="left")
+            ax.set_title(f"{title} (n = {replicates})" if title else replicates_phrase(replicates), loc="left")
             if len(panels) == 1 and n_lines > 6:
                 ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
             else:
@@ -398,7 +404,7 @@ def plot_fit_times(summary, experiment: str):
         _horizontal_boxes(ax, [1e3 * t for t in times], items, summary)
         ax.set_xscale("log")
         ax.set_xlabel("CPU ms per fit")
-        ax.set_title(f"{experiment}: fit times ({_n_phrase(items)} replicates, every fit)")
+        ax.set_title(f"{experiment}: fit times ({_n_phrase(items)}, every fit)")
         fig.tight_layout()
     return fig
 

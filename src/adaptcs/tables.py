@@ -154,8 +154,9 @@ def _notes(table: pd.DataFrame, testable: bool, residuals=None) -> list[str]:
     test = (f"\u2020: not significantly different from the best (paired Wilcoxon signed-rank test, p >= {ALPHA})"
             if testable else f"no significance marks: fewer than {MIN_TEST_REPLICATES} replicates, too few for the "
                              f"paired test to reach p < {ALPHA}")
-    lines = ["", f"Final relative error, mean +- std (sample standard deviation) over {', '.join(map(str, n))} "
-                 f"replicates (those that did not fail). Bold: best in its column; {test}.{quality}"]
+    counted = f"{', '.join(map(str, n))} replicate" + ("" if n == [1] else "s")
+    lines = ["", f"Final relative error, mean +- std (sample standard deviation) over {counted} (those that did not "
+                 f"fail). Bold: best in its column; {test}.{quality}"]
     lines += _learned_vs_oracle(table)
     failed, not_converged = int(table["failed"].sum()), int(table["not_converged"].sum())
     lines += ["", f"Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the "
