@@ -33,3 +33,34 @@ def test_declared_parameter_constraints_are_enforced(estimator):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         check_param_validation(type(estimator).__name__, estimator)
+
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: type(e).__name__)
+def test_every_estimator_fits_with_one_blas_thread(monkeypatch, estimator):
+    """The package's BLAS rule (adaptcs.models._base): whatever the process allows (here 2), ``fit`` runs with one
+    BLAS thread (seen where it reads its data) and the process's setting is restored; ``predict`` is under the
+    same rule."""
+    import numpy as np
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from adaptcs.models._base import GroupRegressor
+
+    def blas_threads():
+        return max(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+
+    seen = []
+    prologue = GroupRegressor._fit_prologue
+
+    def spy(self, X, y):
+        seen.append(blas_threads())
+        return prologue(self, X, y)
+
+    monkeypatch.setattr(GroupRegressor, "_fit_prologue", spy)
+    X = np.random.default_rng(0).normal(size=(12, 6))
+    with threadpool_limits(2, user_api="blas"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        estimator.fit(X, X[:, 0])
+        after = blas_threads()
+    assert seen and set(seen) == {1} and after == 2, seen
+    assert getattr(type(estimator).predict, "__wrapped_by_blas_limit__", False)

@@ -475,7 +475,7 @@ def test_fits_find_the_blas_libraries_once(monkeypatch):
     E3 loop): the controller is built once per process."""
     import threadpoolctl
 
-    from adaptcs.models import spike_slab_ep
+    from adaptcs.models import _base
 
     built = []
     original = threadpoolctl.ThreadpoolController.__init__
@@ -484,7 +484,7 @@ def test_fits_find_the_blas_libraries_once(monkeypatch):
         built.append(1)
         original(self, *args, **kwargs)
 
-    spike_slab_ep._blas_controller.cache_clear()
+    _base.blas_controller.cache_clear()
     monkeypatch.setattr(threadpoolctl.ThreadpoolController, "__init__", counting)
     rng = np.random.default_rng(0)
     X, groups = rng.normal(size=(10, 8)), np.arange(8) // 2

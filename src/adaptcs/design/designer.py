@@ -8,6 +8,7 @@ with measurements made up from a known signal.
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from adaptcs.design.prediction import (
     single_coefficient_rows,
 )
 from adaptcs.measurement import sphere_rows
+from adaptcs.models._base import DEFAULT_BLAS_THREADS, blas_limit
 
 STRATEGIES = ("design", "random", "pool", "sequence", "predict")
 FIXED_ROWS = ("pool", "sequence")  # strategies that take their rows from ``pool``
@@ -117,6 +119,18 @@ def _row_key(row: np.ndarray) -> bytes:
 def has_posterior_covariance(estimator) -> bool:
     """Whether the estimator exposes ``cov_matvec`` (the only thing designed rows need)."""
     return callable(getattr(estimator, "cov_matvec", None))
+
+
+def _under_the_estimators_blas_limit(method):
+    """``method`` of the designer run with its estimator's BLAS threads (the package's rule:
+    :mod:`adaptcs.models._base`): the power method and the candidate scores are BLAS work too."""
+
+    @functools.wraps(method)
+    def limited(self, *args, **kwargs):
+        with blas_limit(getattr(self.estimator, "blas_threads", DEFAULT_BLAS_THREADS)):
+            return method(self, *args, **kwargs)
+
+    return limited
 
 
 class SequentialDesigner:
@@ -310,6 +324,7 @@ class SequentialDesigner:
         return float(noise)
 
     # -- ask -------------------------------------------------------------------------------------------------
+    @_under_the_estimators_blas_limit
     def ask(self) -> np.ndarray:
         """The next ``batch_size`` rows to measure.
 
@@ -422,6 +437,7 @@ class SequentialDesigner:
         return (f"{len(missed)} of {len(told)} refits did not converge ({where}{last}).{distance} The first: "
                 f"{missed[0].warning or 'no reason recorded'}")
 
+    @_under_the_estimators_blas_limit
     def tell(self, X_new, y_new) -> SequentialDesigner:
         """Add measured rows and their values, then refit on everything told so far.
 

@@ -14,7 +14,6 @@ serves means, variances and ``V v`` products; see :mod:`adaptcs.models._gaussian
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from dataclasses import replace
@@ -24,7 +23,6 @@ from scipy.special import expit
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import ThreadpoolController
 
 from adaptcs import _validation as val
 from adaptcs.models import _constraints as constraints
@@ -47,14 +45,6 @@ from adaptcs.models._gaussian import GaussianPosteriorMixin
 from adaptcs.models._scaling import UNINFORMED_P0, DataScale, uninformed_scale
 
 log = logging.getLogger(__name__)
-
-
-@functools.lru_cache(maxsize=1)
-def _blas_controller() -> ThreadpoolController:
-    """The BLAS libraries of this process, found once, at the first fit (numpy's and scipy's are loaded by then).
-    Finding them inspects every loaded library, 3.3 ms with scipy and scikit-learn loaded; ``threadpool_limits``
-    does that on every call, which cost a designed E3 signal (33 small fits) about a fifth of its CPU time."""
-    return ThreadpoolController()
 
 
 class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
@@ -305,12 +295,6 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         -------
         self
         """
-        if self.blas_threads is None:
-            return self._fit(X, y)
-        with _blas_controller().limit(limits=int(self.blas_threads), user_api="blas"):
-            return self._fit(X, y)
-
-    def _fit(self, X, y):
         X, y, labels, coef_group = self._fit_prologue(X, y)
         started = time.perf_counter()
         d = X.shape[1]
