@@ -64,3 +64,22 @@ def test_every_estimator_fits_with_one_blas_thread(monkeypatch, estimator):
         after = blas_threads()
     assert seen and set(seen) == {1} and after == 2, seen
     assert getattr(type(estimator).predict, "__wrapped_by_blas_limit__", False)
+
+
+def test_warnings_point_at_the_callers_line():
+    """The BLAS rule's wrapper is one more frame: a not-converged warning of fit (and of the designer's tell) must
+    still name the line that called it, not the package's internals."""
+    import numpy as np
+
+    from adaptcs.design import SequentialDesigner
+    from adaptcs.models import GroupARD, GroupSpikeSlabEP
+
+    X = np.random.default_rng(0).normal(size=(10, 16))
+    groups = np.arange(16) // 4
+    with pytest.warns(ConvergenceWarning) as record:
+        GroupSpikeSlabEP(groups, p0=0.3, v0=1.0, noise_var=0.01, max_iter=2, tol=1e-14).fit(X, X[:, 0])
+        GroupARD(groups, max_iter=2).fit(X, X[:, 0])
+        designer = SequentialDesigner(GroupSpikeSlabEP(groups, max_iter=2), batch_size=2, rng=0)
+        rows = designer.ask()
+        designer.tell(rows, rows @ np.ones(16))
+    assert {w.filename for w in record} == {__file__}, {(w.filename, w.lineno) for w in record}

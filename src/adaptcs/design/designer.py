@@ -519,10 +519,10 @@ class SequentialDesigner:
         if convergence and not warned:  # once per loop (the first refit that is not converged), not once per step
             warnings.warn(f"refit on {X_all.shape[0]} rows: {' '.join(convergence)} Later refits of this designer "
                           "that do not converge are counted, not warned about: not_converged_summary() reports them.",
-                          ConvergenceWarning, stacklevel=2)
+                          ConvergenceWarning, stacklevel=3)
         if failure:
             warnings.warn(f"the fit on {X_all.shape[0]} rows failed ({failure}); the measurements are kept",
-                          FitFailedWarning, stacklevel=2)
+                          FitFailedWarning, stacklevel=3)
         return self
 
     def _pool_rows_by_value(self) -> dict:

@@ -177,7 +177,7 @@ class _GroupGibbs(GroupRegressor):
         if not self.converged_:
             warnings.warn(f"{type(self).__name__}: the chain has not mixed: split R-hat {self.rhat_:.3g} >= "
                           f"{RHAT_LIMIT} (run more sweeps); the fit is marked not converged", ConvergenceWarning,
-                          stacklevel=3)
+                          stacklevel=4)
         self._noise_var = noise_var
         self._centred = samples - self.coef_
         return self

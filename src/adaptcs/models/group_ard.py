@@ -315,7 +315,7 @@ class GroupARD(GaussianPosteriorMixin, GroupRegressor):
                              "are numerically degenerate together") from None
         if not converged:
             warnings.warn(f"GroupARD: evidence still changing after {max_iter} sweeps "
-                          f"(last change {trace[-1] - trace[-2]:.3g})", ConvergenceWarning, stacklevel=3)
+                          f"(last change {trace[-1] - trace[-2]:.3g})", ConvergenceWarning, stacklevel=4)
 
         noise_s = state.noise_var
         if learn_noise and noise_s <= 1.01 * NOISE_FLOOR * float(np.mean(ys * ys)):
@@ -324,7 +324,7 @@ class GroupARD(GaussianPosteriorMixin, GroupRegressor):
             # coefficients) from every start.
             warnings.warn(f"GroupARD: the evidence drove the learned noise variance to its floor ({NOISE_FLOOR:g} "
                           f"mean(y^2)) with {int(np.sum(state.group_var > 0))} groups on: the fit interpolates the "
-                          f"{n} measurements; give noise_var instead of learning it", UserWarning, stacklevel=3)
+                          f"{n} measurements; give noise_var instead of learning it", UserWarning, stacklevel=4)
         prior_var = state.group_var[coef_group]
         noise_var = noise_s * scale.y**2
         post = LinearGaussianModel(Xs, ys, noise_s, form="woodbury").posterior(prior_var, np.zeros(d))

@@ -187,7 +187,7 @@ class GroupLasso(GroupRegressor):
         gap = gap_s * scale.y**2
         if not converged:
             warnings.warn(f"GroupLasso: not converged (duality gap {gap:.2e}, penalty "
-                          f"{group_penalty(w, members):.6g})", ConvergenceWarning, stacklevel=3)
+                          f"{group_penalty(w, members):.6g})", ConvergenceWarning, stacklevel=4)
         self.n_features_in_ = d
         self.group_labels_ = labels
         self.coef_ = w

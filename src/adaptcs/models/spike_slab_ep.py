@@ -329,7 +329,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
             raise ValueError(f"{name}: {'learning ' + ', '.join(learn) + ': ' if learn else ''}{exc}") from None
         run = learned.run
         reasons = [] if learned.converged else [f"learning {', '.join(learn)} did not converge ({learned.message})"]
-        warn_not_converged(name, reasons + not_converged_reasons(run, self.tol, self.max_iter), stacklevel=3)
+        warn_not_converged(name, reasons + not_converged_reasons(run, self.tol, self.max_iter), stacklevel=5)
 
         # Scaling on exit: everything back in the data's units.
         hyper = learned.hyper.unscaled(scale)

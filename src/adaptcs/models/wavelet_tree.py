@@ -464,7 +464,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         if not converged:
             what = "EM" if learning else "the prediction's fixed point"
             warnings.warn(f"WaveletTreeSpikeSlab: {what} did not converge in {self.max_iter} iterations; the fit "
-                          "is marked not converged", ConvergenceWarning, stacklevel=3)
+                          "is marked not converged", ConvergenceWarning, stacklevel=4)
         prob, pair, log_z, mean, var = post
         p_on, p_off, v0, v_small, s2, beta, kappa = params
         q = prob[tree.coef_group]
