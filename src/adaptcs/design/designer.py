@@ -431,11 +431,10 @@ class SequentialDesigner:
         last = "; the last refit converged" if told[-1].converged == 1 else "; the last refit did not converge"
         residuals = np.array([entry.residual for entry in missed], dtype=float)
         residuals = residuals[np.isfinite(residuals)]
-        distance = (f" One more undamped EP update would still have changed them by a median of "
-                    f"{np.median(residuals):.2g} (at most {np.max(residuals):.2g}; fixed_point_residual_)."
+        distance = (f"; residual {np.median(residuals):.2g} in the median, at most {np.max(residuals):.2g}"
                     if residuals.size else "")
-        return (f"{len(missed)} of {len(told)} refits did not converge ({where}{last}).{distance} The first: "
-                f"{missed[0].warning or 'no reason recorded'}")
+        return (f"{len(missed)} of {len(told)} refits did not converge ({where}{last}{distance}). Why, each: "
+                "history_; what it means: docs/model.md, 'When a fit does not converge'.")
 
     @_under_the_estimators_blas_limit
     def tell(self, X_new, y_new) -> SequentialDesigner:
@@ -517,9 +516,8 @@ class SequentialDesigner:
                                   warning=" ".join(convergence), residual=residual))
         self.failure_ = failure
         if convergence and not warned:  # once per loop (the first refit that is not converged), not once per step
-            warnings.warn(f"refit on {X_all.shape[0]} rows: {' '.join(convergence)} Later refits of this designer "
-                          "that do not converge are counted, not warned about: not_converged_summary() reports them.",
-                          ConvergenceWarning, stacklevel=3)
+            warnings.warn(f"refit on {X_all.shape[0]} rows: {' '.join(convergence)} Later ones are counted: "
+                          "not_converged_summary().", ConvergenceWarning, stacklevel=3)
         if failure:
             warnings.warn(f"the fit on {X_all.shape[0]} rows failed ({failure}); the measurements are kept",
                           FitFailedWarning, stacklevel=3)

@@ -563,10 +563,8 @@ def _at(problem: EPProblem, hyper: Hyper) -> tuple[LinearGaussianModel, np.ndarr
 
 
 NOT_CONVERGED_ADVICE = (
-    "The estimate is the last iterate, not a fixed point: trust the posterior mean and the group probabilities only "
-    "to about the change named above (the residual of EP, or the last move of the learned hyper-parameters), the "
-    "variances and the evidence as approximate. To converge: give the hyper-parameters you know (p0, v0, noise_var) "
-    "instead of learning them, raise max_iter, or add measurements (docs/model.md, 'When a fit does not converge')")
+    "The estimate is the last iterate, good to about that change. To converge: give the hyper-parameters you know, "
+    "raise max_iter or measure more (docs/model.md, 'When a fit does not converge')")
 
 
 def not_converged_reasons(run: EPRun, tol: float, max_iter: int) -> list[str]:
