@@ -50,3 +50,27 @@ def test_the_command_line_lab_loop_runs_as_written(tmp_path):
     estimate = pd.read_csv(tmp_path / "estimate.csv")
     assert estimate.shape == (64, 5) and np.all(np.isfinite(estimate[["mean", "std", "group_prob"]]))
 
+
+
+def test_the_python_snippets_print_only_the_warnings_the_readme_announces():
+    """Quick start prints nothing; the instrument loop one convergence warning (its first refits learn three
+    values from 4-8 rows), the design loop one summary at its end, as the README's "What to expect" says; each
+    warning at most a few lines."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    namespace = {}
+    caught = {}
+    for title in ("Quick start", "Use it on your instrument", "Sequential design in Python"):
+        (code,) = section_blocks(title, "python")
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            exec(compile(code, "README.md", "exec"), namespace)
+        caught[title] = [w for w in record]
+    assert caught["Quick start"] == []
+    for title in ("Use it on your instrument", "Sequential design in Python"):
+        assert len(caught[title]) == 1 and issubclass(caught[title][0].category, ConvergenceWarning), caught[title]
+        assert len(str(caught[title][0].message)) < 500
+        assert "What to expect" in README.read_text().split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+    assert "1 of 33 refits did not converge (at 32 rows" in str(caught["Sequential design in Python"][0].message)
+    result = namespace["res"]
+    assert round(result.errors[0], 2) == 0.82 and round(result.errors[-1], 2) == 0.29  # as the README says
