@@ -226,3 +226,31 @@ def test_too_few_rows_for_the_folds(rng):
     X, y, groups, _w = simulated(rng, n=3)
     with pytest.raises(ValueError, match="cv=5 folds needs at least 5 rows"):
         GroupSpikeSlabEP(groups, learn=("p0",), learn_method="cv").fit(X, y)
+
+
+
+@pytest.mark.parametrize("n", [16, 32])
+def test_a_given_noise_variance_stays_as_given_while_p0_and_v0_are_learned(n):
+    """A noise variance given below the learned range (1e-6 mean(y^2): a precise instrument measuring large values,
+    here an image seen by rows of norm 16) must be used and reported as given; the extrapolation step of learning
+    once clipped it into that range (1.1e-4 and 1.2e-4 reported for 1e-4 given, at these n)."""
+    from adaptcs.basis import make_basis
+
+    basis = make_basis("haar", 16)
+    rng = np.random.default_rng(0)
+    u = np.arange(16) / 16
+    image = (0.5 + 0.3 * np.sin(2 * np.pi * u)[:, None] * np.cos(2 * np.pi * u)[None, :]
+             + 0.2 * (u[:, None] > 0.5)).ravel()
+    for k in (16, 24, 32):  # the same draws as the measured case
+        rows = rng.normal(size=(k, 256))
+        rows *= 16 / np.linalg.norm(rows, axis=1, keepdims=True)
+        y = rows @ image + rng.normal(0, 1e-2, k)
+        if k == n:
+            break
+    given = 1e-4
+    assert given < 1e-6 * np.mean(y**2)  # below the range a learned noise variance is kept in
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # learning p0, v0 from few rows may stop early; not what is tested
+        est = GroupSpikeSlabEP(basis.groups(), scales=basis.scales(), noise_var=given, learn=("p0", "v0")).fit(
+            basis.row_coefficients(rows), y)
+    assert est.noise_var_ == pytest.approx(given, rel=1e-12)

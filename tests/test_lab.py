@@ -588,3 +588,37 @@ def test_level_is_a_wavelet_depth_kept_in_the_state(tmp_path, capsys):
     with pytest.raises(lab.StateError, match="p0"):  # GSS-EP's parameter: the loop keeps GSS-EP
         lab.init(tmp_path / "u.h5", basis="haar", side=16, strategy="predict", p0=1.5)
     assert not lab.init(tmp_path / "u.h5", basis="haar", side=16, strategy="predict", p0=0.2).uses_tree
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_a_noise_learned_from_few_rows_is_flagged_and_random_rows_are_not_called_best(tmp_path, capsys, given):
+    """A lab session on an image (8 x 8, Haar; the instrument's noise variance 1e-4): while the noise is learned
+    from fewer than d/4 rows, next and estimate say so and name --noise-var; given, nothing is said. Rows of the
+    random start are never called the fit's best."""
+    u = np.arange(8) / 8
+    image = (0.5 + 0.3 * np.sin(2 * np.pi * u)[:, None] * np.cos(2 * np.pi * u)[None, :]).ravel()
+    rng = np.random.default_rng(0)
+    state = tmp_path / "lab.h5"
+    assert design("init", "--basis", "haar", "--side", 8, "--state", state,
+                  *(["--noise-var", "1e-4"] if given else [])) == 0
+    random_rows = 0
+    for _ in range(6):
+        capsys.readouterr()
+        assert design("next", "--state", state, "--batch", 2, "--out", tmp_path / "rows.csv") == 0
+        said = capsys.readouterr().err
+        if lab.load_state(state).log[-1]["chosen_by"].startswith("random"):  # the first 4 rows of 64
+            random_rows += 1
+            assert "best the current fit suggests" not in said
+        rows = np.loadtxt(tmp_path / "rows.csv", delimiter=",", ndmin=2)
+        np.savetxt(tmp_path / "y.csv", rows @ image + rng.normal(0.0, 1e-2, len(rows)))
+        assert design("add", "--state", state, "--rows", tmp_path / "rows.csv", "--values", tmp_path / "y.csv") == 0
+    assert random_rows == 2
+    capsys.readouterr()
+    assert design("estimate", "--state", state, "--out", tmp_path / "estimate.csv") == 0
+    said = capsys.readouterr().err
+    if given:
+        assert "caution" not in said
+        assert lab.load_state(state).designer().estimator_.noise_var_ == pytest.approx(1e-4, rel=1e-12)
+    else:
+        assert "caution: noise_var=" in said and "learned from 12 rows for 64 unknowns" in said
+        assert "--noise-var" in said

@@ -215,8 +215,11 @@ def _design_next(args) -> int:
     rows, summary, info = lab.next_rows(args.state, args.out, args.batch)
     print(summary.describe(state_before.learned))
     if summary.converged is False:
-        print("warning: these rows are the best the current fit suggests, and " + (summary.warning or "the fit did "
-              "not converge"), file=sys.stderr)
+        chosen = "these rows are random (the start, before designing), and" if info["chosen_by"].startswith(
+            "random") else "these rows are the best the current fit suggests, and"
+        print(f"warning: {chosen} " + (summary.warning or "the fit did not converge"), file=sys.stderr)
+    if note := summary.noise_note(state_before.learned):
+        print(note, file=sys.stderr)
     scored = [score for score in info["score"] if math.isfinite(score)]
     detail = "no covariance used" if not scored else f"x^T V x {min(scored):.4g}..{max(scored):.4g}" + \
         (f" (bound {info['bound']:.4g})" if math.isfinite(info["bound"]) else "")
@@ -246,10 +249,13 @@ def _design_estimate(args) -> int:
     from adaptcs import lab
 
     table, summary = lab.estimate(args.state, args.out, args.image)
-    print(summary.describe(lab.load_state(args.state).learned))
+    learned = lab.load_state(args.state).learned
+    print(summary.describe(learned))
     if not summary.converged:
         print("warning: " + (summary.warning or "the fit did not converge: treat the estimate with care"),
               file=sys.stderr)
+    if note := summary.noise_note(learned):
+        print(note, file=sys.stderr)
     if summary.model == "WaveletTreeSpikeSlab":  # a state per coefficient
         print(f"wrote {len(table)} coefficients to {args.out}; {int((table['group_prob'] > 0.5).sum())} of "
               f"{len(table)} have probability > 0.5 of being on")

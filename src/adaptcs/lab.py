@@ -76,6 +76,7 @@ STATE_FORMAT = "adaptcs-design-state"
 STATE_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)  # version 1: no basis attributes; versions 1 and 2: no checksums, no removed rows
 HYPERPARAMETER_NAMES = ("p0", "v0", "noise_var")
+NOISE_CAUTION_ROWS = 0.25  # a noise variance learned from fewer rows per unknown is flagged (FitSummary.noise_note)
 TREE_LEARNED = ("p_on", "p_off", "v0", "noise_var")  # what the tree's EM learns unless given (v0, noise_var)
 TREE_HYPERPARAMETER_NAMES = TREE_LEARNED + ("beta", "kappa")  # beta, kappa: the prediction's gain and spread
 DATASETS = ("groups", "X", "y", "added_by", "was_asked", "asked", "asked_by", "measured")
@@ -571,6 +572,21 @@ class FitSummary:
     hyperparameters: dict
     warning: str = ""  # why the fit is not converged, and what to do (empty when it converged)
     model: str = "GroupSpikeSlabEP"
+    n_unknowns: int = 0  # d, the coefficients measured
+
+    def noise_note(self, learned) -> str:
+        """A one-line caution when the noise variance is learned from fewer than :data:`NOISE_CAUTION_ROWS` rows per
+        unknown ("" otherwise): the evidence cannot tell noise from the detail that so few rows leave unresolved,
+        and takes much of that detail for noise (a simulated 32 x 32 image: 10^3-10^4 times the true variance,
+        benchmarks/bench_lab_image.py); the instrument's own noise level cures it."""
+        noise = self.hyperparameters.get("noise_var")
+        if "noise_var" not in learned or noise is None or self.model != "GroupSpikeSlabEP" \
+                or not self.n_rows < NOISE_CAUTION_ROWS * self.n_unknowns:
+            return ""
+        return (f"caution: noise_var={noise:.3g} is learned from {self.n_rows} rows for {self.n_unknowns} unknowns; "
+                "with so few, the evidence takes unresolved detail for noise (often by orders of magnitude). If you "
+                "know your instrument's noise variance, give it: design init --noise-var <it> --force, then add "
+                "the measurements again")
 
     def describe(self, learned) -> str:
         """One line for people: rows measured, converged or not, and the learned values."""
@@ -611,7 +627,7 @@ def _fit_summary(designer: SequentialDesigner, converged_fit: bool = True) -> Fi
     told = [entry for entry in designer.history_ if isinstance(entry, Told)]
     return FitSummary(designer.n_told_, None if tracked else bool(est.converged_), int(est.n_iter_),
                       {**values, "noise_var": float(est.noise_var_)}, told[-1].warning if told else "",
-                      type(est).__name__)
+                      type(est).__name__, int(designer.X_.shape[1]))
 
 
 def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSummary, dict]:

@@ -321,8 +321,11 @@ def _extrapolated(problem: EPProblem, learned: Learned, learn) -> tuple[Hyper, E
     direction = np.where(_mask(problem, learn), target.phi() - end, 0.0)
     best, n_fits = None, 0
     best_ev, sites = learned.run.log_evidence, learned.run.sites
+    learned_mask = _mask(problem, learn)
     for t in EXTRAPOLATION_STEPS:
-        hyper = Hyper.from_phi(_clipped(problem, end + t * direction), problem.n_levels)
+        # only what is learned is kept in range: a given value (a noise variance below the range, say) stays as given
+        phi = end + t * direction
+        hyper = Hyper.from_phi(np.where(learned_mask, _clipped(problem, phi), phi), problem.n_levels)
         run = problem.try_run(hyper, sites, **SEARCH_EP)
         n_fits += 1
         if not _usable(run) or run.log_evidence <= best_ev:
