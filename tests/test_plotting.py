@@ -7,6 +7,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from adaptcs.metrics import image_quality  # noqa: E402
 from adaptcs.plotting import (  # noqa: E402
     FIGURES,
     plot_curves,
@@ -105,7 +106,21 @@ def test_images_show_every_setting_at_its_last_checkpoints(rng):
         shown = images[2, column].images[0].get_array()
         np.testing.assert_array_equal(shown, job.checkpoint_coef[0, 1].reshape(shown.shape))
         assert shown.shape == (settings[s]["side"],) * 2
+        # each reconstruction says its PSNR against the truth (as the tables compute it), each column n and fraction
+        truth = summary[s, "gss_ep", "design"].w_true[0].reshape(shown.shape)  # the truth the figure shows
+        psnr = image_quality(job.checkpoint_coef[0, 1], truth.ravel(), shown.shape)[0]
+        assert images[2, column].get_xlabel() == f"{psnr:.1f} dB"
+        n = job.checkpoint_n[1]
+        assert images[1, column].get_title() == f"n = {n}\n({n / truth.size:.0%})"
     assert "gss_ep (random)" in _texts(fig)
+
+
+def test_learned_curves_differ_from_oracle_curves_in_shape_not_only_shade(rng):
+    summary = {(0, method, "design"): job_with_a_failure(rng, method) for method in ("gss_ep", "gss_ep+learned")}
+    lines = {line.get_label(): line for line in plot_curves(summary, "E3").axes[0].get_lines()
+             if not line.get_label().startswith("_")}
+    markers = {"learned" in label: line.get_marker() for label, line in lines.items()}
+    assert len(lines) == 2 and markers[False] in ("None", "", None) and markers[True] == "o", lines
 
 
 def _overlap(boxes) -> bool:

@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
 from adaptcs.experiments.strategies import STRATEGIES  # noqa: E402
+from adaptcs.metrics import image_quality  # noqa: E402
 from adaptcs.models.registry import METHODS, base_method  # noqa: E402
 from adaptcs.tables import STD_DDOF  # noqa: E402
 
@@ -232,7 +233,11 @@ def plot_curves(summary, experiment: str):
                     drawn.add("replicates")
                     for curve in errors:
                         ax.plot(n, curve, linestyle=line, color=_color(method), alpha=0.35, linewidth=0.7)
-                ax.plot(n, mean, linestyle=line, color=_color(method), label=_label(method, strategy, summary))
+                # learned values: a darker shade and round markers, so that they differ in shape, not only shade
+                marker = {"marker": "o", "markersize": 3.5, "markevery": max(1, len(n) // 8)} \
+                    if _is_learned(method) else {}
+                ax.plot(n, mean, linestyle=line, color=_color(method), label=_label(method, strategy, summary),
+                        **marker)
             ax.set_xlabel("number of measurements")
             ax.set_title(f"{title} (n = {replicates})" if title else replicates_phrase(replicates), loc="left")
             if len(panels) == 1 and n_lines > 6:
@@ -261,7 +266,8 @@ def plot_images(summary, experiment: str, n_images: int = 6):
             fig = _checkpoint_images(summary, settings)
         else:
             fig = _final_images([(k, j) for k, j in _ordered(summary) if k[0] == settings[0]], summary, n_images)
-        fig.suptitle(f"{experiment}: reconstructions (grey scale 0-1)")
+        below = "\n(PSNR against the truth below each)" if first_job.checkpoint_coef is not None else ""
+        fig.suptitle(f"{experiment}: reconstructions (grey scale 0-1){below}")
         fig.tight_layout()
     return fig
 
@@ -276,7 +282,7 @@ def _checkpoint_images(summary, settings):
         kept = range(n_kept) if len(settings) == 1 else range(max(0, n_kept - 2), n_kept)
         columns += [(setting, c, _shown_replicates(jobs)[0]) for c in kept]
     fig, axes = plt.subplots(len(variants) + 1, len(columns), squeeze=False,
-                             figsize=(1.5 + 1.3 * len(columns), 1.4 * (len(variants) + 1) + 0.3 * (len(settings) > 1)))
+                             figsize=(3.0 + 1.4 * len(columns), 1.6 * (len(variants) + 1) + 0.3 * (len(settings) > 1)))
     for c, (setting, checkpoint, replicate) in enumerate(columns):
         axes[0, c].axis("off")
         some_job = next(j for k, j in summary.items() if k[0] == setting)
@@ -292,7 +298,12 @@ def _checkpoint_images(summary, settings):
                 axes[r, c].axis("off")
                 continue
             i = list(job.replicate).index(replicate)
-            _show(axes[r, c], job.checkpoint_coef[i, checkpoint], None if titled else f"n={count}")
+            truth = some_job.w_true[list(some_job.replicate).index(replicate)]
+            estimate = job.checkpoint_coef[i, checkpoint]
+            _show(axes[r, c], estimate, None if titled else f"n = {count}\n({count / truth.size:.0%})")
+            side = math.isqrt(truth.size)
+            psnr = image_quality(estimate, truth, (side, side))[0]  # as the tables compute it
+            axes[r, c].set_xlabel(f"{psnr:.1f} dB", fontsize="small")
             titled = True
     for r, (method, strategy) in enumerate(variants, start=1):
         axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
