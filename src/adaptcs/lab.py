@@ -577,7 +577,7 @@ class FitSummary:
     def noise_note(self, learned) -> str:
         """A one-line caution when the noise variance is learned from fewer than :data:`NOISE_CAUTION_ROWS` rows per
         unknown ("" otherwise): the evidence cannot tell noise from the detail that so few rows leave unresolved,
-        and takes much of that detail for noise (a simulated 32 x 32 image: 10^3-10^4 times the true variance,
+        and takes much of that detail for noise (a simulated 32 x 32 image: 10^3-10^5 times the true variance,
         benchmarks/bench_lab_image.py); the instrument's own noise level cures it."""
         noise = self.hyperparameters.get("noise_var")
         if "noise_var" not in learned or noise is None or self.model != "GroupSpikeSlabEP" \

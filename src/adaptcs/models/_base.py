@@ -11,7 +11,7 @@ parameters as plain attributes. The same two checks run without data when a work
 One rule for BLAS threads: every estimator's ``fit`` and ``predict`` run with one BLAS thread (an estimator with
 a ``blas_threads`` parameter, GSS-EP and SS-EP, with that many; None leaves the process's setting), and so do the
 design loop's ``ask`` and ``tell`` (:class:`adaptcs.design.SequentialDesigner`, with its estimator's
-``blas_threads``). More threads cost 2-4x the CPU time of these small dense problems and, on a machine shared with
+``blas_threads``). More threads cost up to 2-3x the CPU time of these small dense problems and, on a machine shared with
 other work, wall time too (docs/speed.md, "BLAS threads").
 """
 

@@ -318,10 +318,10 @@ def _extrapolated(problem: EPProblem, learned: Learned, learn) -> tuple[Hyper, E
     search on the evidence), or None if none has a larger evidence. Returns (hyper, run, EP fits)."""
     end = learned.hyper.phi()
     target = em_update(problem, learned.hyper, learned.run.post, learned.run.cavity, learned.run.groups, learn)
-    direction = np.where(_mask(problem, learn), target.phi() - end, 0.0)
+    learned_mask = _mask(problem, learn)
+    direction = np.where(learned_mask, target.phi() - end, 0.0)
     best, n_fits = None, 0
     best_ev, sites = learned.run.log_evidence, learned.run.sites
-    learned_mask = _mask(problem, learn)
     for t in EXTRAPOLATION_STEPS:
         # only what is learned is kept in range: a given value (a noise variance below the range, say) stays as given
         phi = end + t * direction
