@@ -266,8 +266,7 @@ def plot_images(summary, experiment: str, n_images: int = 6):
             fig = _checkpoint_images(summary, settings)
         else:
             fig = _final_images([(k, j) for k, j in _ordered(summary) if k[0] == settings[0]], summary, n_images)
-        below = "\n(PSNR against the truth below each)" if first_job.checkpoint_coef is not None else ""
-        fig.suptitle(f"{experiment}: reconstructions (grey scale 0-1){below}")
+        fig.suptitle(f"{experiment}: reconstructions (grey scale 0-1)\n(PSNR against the truth below each)")
         fig.tight_layout()
     return fig
 
@@ -301,9 +300,7 @@ def _checkpoint_images(summary, settings):
             truth = some_job.w_true[list(some_job.replicate).index(replicate)]
             estimate = job.checkpoint_coef[i, checkpoint]
             _show(axes[r, c], estimate, None if titled else f"n = {count}\n({count / truth.size:.0%})")
-            side = math.isqrt(truth.size)
-            psnr = image_quality(estimate, truth, (side, side))[0]  # as the tables compute it
-            axes[r, c].set_xlabel(f"{psnr:.1f} dB", fontsize="small")
+            _psnr_below(axes[r, c], estimate, truth)
             titled = True
     for r, (method, strategy) in enumerate(variants, start=1):
         axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
@@ -322,7 +319,9 @@ def _final_images(items, summary, n_images):
     axes[0, 0].text(-0.1, 0.5, "truth", transform=axes[0, 0].transAxes, ha="right", va="center")
     for r, ((_, method, strategy), job) in enumerate(items, start=1):
         for c, replicate in enumerate(chosen):
-            _show(axes[r, c], job.coef[list(job.replicate).index(replicate)], None)
+            estimate = job.coef[list(job.replicate).index(replicate)]
+            _show(axes[r, c], estimate, None)
+            _psnr_below(axes[r, c], estimate, first.w_true[list(first.replicate).index(replicate)])
         axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
                         ha="right", va="center")
     return fig
@@ -431,6 +430,15 @@ def save(fig, paths) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, bbox_inches="tight")  # labels placed outside the axes (row labels) stay in the picture
     plt.close(fig)
+
+
+def _psnr_below(ax, estimate, truth) -> None:
+    """The PSNR of ``estimate`` against ``truth`` under its image, as the tables compute it (a failed replicate's
+    NaN image: no label)."""
+    if not np.all(np.isfinite(estimate)):
+        return
+    side = math.isqrt(np.asarray(truth).size)
+    ax.set_xlabel(f"{image_quality(estimate, truth, (side, side))[0]:.1f} dB", fontsize="small")
 
 
 def _show(ax, pixels, title, cmap="gray"):
