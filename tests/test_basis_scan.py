@@ -155,6 +155,29 @@ def test_replay_command_writes_the_table(tmp_path):
                  "--out", str(out)]) == 2  # more than was measured: a message, exit 2
 
 
+def test_replay_never_overwrites_its_inputs_or_one_output_with_the_other(tmp_path, capsys):
+    """--out or --images naming the values file, the rows file or each other (also through a link) is refused with
+    one line before anything runs, and every file is left as it was."""
+    from adaptcs.cli import main
+
+    basis, _, values = scan(side=16)
+    np.savetxt(tmp_path / "scan.csv", values)
+    np.savetxt(tmp_path / "rows.csv", basis.row_patterns(np.eye(basis.d)), delimiter=",")  # the patterns shown
+    (tmp_path / "link.csv").symlink_to(tmp_path / "scan.csv")
+    before = {name: (tmp_path / name).read_bytes() for name in ("scan.csv", "rows.csv")}
+    common = ["replay", "--side", "16", "--values", str(tmp_path / "scan.csv"), "--orders", "topdown",
+              "--fractions", "0.25"]
+    for outputs, named in ((["--out", "scan.csv"], "--values"), (["--out", "link.csv"], "--values"),
+                           (["--out", "t.csv", "--images", "t.csv"], "--out"),
+                           (["--out", "rows.csv", "--rows", "rows.csv"], "--rows")):
+        args = [part if part.startswith("--") else str(tmp_path / part) for part in outputs]
+        capsys.readouterr()
+        assert main(common + args) == 2
+        assert f"names the file of {named}" in capsys.readouterr().err
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    assert not (tmp_path / "t.csv").exists()
+
+
 def test_a_scan_of_another_depth_is_replayed_at_its_depth(tmp_path):
     """A camera scan with an 8 x 8 approximation (depth 2 at 32 x 32, where the default depth is 3): given its
     patterns, the depth is found from them; given values alone, --level says it; rows of no depth are refused."""

@@ -9,6 +9,31 @@ import stat
 from pathlib import Path
 
 
+def same_file(a, b) -> bool:
+    """Whether paths ``a`` and ``b`` name one file: the same path once resolved, or one file through a (hard or
+    symbolic) link."""
+    a, b = Path(a), Path(b)
+    if a.resolve() == b.resolve():
+        return True
+    return a.exists() and b.exists() and os.path.samefile(a, b)
+
+
+def refuse_overwriting_inputs(outputs: dict, inputs: dict) -> None:
+    """ValueError if an output path names an input or another output (the same file, also through a link).
+
+    Parameters
+    ----------
+    outputs, inputs : dict of str to path or None
+        By the option that names them (``{"--out": ..., "--images": ...}``); None entries are skipped.
+    """
+    given_outputs = [(option, path) for option, path in outputs.items() if path is not None]
+    for i, (option, path) in enumerate(given_outputs):
+        for other, source in [*((o, p) for o, p in inputs.items() if p is not None), *given_outputs[:i]]:
+            if same_file(path, source):
+                raise ValueError(f"{path}: {option} names the file of {other}; write it to another file (nothing "
+                                 "was written)")
+
+
 def atomic_write(path, write) -> Path:
     """Call ``write(tmp)`` on a temporary path in the same folder, then rename it to ``path``.
 

@@ -273,8 +273,10 @@ def _replay(args) -> int:
     from threadpoolctl import threadpool_limits
 
     from adaptcs import replay
-    from adaptcs._io import atomic_write
+    from adaptcs._io import atomic_write, refuse_overwriting_inputs
 
+    refuse_overwriting_inputs({"--out": args.out, "--images": args.images},
+                              {"--values": args.values, "--rows": args.rows})
     basis, values = replay.load_scan(args.basis, args.side, args.values, args.rows, level=args.level)
     measured = int(np.sum(~np.isnan(values)))
     depth = f" (depth {basis.level})" if hasattr(basis, "level") else ""

@@ -53,7 +53,6 @@ import hashlib
 import io
 import json
 import logging
-import os
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -64,7 +63,7 @@ import numpy as np
 import pandas as pd
 
 from adaptcs import _validation as val
-from adaptcs._io import atomic_write, attrs_digest, stale_temporaries
+from adaptcs._io import atomic_write, attrs_digest, same_file, stale_temporaries
 from adaptcs.basis import BASES, WAVELETS, Basis, make_basis
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES, Told
@@ -296,11 +295,7 @@ def refuse_state_as_output(state_path, out_path, option: str) -> None:
     """StateError if ``out_path`` is the state file (the same path, or the same file through a link)."""
     if out_path is None:
         return
-    state, out = Path(state_path), Path(out_path)
-    same = out.resolve() == state.resolve()
-    if not same and out.exists() and state.exists():
-        same = os.path.samefile(out, state)
-    if same:
+    if same_file(out_path, state_path):
         raise StateError(f"{out_path}: {option} names the state file {state_path}, which holds every measurement; "
                          "write the output to another file")
 
