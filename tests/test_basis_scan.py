@@ -178,6 +178,33 @@ def test_replay_never_overwrites_its_inputs_or_one_output_with_the_other(tmp_pat
     assert not (tmp_path / "t.csv").exists()
 
 
+def test_odd_scans_are_refused_in_one_line_and_rounded_patterns_are_read(tmp_path, capsys):
+    """Values whose squares overflow, an all-zero scan, complex or boolean .npy files and patterns scaled into
+    overflow are refused with a message (exit 2, no traceback); patterns written with 6 significant digits, a
+    common export, are basis images all the same."""
+    from adaptcs.cli import main
+
+    basis, _, values = scan(side=16)
+    patterns = basis.row_patterns(np.eye(basis.d))
+    common = ["replay", "--side", "16", "--orders", "topdown", "--fractions", "0.25", "--out", str(tmp_path / "o.csv")]
+    cases = {"huge": (values * 1e200, None, "squares overflow"), "zero": (0 * values, None, "every measured value"),
+             "complex": (values.astype(complex), None, "complex128 values"), "bool": (values > 0.5, None, "bool"),
+             "tiny patterns": (values, patterns * 1e-300, "outside 1e-150..1e+150")}
+    for name, (vals, rows, message) in cases.items():
+        np.save(tmp_path / "v.npy", vals)
+        args = common + ["--values", str(tmp_path / "v.npy")]
+        if rows is not None:
+            np.save(tmp_path / "rows.npy", rows)
+            args += ["--rows", str(tmp_path / "rows.npy")]
+        capsys.readouterr()
+        assert main(args) == 2, name
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (name, err)
+    np.savetxt(tmp_path / "rows.csv", patterns, fmt="%.6g", delimiter=",")
+    np.save(tmp_path / "v.npy", values)
+    assert main(common + ["--values", str(tmp_path / "v.npy"), "--rows", str(tmp_path / "rows.csv")]) == 0
+
+
 def test_a_scan_of_another_depth_is_replayed_at_its_depth(tmp_path):
     """A camera scan with an 8 x 8 approximation (depth 2 at 32 x 32, where the default depth is 3): given its
     patterns, the depth is found from them; given values alone, --level says it; rows of no depth are refused."""

@@ -22,11 +22,24 @@ PRIORS = ("tree", "prediction", "scales")
 NOISE_MODELS = ("constant", "photon")
 
 
+MAX_MAGNITUDE = 1e150  # values and pattern gains beyond this (or gains below its inverse) overflow when squared
+PATTERN_RTOL = 1e-4  # a row is one basis image if its other coefficients are below this fraction of its largest
+
+
+def _real_npy(path) -> np.ndarray:
+    """A ``.npy`` array of real numbers (integers or floats); ValueError for complex, boolean or text arrays,
+    which a cast to float would change or misread."""
+    array = np.load(path, allow_pickle=False)
+    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise ValueError(f"{path}: holds {array.dtype} values; a scan needs real numbers (integers or floats)")
+    return array
+
+
 def read_vector(path) -> np.ndarray:
     """A 1-D array from ``.npy`` or a one-column CSV/text file (empty fields and ``nan`` are NaN)."""
     path = Path(path)
     if path.suffix == ".npy":
-        values = np.load(path, allow_pickle=False)
+        values = _real_npy(path)
     else:
         values = pd.read_csv(path, header=None, skip_blank_lines=False).to_numpy(dtype=float)
     values = np.asarray(values, dtype=float)
@@ -50,6 +63,7 @@ def scan_values(basis, values, rows=None) -> np.ndarray:
         pattern's gain (``row = g Psi^T e_j`` measures ``g c_j``). A basis image shown twice is averaged.
     """
     values = np.asarray(values, dtype=float)
+    _check_magnitudes(values)
     if rows is None:
         if values.shape != (basis.d,):
             raise ValueError(f"a {basis.name} scan of {basis.side} x {basis.side} images has {basis.d} values (one per "
@@ -60,18 +74,34 @@ def scan_values(basis, values, rows=None) -> np.ndarray:
         raise ValueError(f"rows must have shape (n, {basis.d}) with one value each; got rows {rows.shape}, "
                          f"values {values.shape}")
     coefficients = basis.row_coefficients(rows)
-    single, columns = single_coefficient_rows(coefficients)
+    # patterns exported with 6 significant digits leak about 1e-6 of their peak into other basis images
+    single, columns = single_coefficient_rows(coefficients, rtol=PATTERN_RTOL)
     if not single.all():
         bad = np.flatnonzero(~single).tolist()
         raise ValueError(f"rows {bad[:5]} are not multiples of one {basis.name} basis image: a replay needs a basis "
                          "scan")
     gains = coefficients[np.arange(rows.shape[0]), columns]
+    odd = np.flatnonzero(~((np.abs(gains) > 1 / MAX_MAGNITUDE) & (np.abs(gains) < MAX_MAGNITUDE)))
+    if odd.size:
+        raise ValueError(f"rows {odd[:5].tolist()} are basis images scaled by {gains[odd[0]]:.3g}: outside "
+                         f"{1 / MAX_MAGNITUDE:.0e}..{MAX_MAGNITUDE:.0e} their squares overflow or vanish; rescale the "
+                         "patterns")
     out = np.full(basis.d, np.nan)
     total = np.bincount(columns, gains * values, minlength=basis.d)
     weight = np.bincount(columns, gains * gains, minlength=basis.d)
     measured = weight > 0
     out[measured] = total[measured] / weight[measured]  # least squares for repeats: sum g y / sum g^2
     return out
+
+
+def _check_magnitudes(values: np.ndarray) -> None:
+    """ValueError for values whose squares overflow, or a scan whose measured values are all zero."""
+    measured = values[np.isfinite(values)]
+    if measured.size and np.max(np.abs(measured)) >= MAX_MAGNITUDE:
+        raise ValueError(f"the scan's values reach {np.max(np.abs(measured)):.3g}: beyond {MAX_MAGNITUDE:.0e} their "
+                         "squares overflow; rescale them (a replay does not depend on the units)")
+    if measured.size and not np.any(measured):
+        raise ValueError("every measured value of the scan is 0: there is nothing to reconstruct")
 
 
 def make_estimator(prior: str, basis, values: np.ndarray, noise: str = "constant"):
@@ -164,7 +194,7 @@ def load_scan(basis_name: str, side: int, values_path, rows_path=None, level: in
     values = read_vector(values_path)
     rows = None
     if rows_path is not None:
-        rows = np.load(rows_path, allow_pickle=False) if str(rows_path).endswith(".npy") else \
+        rows = _real_npy(rows_path) if str(rows_path).endswith(".npy") else \
             pd.read_csv(rows_path, header=None).to_numpy(dtype=float)
     if level is not None or rows is None or basis_name == "dct":
         basis = make_basis(basis_name, side, level)
