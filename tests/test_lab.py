@@ -445,12 +445,27 @@ def test_adding_the_same_files_twice_needs_again(bench, capsys):
     state = added_twice(folder, w)
     before = digest(state)
     assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv") == 2
-    assert "repeat the measurements of add 1" in capsys.readouterr().err
+    assert "2 of the 2 rows and values repeat measurements of add 1" in capsys.readouterr().err
     assert digest(state) == before
+    # the same measurements re-printed to 12 digits, reordered, or a subset of them (with a new one): refused too
+    rows = np.loadtxt(folder / "rows.csv", delimiter=",", ndmin=2)
+    y = np.loadtxt(folder / "y.csv", ndmin=1)
+    fresh = np.random.default_rng(9).normal(size=(1, 64))
+    for name, (r, v, repeated) in {"reprinted": (rows, y, 2), "reordered": (rows[::-1], y[::-1], 2),
+                                   "subset": (np.vstack([rows[1:], fresh]), np.r_[y[1:], 0.3], 1)}.items():
+        np.savetxt(folder / "r2.csv", r, delimiter=",", fmt="%.12g")
+        np.savetxt(folder / "y2.csv", v, fmt="%.12g")
+        capsys.readouterr()
+        assert design("add", "--state", state, "--rows", folder / "r2.csv", "--values", folder / "y2.csv") == 2, name
+        assert f"{repeated} of the {len(v)} rows and values repeat measurements of add 1" in capsys.readouterr().err
+        assert digest(state) == before
+    # a repeat measurement of the same rows (another value: noise) is a new measurement
+    np.savetxt(folder / "y2.csv", y + 0.01)
+    assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y2.csv") == 0
     assert design("add", "--state", state, "--rows", folder / "rows.csv", "--values", folder / "y.csv",
                   "--again") == 0
     s = lab.load_state(state)
-    assert s.X.shape == (6, 64) and s.log[-1]["repeats"] == 1
+    assert s.X.shape == (8, 64) and s.log[-1]["repeats"] == 1
 
 
 @pytest.mark.parametrize("labels, match", [

@@ -75,6 +75,7 @@ STATE_FORMAT = "adaptcs-design-state"
 STATE_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)  # version 1: no basis attributes; versions 1 and 2: no checksums, no removed rows
 HYPERPARAMETER_NAMES = ("p0", "v0", "noise_var")
+REPEAT_RTOL = 1e-9  # a told row and value this close to one already in the fit is a repeat (lab.add)
 NOISE_CAUTION_ROWS = 0.25  # a noise variance learned from fewer rows per unknown is flagged (FitSummary.noise_note)
 TREE_LEARNED = ("p_on", "p_off", "v0", "noise_var")  # what the tree's EM learns unless given (v0, noise_var)
 TREE_HYPERPARAMETER_NAMES = TREE_LEARNED + ("beta", "kappa")  # beta, kappa: the prediction's gain and spread
@@ -657,8 +658,9 @@ def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSumm
 def add(state_path, rows_path, values_path, *, again: bool = False) -> dict:
     """Tell measured rows and their values (any rows, asked or not); checked before anything is changed.
 
-    Rows and values that repeat an earlier add exactly are refused unless ``again`` says that they are a real
-    repeat measurement (adding a file twice by mistake would count its measurements twice); rows or values whose
+    Rows with values that repeat measurements already in the fit (each row and its value equal to :data:`REPEAT_RTOL`,
+    whatever the add, order or subset) are refused unless ``again`` says that they are real repeat measurements
+    (adding a file twice by mistake, or re-printed, would count its measurements twice); rows or values whose
     scale is absurd against the rest are refused (:func:`adaptcs._validation.check_measurement_scale`).
     """
     with locked(state_path):
@@ -671,11 +673,14 @@ def add(state_path, rows_path, values_path, *, again: bool = False) -> dict:
             val.check_measurement_scale(rows, values, state.X, state.y)
         except ValueError as exc:
             raise StateError(f"{rows_path}, {values_path}: {exc}") from None
-        repeated = _repeated_batch(state, rows, values)
+        repeats = _repeated_measurements(state, rows, values)
+        repeated = int(np.min(state.added_by[repeats[repeats >= 0]])) if np.any(repeats >= 0) else None
         if repeated is not None and not again:
-            raise StateError(f"{rows_path} and {values_path} repeat the measurements of add {repeated} exactly (the "
-                             "same rows and values): adding them again would count them twice; pass --again if they "
-                             "are a real repeat measurement")
+            calls = sorted({int(c) for c in state.added_by[repeats[repeats >= 0]]})
+            raise StateError(f"{rows_path} and {values_path}: {int(np.sum(repeats >= 0))} of the {rows.shape[0]} "
+                             f"rows and values repeat measurements of add {', '.join(map(str, calls))} (equal to "
+                             f"{REPEAT_RTOL:g}): adding them would count them twice; pass --again if they are real "
+                             "repeat measurements")
         was_asked, pending = _match_asked(state.asked, ~state.measured, rows)
         call = state.n_adds
         state.X = np.vstack([state.X, rows])
@@ -693,14 +698,22 @@ def add(state_path, rows_path, values_path, *, again: bool = False) -> dict:
     return info
 
 
-def _repeated_batch(state: LabState, rows: np.ndarray, values: np.ndarray) -> int | None:
-    """The earlier add (still in the fit) whose rows and values are exactly ``rows`` and ``values``, if any."""
-    for call in np.unique(state.added_by):
-        mine = state.added_by == call
-        if np.count_nonzero(mine) == rows.shape[0] and np.array_equal(state.X[mine], rows) \
-                and np.array_equal(state.y[mine], values):
-            return int(call)
-    return None
+def _repeated_measurements(state: LabState, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """For each new row, the index of a measurement in the fit with the same row and value to :data:`REPEAT_RTOL`
+    (relative to the row's norm and the value's size), -1 if none. Values are compared first: measured values of
+    different rows rarely agree to 1e-9, so few rows are compared."""
+    found = np.full(rows.shape[0], -1, dtype=np.intp)
+    if not state.y.size:
+        return found
+    for i, (row, value) in enumerate(zip(rows, values, strict=True)):
+        scale = np.maximum(np.abs(state.y), abs(value))
+        close = np.flatnonzero(np.abs(state.y - value) <= REPEAT_RTOL * np.where(scale > 0, scale, 1.0))
+        if close.size:
+            gap = np.linalg.norm(state.X[close] - row, axis=1)
+            same = close[gap <= REPEAT_RTOL * max(float(np.linalg.norm(row)), np.finfo(float).tiny)]
+            if same.size:
+                found[i] = same[0]
+    return found
 
 
 def remove(state_path, batch: int) -> dict:
