@@ -294,6 +294,16 @@ def added_twice(folder, w):
     return state
 
 
+def test_a_state_that_is_not_a_regular_file_is_refused_at_once(tmp_path, capsys):
+    """A FIFO given as --state would block the read forever (holding the lock): refused before it is opened."""
+    fifo = tmp_path / "state.h5"
+    os.mkfifo(fifo)
+    for command in (("next", "--out", tmp_path / "rows.csv"), ("estimate", "--out", tmp_path / "e.csv")):
+        capsys.readouterr()
+        assert design(command[0], "--state", fifo, *command[1:]) == 2
+        assert "not a regular file" in capsys.readouterr().err
+
+
 def test_no_output_file_may_be_the_state_file(bench, capsys):
     folder, _, w = bench
     state = added_twice(folder, w)

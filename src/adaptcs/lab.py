@@ -363,6 +363,8 @@ def load_state(path) -> LabState:
     path = Path(path)
     if not path.exists():
         raise StateError(f"{path}: no such state file (make one with 'python -m adaptcs design init')")
+    if not path.is_file():  # a FIFO or a device would block or never end a read
+        raise StateError(f"{path}: not a regular file; a state file is an HDF5 file 'design init' made")
     try:
         with h5py.File(path, "r", locking=False) as f:
             if f.attrs.get("format") != STATE_FORMAT:
