@@ -159,6 +159,28 @@ def test_a_flipped_bit_makes_reading_fail_naming_the_file(tmp_path, rng):
         results.aggregate_runs([path], summary_path=tmp_path / "s.h5", curves_path=tmp_path / "c.csv")
 
 
+def test_data_that_pass_their_chunk_checksums_but_are_not_what_was_written_fail_the_digest(tmp_path, rng):
+    """A damaged pointer can lead to another valid chunk (its Fletcher-32 passes): a dataset replaced by other
+    numbers with a valid checksum, attributes untouched, must fail the data digest (one flipped bit in a summary
+    file once reported random rows at 0.00 +- 0.00); a version-4 file (no digest) still reads."""
+    from adaptcs._io import attrs_digest
+
+    job = make_job(rng)
+    path = write_job(tmp_path / "job.h5", job)
+    with h5py.File(path, "r+") as f:
+        errors = f["errors"][()]
+        del f["errors"]
+        f.create_dataset("errors", data=np.zeros_like(errors), fletcher32=True)
+    with pytest.raises(results.ResultFileError, match="data of / do not match their SHA-256"):
+        read_job(path)
+    older = write_job(tmp_path / "v4.h5", job)
+    with h5py.File(older, "r+") as f:
+        del f.attrs["data_sha256"]
+        f.attrs["format_version"] = 4
+        f.attrs["attrs_sha256"] = attrs_digest(f.attrs)
+    np.testing.assert_array_equal(read_job(older).errors, job.errors)
+
+
 def test_a_changed_attribute_makes_reading_fail(tmp_path, rng):
     path = write_job(tmp_path / "job.h5", make_job(rng))
     with h5py.File(path, "r+") as f:

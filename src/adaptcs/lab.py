@@ -49,7 +49,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import fcntl
-import hashlib
 import io
 import json
 import logging
@@ -63,7 +62,7 @@ import numpy as np
 import pandas as pd
 
 from adaptcs import _validation as val
-from adaptcs._io import atomic_write, attrs_digest, same_file, stale_temporaries
+from adaptcs._io import atomic_write, attrs_digest, data_digest, same_file, stale_temporaries
 from adaptcs.basis import BASES, WAVELETS, Basis, make_basis
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES, Told
@@ -301,16 +300,6 @@ def refuse_state_as_output(state_path, out_path, option: str) -> None:
                          "write the output to another file")
 
 
-def _data_digest(arrays: dict) -> str:
-    """SHA-256 of every dataset's name, type, shape and bytes."""
-    sha = hashlib.sha256()
-    for name in sorted(arrays):
-        value = np.ascontiguousarray(arrays[name])
-        sha.update(f"{name}:{value.dtype.str}:{value.shape}".encode())
-        sha.update(value.tobytes())
-    return sha.hexdigest()
-
-
 def _state_arrays(state: LabState) -> dict:
     arrays = {name: np.asarray(getattr(state, name)) for name in DATASETS + REMOVED}
     arrays["was_asked"], arrays["measured"] = arrays["was_asked"].astype(bool), arrays["measured"].astype(bool)
@@ -343,7 +332,7 @@ def save_state(path, state: LabState) -> Path:
         for name, value in arrays.items():
             # Fletcher-32 needs chunked storage, which needs at least one element
             f.create_dataset(name, data=value, fletcher32=value.size > 0)
-        f.attrs["data_sha256"] = _data_digest(arrays)
+        f.attrs["data_sha256"] = data_digest(arrays)
         f.attrs["attrs_sha256"] = attrs_digest(f.attrs)
     data = buffer.getvalue()
 
@@ -379,7 +368,7 @@ def load_state(path) -> LabState:
                                  "nothing was read or changed")
             names = DATASETS + (REMOVED if checked else ()) + (("pool",) if "pool" in f else ()) + ("log",)
             arrays = {name: _dataset(f, name, path) for name in names}
-            if checked and f.attrs.get("data_sha256") != _data_digest(arrays):
+            if checked and f.attrs.get("data_sha256") != data_digest(arrays):
                 raise StateError(f"{path}: the state's data do not match their checksum (the file is damaged); nothing "
                                  "was read or changed")
             if not checked:

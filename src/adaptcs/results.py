@@ -1,15 +1,17 @@
 """The HDF5 result file of one job, and tidy tables read back from many.
 
 A job is many replicates of one (experiment, setting, method, hyper-parameters, strategy). Its file holds
-(format version 4; version 3 recorded wall times):
+(format version 5; version 4, still read, had no ``data_sha256``; version 3 recorded wall times):
 
 File attributes
-    ``format`` = "adaptcs.results", ``format_version`` = 4, ``experiment``, ``setting_index``,
+    ``format`` = "adaptcs.results", ``format_version`` = 5, ``experiment``, ``setting_index``,
     ``setting`` (JSON), ``method``, ``hyperparameters`` ("oracle": the paper's values from the true signal, or
     "learned" from the measurements), ``strategy``, ``config`` (JSON of everything the job was run with),
     ``versions`` (JSON: python, adaptcs, numpy, scipy, scikit-learn, h5py), ``blas`` (JSON: BLAS library,
-    version and thread count from threadpoolctl), ``created`` (UTC, ISO 8601), ``attrs_sha256`` (SHA-256 of
-    all the other attributes; checked on reading).
+    version and thread count from threadpoolctl), ``created`` (UTC, ISO 8601), ``data_sha256`` (SHA-256 of
+    every dataset's name, type, shape and bytes, checked on reading: HDF5's Fletcher-32 checks a chunk's bytes, not
+    which chunk a damaged pointer leads to), ``attrs_sha256`` (SHA-256 of all the other attributes; checked on
+    reading).
 
 Datasets (R replicates, T = 1 + number of design steps, d coefficients, G groups)
     ``replicate`` (R,) int: replicate indices.
@@ -64,10 +66,11 @@ import h5py
 import numpy as np
 import pandas as pd
 
-from adaptcs._io import atomic_write, attrs_digest
+from adaptcs._io import atomic_write, attrs_digest, data_digest
 
 FORMAT = "adaptcs.results"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
+READABLE_VERSIONS = (4, 5)  # version 4: no data_sha256
 
 _DATASETS = {
     # name: (units, description)
@@ -231,8 +234,10 @@ def _reading(path):
             yield f
     except ResultFileError:
         raise
-    except (OSError, KeyError, ValueError, TypeError, json.JSONDecodeError) as exc:
-        raise ResultFileError(f"{path}: cannot read this result file ({type(exc).__name__}: {exc})") from exc
+    except (OSError, KeyError, ValueError, TypeError, RuntimeError, IndexError, AttributeError, OverflowError) as exc:
+        # h5py reports a damaged structure as any of these (RuntimeError for a broken B-tree or heap)
+        raise ResultFileError(f"{path}: cannot read this result file, it is damaged or not one "
+                              f"({type(exc).__name__}: {exc})") from exc
 
 
 def merge_jobs(jobs) -> JobResult:
@@ -334,9 +339,9 @@ def _atomic_h5(path, write) -> Path:
 def _check_format(f, path) -> None:
     if f.attrs.get("format") != FORMAT:
         raise ResultFileError(f"{path}: not an adaptcs result file")
-    if int(f.attrs["format_version"]) != FORMAT_VERSION:
+    if int(f.attrs["format_version"]) not in READABLE_VERSIONS:
         raise ResultFileError(f"{path}: result format version {f.attrs['format_version']} is not supported "
-                              f"(this adaptcs reads version {FORMAT_VERSION}; rerun the jobs that wrote it)")
+                              f"(this adaptcs reads versions {READABLE_VERSIONS}; rerun the jobs that wrote it)")
 
 
 def _write_job_group(g, job: JobResult) -> None:
@@ -352,6 +357,7 @@ def _write_job_group(g, job: JobResult) -> None:
     g.attrs["versions"] = json.dumps(job.versions or environment_versions(), sort_keys=True)
     g.attrs["blas"] = json.dumps(job.blas or blas_info())
     g.attrs["created"] = job.created or datetime.now(UTC).isoformat(timespec="seconds")
+    stored = {}
     for name, (units, description) in _DATASETS.items():
         value = getattr(job, name)
         if value is None:
@@ -363,6 +369,8 @@ def _write_job_group(g, job: JobResult) -> None:
         # Fletcher-32 checksums need chunked storage, which needs at least one element.
         dset = g.create_dataset(name, data=value, fletcher32=value.size > 0)
         dset.attrs["units"], dset.attrs["description"] = units, description
+        stored[name] = dset[()]  # as a reader will see it
+    g.attrs["data_sha256"] = data_digest(stored)
     g.attrs["attrs_sha256"] = attrs_digest(g.attrs)
 
 
@@ -373,6 +381,9 @@ def _read_job_group(g, path) -> JobResult:
     if missing:
         raise ResultFileError(f"{path}: {g.name} lacks the dataset(s) {missing}")
     arrays = {name: g[name][()] for name in _DATASETS if name in g}
+    if "data_sha256" in g.attrs and g.attrs["data_sha256"] != data_digest(arrays):
+        raise ResultFileError(f"{path}: the data of {g.name} do not match their SHA-256 (the file is damaged); rerun "
+                              "the job that wrote it")
     if "failure" in arrays:
         arrays["failure"] = np.array([v.decode() for v in arrays["failure"].ravel()], dtype=str)
     return JobResult(
