@@ -8,7 +8,6 @@ with measurements made up from a known signal.
 
 from __future__ import annotations
 
-import functools
 import time
 import warnings
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from adaptcs.design.prediction import (
     single_coefficient_rows,
 )
 from adaptcs.measurement import sphere_rows
-from adaptcs.models._base import DEFAULT_BLAS_THREADS, blas_limit
+from adaptcs.models._base import with_blas_limit
 
 STRATEGIES = ("design", "random", "pool", "sequence", "predict")
 FIXED_ROWS = ("pool", "sequence")  # strategies that take their rows from ``pool``
@@ -124,13 +123,7 @@ def has_posterior_covariance(estimator) -> bool:
 def _under_the_estimators_blas_limit(method):
     """``method`` of the designer run with its estimator's BLAS threads (the package's rule:
     :mod:`adaptcs.models._base`): the power method and the candidate scores are BLAS work too."""
-
-    @functools.wraps(method)
-    def limited(self, *args, **kwargs):
-        with blas_limit(getattr(self.estimator, "blas_threads", DEFAULT_BLAS_THREADS)):
-            return method(self, *args, **kwargs)
-
-    return limited
+    return with_blas_limit(method, owner=lambda designer: designer.estimator)
 
 
 class SequentialDesigner:

@@ -46,13 +46,13 @@ def blas_limit(threads: int | None):
     return blas_controller().limit(limits=int(threads), user_api="blas")
 
 
-def with_blas_limit(method):
-    """``method`` run under :func:`blas_limit` of its object's ``blas_threads`` (:data:`DEFAULT_BLAS_THREADS` if
-    it has none)."""
+def with_blas_limit(method, owner=lambda obj: obj):
+    """``method`` run under :func:`blas_limit` of the ``blas_threads`` of ``owner(self)`` (the object itself, or
+    the designer's estimator; :data:`DEFAULT_BLAS_THREADS` if it has none)."""
 
     @functools.wraps(method)
     def limited(self, *args, **kwargs):
-        with blas_limit(getattr(self, "blas_threads", DEFAULT_BLAS_THREADS)):
+        with blas_limit(getattr(owner(self), "blas_threads", DEFAULT_BLAS_THREADS)):
             return method(self, *args, **kwargs)
 
     limited.__wrapped_by_blas_limit__ = True
