@@ -40,8 +40,9 @@ def atomic_write(path, write) -> Path:
     """Call ``write(tmp)`` on a temporary path in the same folder, then rename it to ``path``.
 
     The temporary file is flushed to disk before the rename and the folder after it, so that a crash leaves
-    either the old file or the new one. A file that is replaced keeps its permission bits. On any failure (or
-    interruption) the temporary file is removed and ``path`` is left as it was.
+    either the old file or the new one. A file that is replaced keeps its permission bits, and its owner and group
+    as far as this process may set them (a shared lab folder). On any failure (or interruption) the temporary file
+    is removed and ``path`` is left as it was.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -50,13 +51,26 @@ def atomic_write(path, write) -> Path:
         write(tmp)
         _fsync(tmp)
         if path.exists():
-            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+            _copy_ownership(path, tmp)
         os.replace(tmp, path)
         _fsync(path.parent)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def _copy_ownership(source: Path, target: Path) -> None:
+    """Give ``target`` the owner, group and permission bits of ``source``: the owner only when allowed (root), the
+    group when this process belongs to it; the permission bits always."""
+    info = os.stat(source)
+    for uid, gid in ((info.st_uid, info.st_gid), (-1, info.st_gid)):
+        try:
+            os.chown(target, uid, gid)
+            break
+        except PermissionError:
+            continue
+    os.chmod(target, stat.S_IMODE(info.st_mode))
 
 
 def temporary_path(path: Path) -> Path:
@@ -89,7 +103,19 @@ def data_digest(arrays: dict) -> str:
     return sha.hexdigest()
 
 
+def fixed_text(text: str) -> np.bytes_:
+    """``text`` as a fixed-length UTF-8 HDF5 string. A variable-length string lives in HDF5's global heap, which has
+    no checksum: a flipped bit in its length can make reading spin forever. A fixed-length one is stored in the
+    (checksummed, with ``libver="v110"``) object header."""
+    return np.bytes_(text.encode())
+
+
+def as_text(value) -> str:
+    """An HDF5 string attribute as ``str`` (fixed-length ones read as bytes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def attrs_digest(attrs, skip: str = "attrs_sha256") -> str:
     """SHA-256 of HDF5 attributes (all but ``skip``, the digest itself), in a canonical form."""
-    items = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in attrs.items() if k != skip}
+    items = {k: as_text(v) for k, v in attrs.items() if k != skip}
     return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()

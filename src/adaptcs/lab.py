@@ -48,11 +48,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import fcntl
 import io
 import json
 import logging
+import os
 import re
+import stat
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +65,7 @@ import numpy as np
 import pandas as pd
 
 from adaptcs import _validation as val
-from adaptcs._io import atomic_write, attrs_digest, data_digest, same_file, stale_temporaries
+from adaptcs._io import as_text, atomic_write, attrs_digest, data_digest, fixed_text, same_file, stale_temporaries
 from adaptcs.basis import BASES, WAVELETS, Basis, make_basis
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES, Told
@@ -277,18 +280,51 @@ def write_csv(path, array: np.ndarray) -> Path:
 
 
 @contextlib.contextmanager
-def locked(path):
+def locked(path, *, creating: bool = False):
     """An exclusive lock on ``path`` (through a ``.lock`` file next to it) for a read-modify-write; temporary
-    files that a killed command left next to ``path`` are removed once the lock is held."""
-    lock_path = Path(path).with_name(f".{Path(path).name}.lock")
-    with open(lock_path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    files that a killed command left next to ``path`` are removed once the lock is held.
+
+    The state must exist and be a regular file (``creating``: its folder must exist, and the state, if there is
+    one, must be a regular file) before the lock file is touched. The lock file is opened without following a
+    link and without truncating: one planted in a shared folder (a link to another file, a FIFO) is refused and
+    never written to.
+    """
+    path = Path(path)
+    if creating:
+        if not path.parent.is_dir():
+            raise StateError(f"{path}: the folder {path.parent} does not exist")
+        if path.exists():
+            _check_regular(path)
+    else:
+        _check_regular(path)
+    lock_path = path.with_name(f".{path.name}.lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise StateError(f"{lock_path}: cannot open the state's lock file ({exc.strerror}); "
+                         + ("it is a link, which a lock file must not be: remove it"
+                            if exc.errno == errno.ELOOP else "check the folder's permissions")) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StateError(f"{lock_path}: the state's lock file is not a regular file; remove it")
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            for stale in stale_temporaries(Path(path)):
+            for stale in stale_temporaries(path):
                 stale.unlink(missing_ok=True)
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _check_regular(path: Path) -> None:
+    """StateError unless ``path`` is an existing regular file (a FIFO or a device would block or never end a
+    read; a folder is not a state)."""
+    if not path.exists():
+        raise StateError(f"{path}: no such state file (make one with 'python -m adaptcs design init')")
+    if not path.is_file():
+        raise StateError(f"{path}: not a regular file; a state file is an HDF5 file 'design init' made")
 
 
 def refuse_state_as_output(state_path, out_path, option: str) -> None:
@@ -314,26 +350,25 @@ def save_state(path, state: LabState) -> Path:
     """Write the whole state (with checksums) to a new file, flush it, and rename it over ``path``."""
     buffer = io.BytesIO()
     with h5py.File(buffer, "w", libver=("v110", "latest")) as f:  # v110: checksummed object headers
-        f.attrs["format"] = STATE_FORMAT
-        f.attrs["format_version"] = STATE_VERSION
-        f.attrs["strategy"] = state.strategy
-        f.attrs["row_constraint"] = state.row_constraint
-        f.attrs["row_norm"] = np.nan if state.row_norm is None else state.row_norm
-        f.attrs["seed"] = state.seed
-        f.attrs["given"] = json.dumps(state.given, sort_keys=True)
-        f.attrs["basis"] = state.basis_name
-        f.attrs["side"] = state.side
-        f.attrs["level"] = state.level
         model = state.estimator()
         estimator = {name: value for name, value in model.get_params().items()
                      if name not in ("groups", "scales", "basis")}  # the basis's, saved as basis, side and level
-        f.attrs["estimator"] = json.dumps({"class": type(model).__name__, **estimator}, sort_keys=True, default=str)
+        text = {"format": STATE_FORMAT, "strategy": state.strategy, "row_constraint": state.row_constraint,
+                "given": json.dumps(state.given, sort_keys=True), "basis": state.basis_name,
+                "estimator": json.dumps({"class": type(model).__name__, **estimator}, sort_keys=True, default=str)}
+        for name, value in text.items():
+            f.attrs[name] = fixed_text(value)  # never in the unchecksummed global heap (see fixed_text)
+        f.attrs["format_version"] = STATE_VERSION
+        f.attrs["row_norm"] = np.nan if state.row_norm is None else state.row_norm
+        f.attrs["seed"] = state.seed
+        f.attrs["side"] = state.side
+        f.attrs["level"] = state.level
         arrays = _state_arrays(state)
         for name, value in arrays.items():
             # Fletcher-32 needs chunked storage, which needs at least one element
             f.create_dataset(name, data=value, fletcher32=value.size > 0)
-        f.attrs["data_sha256"] = data_digest(arrays)
-        f.attrs["attrs_sha256"] = attrs_digest(f.attrs)
+        f.attrs["data_sha256"] = fixed_text(data_digest(arrays))
+        f.attrs["attrs_sha256"] = fixed_text(attrs_digest(f.attrs))
     data = buffer.getvalue()
 
     def write(tmp):
@@ -350,25 +385,22 @@ def save_state(path, state: LabState) -> Path:
 def load_state(path) -> LabState:
     """Read and check a state file (StateError if it is not one, is damaged or does not fit together)."""
     path = Path(path)
-    if not path.exists():
-        raise StateError(f"{path}: no such state file (make one with 'python -m adaptcs design init')")
-    if not path.is_file():  # a FIFO or a device would block or never end a read
-        raise StateError(f"{path}: not a regular file; a state file is an HDF5 file 'design init' made")
+    _check_regular(path)
     try:
         with h5py.File(path, "r", locking=False) as f:
-            if f.attrs.get("format") != STATE_FORMAT:
+            if as_text(f.attrs.get("format", "")) != STATE_FORMAT:
                 raise StateError(f"{path}: not an adaptcs design state file")
             version = int(_attr(f, "format_version", path))
             if version not in READABLE_VERSIONS:
                 raise StateError(f"{path}: state format version {version} is not supported (this "
                                  f"adaptcs reads versions {READABLE_VERSIONS})")
             checked = version >= 3
-            if checked and f.attrs.get("attrs_sha256") != attrs_digest(f.attrs):
+            if checked and as_text(f.attrs.get("attrs_sha256", "")) != attrs_digest(f.attrs):
                 raise StateError(f"{path}: the state's attributes do not match their checksum (the file is damaged); "
                                  "nothing was read or changed")
             names = DATASETS + (REMOVED if checked else ()) + (("pool",) if "pool" in f else ()) + ("log",)
             arrays = {name: _dataset(f, name, path) for name in names}
-            if checked and f.attrs.get("data_sha256") != data_digest(arrays):
+            if checked and as_text(f.attrs.get("data_sha256", "")) != data_digest(arrays):
                 raise StateError(f"{path}: the state's data do not match their checksum (the file is damaged); nothing "
                                  "was read or changed")
             if not checked:
@@ -380,12 +412,12 @@ def load_state(path) -> LabState:
                 if arrays[name].dtype.kind in "biu":  # flags (HDF5 has no boolean type of its own)
                     arrays[name] = arrays[name].astype(bool)
             state = LabState(
-                groups=arrays.pop("groups"), strategy=str(_attr(f, "strategy", path)),
-                row_constraint=str(_attr(f, "row_constraint", path)),
+                groups=arrays.pop("groups"), strategy=as_text(_attr(f, "strategy", path)),
+                row_constraint=as_text(_attr(f, "row_constraint", path)),
                 row_norm=None if np.isnan(row_norm) else row_norm, seed=int(_attr(f, "seed", path)),
                 given=json.loads(_attr(f, "given", path)), pool=arrays.pop("pool", None),
                 log=[json.loads(line.decode() if isinstance(line, bytes) else line) for line in lines],
-                basis_name=str(f.attrs.get("basis", "")), side=int(f.attrs.get("side", 0)),
+                basis_name=as_text(f.attrs.get("basis", "")), side=int(f.attrs.get("side", 0)),
                 level=int(f.attrs.get("level", 0)), **arrays)
     except StateError:
         raise
@@ -542,7 +574,7 @@ def init(state_path, groups_path=None, *, basis=None, side=None, level=None, p0=
     state.log.append({"command": "init", "time": _now(), "d": state.d, "groups": int(np.unique(groups).size),
                       "given": given, "learned": list(state.learned), "basis": basis_name, "side": side,
                       "level": level or 0, "model": type(state.estimator()).__name__})
-    with locked(state_path):  # the lock of add and next: --force never replaces a state while they write it
+    with locked(state_path, creating=True):  # the lock of add and next: --force never replaces a state while they write it
         if Path(state_path).exists() and not force:
             raise StateError(f"{state_path} exists (it holds measurements); remove it or pass --force to start over")
         save_state(state_path, state)
