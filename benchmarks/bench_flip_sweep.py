@@ -16,7 +16,8 @@ other exception) and ``hang`` (no answer within ``--timeout`` seconds; the child
 datasets' chunks, where HDF5's checksums may not reach) and the rest in the chunks (Fletcher-32 covered); for the
 lab state, and with ``--every-byte``, every byte of the file.
 
-Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_flip_sweep.py --target job summary lab`` (about 15 minutes on 2 cores).
+Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_flip_sweep.py --target job summary lab`` (about 15 minutes
+on 2 cores).
 Exit status 1 if any flip was silent, a traceback or a hang.
 """
 

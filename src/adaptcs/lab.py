@@ -574,7 +574,8 @@ def init(state_path, groups_path=None, *, basis=None, side=None, level=None, p0=
     state.log.append({"command": "init", "time": _now(), "d": state.d, "groups": int(np.unique(groups).size),
                       "given": given, "learned": list(state.learned), "basis": basis_name, "side": side,
                       "level": level or 0, "model": type(state.estimator()).__name__})
-    with locked(state_path, creating=True):  # the lock of add and next: --force never replaces a state while they write it
+    # the lock of add and next: --force never replaces a state while they write it
+    with locked(state_path, creating=True):
         if Path(state_path).exists() and not force:
             raise StateError(f"{state_path} exists (it holds measurements); remove it or pass --force to start over")
         save_state(state_path, state)
