@@ -4,6 +4,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import resource
 import stat
 import subprocess
@@ -423,13 +424,14 @@ def test_the_state_keeps_no_text_in_the_unchecksummed_heap(bench):
             assert dataset.dtype.kind != "O" and (dataset.size == 0 or dataset.fletcher32), name
 
 
-def version_2_state(path, state):
-    """``state`` written as adaptcs wrote version 2 (no checksums, no removed rows, the log as text)."""
+def version_2_state(path, state, **settings):
+    """``state`` written as adaptcs wrote version 2 (no checksums, no removed rows, the log as text); ``settings``
+    replace attributes."""
     with h5py.File(path, "w") as f:
         for key, value in (("format", lab.STATE_FORMAT), ("format_version", 2), ("strategy", state.strategy),
                            ("row_constraint", state.row_constraint), ("row_norm", np.nan), ("seed", state.seed),
                            ("given", "{}"), ("basis", ""), ("side", 0), ("estimator", "{}")):
-            f.attrs[key] = value
+            f.attrs[key] = settings.get(key, value)
         for name in lab.DATASETS:
             f[name] = getattr(state, name)
         f["log"] = np.array([json.dumps(e) for e in state.log], dtype=h5py.string_dtype())
@@ -451,6 +453,43 @@ def test_old_states_open_with_a_note_and_inconsistent_ones_are_refused(bench, ca
     version_2_state(folder / "bad.h5", good)
     assert design("next", "--state", folder / "bad.h5", "--out", folder / "r.csv") == 2
     assert "does not fit together" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, match", [
+    (("--seed", "99999999999999999999999"), "seed must be an integer in 0..9223372036854775807"),
+    (("--v0", "1e300", "--noise-var", "1e-300"), r"v0 must be a number in 1e-100..1e\+100"),
+    (("--noise-var", "1e-300"), "noise_var must be a number in"), (("--row-norm", "1e300"), "row_norm must be"),
+    (("--basis", "haar", "--side", "65536"), r"4,294,967,296 unknowns is beyond the lab's 1,048,576"),
+    (("--basis", "dct", "--side", "2048"), "unknowns is beyond"),
+])
+def test_init_refuses_settings_no_fit_can_use_before_allocating(bench, capsys, args, match):
+    """Issue 46, points 8 and 10: a side whose image cannot fit is refused before anything is allocated (65536
+    allocated until memory ran out), a seed beyond int64 and hyper-parameters that overflow in one line."""
+    folder, _, _ = bench
+    source = () if "--basis" in args else ("--groups", folder / "groups.csv")
+    assert design("init", "--state", folder / "s.h5", *source, *args) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err) and "Traceback" not in err and not (folder / "s.h5").exists()
+
+
+@pytest.mark.parametrize("settings, match", [
+    ({"given": '{"v0": -1}'}, "v0 must be a number in"), ({"given": '{"p0": 1.5}'}, "p0 must be below 1"),
+    ({"given": "[1, 2]"}, "must be a mapping"), ({"given": '{"v0": 1e300}'}, "v0 must be a number in"),
+    ({"seed": -5}, "seed must be an integer"), ({"basis": "haar", "side": 4}, "does not have the 64 coefficients"),
+    ({"basis": "fourier", "side": 8}, "basis must be one of"), ({"row_norm": -2.0}, "row_norm must be"),
+])
+def test_an_old_state_with_invalid_settings_is_refused_never_upgraded(bench, capsys, settings, match):
+    """Issue 46, point 6: a version-2 file (no checksums) with settings init would refuse is not written back with
+    fresh checksums (which would make the damage permanent): every command refuses it, the file unchanged."""
+    folder, _, w = bench
+    version_2_state(folder / "old.h5", lab.load_state(added_twice(folder, w)), **settings)
+    before = digest(folder / "old.h5")
+    capsys.readouterr()
+    assert design("add", "--state", folder / "old.h5", "--rows", folder / "rows.csv", "--values", folder / "y.csv",
+                  "--again") == 2
+    err = capsys.readouterr().err
+    assert "does not fit together" in err and re.search(match, err) and "Traceback" not in err
+    assert digest(folder / "old.h5") == before
 
 
 @pytest.mark.parametrize("rows, values, match", [

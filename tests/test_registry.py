@@ -40,6 +40,25 @@ def test_what_the_check_refuses_fit_refuses_too(method, rng):
         estimator.fit(X, rng.normal(size=5))
 
 
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("case", ["zero rows", "huge values", "huge rows"])
+def test_every_method_refuses_data_no_fit_can_use_in_one_message(method, case, rng):
+    """Issue 46, point 10: all-zero X (a ZeroDivisionError in learned GSS-EP, SS-EP and FLAS) and values whose
+    squares overflow (G-LASSO's OverflowError at y x 1e300) are one ValueError naming the estimator."""
+    groups, prior, X = problem_for(method, rng)
+    y = rng.normal(size=X.shape[0])
+    X, y, match = {"zero rows": (0.0 * X, y, "every entry of X is zero"),
+                   "huge values": (X, 1e300 * y, "y holds a value of .* overflows"),
+                   "huge rows": (1e200 * X, y, "X holds a value of .* overflows")}[case]
+    for hyperparameters in ("oracle", "learned"):
+        estimator = make_estimator(method, groups, prior, hyperparameters=hyperparameters) \
+            if hyperparameters == "oracle" or isinstance(METHODS[method].learned, dict) else None
+        if estimator is None:
+            continue
+        with pytest.raises(ValueError, match=match):
+            estimator.fit(X, y)
+
+
 def problem_for(method: str, rng):
     """Groups, prior knowledge and 5 rows of 8 coefficients; for a method that fits only basis scans, 5 rows that
     select coefficients of a 4 x 4 Haar basis (16 coefficients)."""

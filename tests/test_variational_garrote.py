@@ -1,5 +1,7 @@
 """The variational garrote against closed forms and dense linear algebra."""
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy.linalg import block_diag
@@ -128,3 +130,24 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(module)
     assert result.attempted >= 8 and result.failed == 0
+
+
+def test_ill_conditioned_rows_are_reported_not_hidden_behind_converged():
+    """Issue 46, point 10: on ill-conditioned X the path converges to an estimate worse than zero (a wrong group
+    with large coefficients, which the flat prior does not penalise); fit says so and records the condition."""
+    groups, d, n = np.repeat(np.arange(10), 4), 40, 20
+    rng = np.random.default_rng(1)
+    U, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    V, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    X = (U * np.logspace(0, -4, n)) @ V[:, :n].T * np.sqrt(d)  # singular values 1 .. 1e-4 (times sqrt(d))
+    w = np.where(groups < 2, rng.normal(size=d), 0.0)
+    y = X @ w + 0.1 * rng.normal(size=n)
+    with pytest.warns(UserWarning, match=r"condition number 1e\+04.*far from the truth even when converged") as got:
+        vg = VariationalGarrote(groups, p0=0.2, v0=1.0, noise_var=0.01).fit(X, y)
+    assert got[0].filename == __file__
+    assert vg.converged_ and np.linalg.norm(vg.coef_ - w) > np.linalg.norm(w)  # what the warning is about
+    np.testing.assert_allclose(vg.condition_number_, 1e4, rtol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        well = VariationalGarrote(groups, p0=0.2, v0=1.0, noise_var=0.01).fit(rng.normal(size=(n, d)), y)
+    assert well.condition_number_ < 10

@@ -84,6 +84,9 @@ TREE_HYPERPARAMETER_NAMES = TREE_LEARNED + ("beta", "kappa")  # beta, kappa: the
 DATASETS = ("groups", "X", "y", "added_by", "was_asked", "asked", "asked_by", "measured")
 REMOVED = ("removed_X", "removed_y", "removed_by")  # rows taken back (version 3)
 MAX_GROUP_LABEL = 2**31 - 1
+MAX_SEED = 2**63 - 1  # seeds are stored as HDF5 int64
+GIVEN_RANGE = (1e-100, 1e100)  # a given p0, v0 or noise variance outside it overflows in the fit
+MAX_UNKNOWNS = 2**20  # 1024 x 1024 pixels: a row is 8 MB; a state and a fit beyond it do not fit in memory
 
 log = logging.getLogger(__name__)
 
@@ -479,9 +482,50 @@ def _check_consistent(state: LabState, path) -> None:
         problems.append(f"unknown strategy {state.strategy!r} or row constraint {state.row_constraint!r}")
     if not all(isinstance(entry, dict) and "command" in entry for entry in state.log):
         problems.append("the log has entries that are not commands")
+    problems += _settings_problems(state.given, state.seed, state.row_norm, d if groups.ndim == 1 else 0,
+                                   state.basis_name, state.side, state.level)
     if problems:
         raise StateError(f"{path}: the state does not fit together ({'; '.join(problems)}): the file is damaged; "
                          "nothing was changed")
+
+
+def _settings_problems(given, seed, row_norm, d: int, basis_name: str, side: int, level: int) -> list[str]:
+    """What is wrong with a state's settings (init's arguments, or what an old file holds): [] if nothing."""
+    problems = []
+    if not isinstance(given, dict):
+        return [f"the given hyper-parameters must be a mapping of {HYPERPARAMETER_NAMES} to numbers; got {given!r}"]
+    for name, value in given.items():
+        if name not in HYPERPARAMETER_NAMES:
+            problems.append(f"{name!r} is not a hyper-parameter (one of {HYPERPARAMETER_NAMES})")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not GIVEN_RANGE[0] <= value <= GIVEN_RANGE[1]:
+            problems.append(f"{name} must be a number in {GIVEN_RANGE[0]:g}..{GIVEN_RANGE[1]:g} (outside it the fit "
+                            f"overflows); got {value!r}")
+        elif name == "p0" and value >= 1.0:
+            problems.append(f"p0 must be below 1; got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+        problems.append(f"seed must be an integer in 0..{MAX_SEED}; got {seed!r}")
+    if row_norm is not None and not (np.isfinite(row_norm) and GIVEN_RANGE[0] <= row_norm <= GIVEN_RANGE[1]):
+        problems.append(f"row_norm must be a number in {GIVEN_RANGE[0]:g}..{GIVEN_RANGE[1]:g}; got {row_norm!r}")
+    if d > MAX_UNKNOWNS:
+        problems.append(_too_many(d))
+    if basis_name:
+        if basis_name not in BASES:
+            problems.append(f"basis must be one of {BASES}; got {basis_name!r}")
+        elif not isinstance(side, (int, np.integer)) or not 2 <= side or side * side != d:
+            problems.append(f"a {basis_name} basis of side {side!r} does not have the {d} coefficients of the groups")
+        else:
+            try:
+                make_basis(basis_name, int(side), int(level) or None)
+            except ValueError as exc:
+                problems.append(f"basis {basis_name!r} at side {side}, level {level}: {exc}")
+    return problems
+
+
+def _too_many(d: int) -> str:
+    return (f"{d:,} unknowns is beyond the lab's {MAX_UNKNOWNS:,} (a {int(MAX_UNKNOWNS**0.5)} x "
+            f"{int(MAX_UNKNOWNS**0.5)} image): every row would take {8 * d / 1e6:,.0f} MB and the state and the fit "
+            "would not fit in memory")
 
 
 def _now() -> str:
@@ -539,6 +583,8 @@ def init(state_path, groups_path=None, *, basis=None, side=None, level=None, p0=
             raise StateError(f"basis must be one of {BASES}; got {basis!r}")
         if side is None:
             raise StateError(f"basis {basis!r} needs the image side (--side)")
+        if isinstance(side, (int, np.integer)) and side * side > MAX_UNKNOWNS:  # before anything is allocated
+            raise StateError(f"--side {side}: {_too_many(side * side)}")
         try:
             level = None if level is None else val.check_count(level, "level")
             groups, basis_name, side = make_basis(basis, int(side), level).groups(), basis, int(side)
@@ -548,8 +594,11 @@ def init(state_path, groups_path=None, *, basis=None, side=None, level=None, p0=
     for name, value in (("p0", p0), ("v0", v0), ("noise_var", noise_var)):
         if value is not None:
             given[name] = val.check_positive_scalar(value, name)
-    if given.get("p0", 0.5) >= 1.0:
-        raise StateError(f"p0 must be below 1; got {given['p0']}")
+    seed = val.check_count(seed, "seed", minimum=0)
+    row_norm = None if row_norm is None else val.check_positive_scalar(row_norm, "row_norm")
+    problems = _settings_problems(given, seed, row_norm, groups.shape[0], basis_name, side, level or 0)
+    if problems:
+        raise StateError(problems[0])
     pool = None
     if pool_path is not None:
         pool = read_numbers(pool_path, "candidate rows")
@@ -562,9 +611,8 @@ def init(state_path, groups_path=None, *, basis=None, side=None, level=None, p0=
                              f"{groups.shape[0]} coefficients")
     if (strategy == "pool") != (pool is not None):
         raise StateError("strategy 'pool' needs --pool, and --pool needs strategy 'pool'")
-    state = LabState(groups=groups, strategy=strategy, row_constraint=row_constraint,
-                     row_norm=None if row_norm is None else val.check_positive_scalar(row_norm, "row_norm"),
-                     seed=val.check_count(seed, "seed", minimum=0), given=given, pool=pool, basis_name=basis_name,
+    state = LabState(groups=groups, strategy=strategy, row_constraint=row_constraint, row_norm=row_norm,
+                     seed=seed, given=given, pool=pool, basis_name=basis_name,
                      side=side, level=level or 0)
     try:  # the designer's own checks (a strategy that needs a basis, rows a basis cannot take)
         SequentialDesigner(state.estimator(), strategy=strategy, row_constraint=row_constraint, pool=pool,

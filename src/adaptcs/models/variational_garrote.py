@@ -24,6 +24,7 @@ spike-and-slab prior with slab variance v0 ("matched"), chosen by K-fold cross-v
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from numbers import Real
 
@@ -45,6 +46,7 @@ BETA_MAX_FACTOR = 1e3  # with beta estimated, the forward sweep stops at beta >=
 MATCHED_GRID = (20, 7, 6.0)  # 20 values up to logit(p0), then 7 more up to logit(p0) + 6
 GAMMA_SELECTIONS = ("matched", "cv")
 FORMS = ("auto", "dual", "primal")
+ILL_CONDITIONED = 1e3  # condition number of X above which fit warns (see condition_number_)
 
 
 class _GroupBasis:
@@ -213,6 +215,12 @@ class _VGProblem:
         return best, iterations
 
 
+def _condition_number(X: np.ndarray) -> float:
+    """The ratio of X's largest to its smallest singular value (of min(n, d)); O(min(n, d)^2 max(n, d))."""
+    singular = np.linalg.svd(X, compute_uv=False)
+    return float(singular[0] / singular[-1]) if singular[-1] > 0 else np.inf
+
+
 class VariationalGarrote(GroupRegressor):
     """The variational garrote with group selectors (Kappen & Gomez 2014; grouped variant).
 
@@ -263,6 +271,11 @@ class VariationalGarrote(GroupRegressor):
         Mean held-out squared error per grid point ("cv").
     n_iter_ : int
         Inner iterations over the whole path (and the folds).
+    condition_number_ : float
+        X's largest over its smallest singular value. Above :data:`ILL_CONDITIONED` a warning says that the
+        estimate may be far from the truth although the path converged: VG's flat prior within a selected group
+        leaves directions the rows barely resolve unpenalised (simulated, d = 40 in 10 groups of 4: mean error
+        2.4 at n = 20 and 1.2 at n = 60 for condition 1e3, against 0.74 and 0.15 for GSS-EP on the same data).
     converged_ : bool
         Whether the path reached the gamma asked for (it stops when the selection would have as many effective
         coefficients as there are rows; the last valid solution is then reported, at a smaller ``gamma_``) and
@@ -391,6 +404,12 @@ class VariationalGarrote(GroupRegressor):
         self.path_free_energy_ = np.array([np.nan if s is None else s.free_energy for s in solutions])
         self.cv_mse_ = cv_mse
         self.n_iter_ = iterations
+        self.condition_number_ = _condition_number(X)
+        if self.condition_number_ > ILL_CONDITIONED:
+            warnings.warn(f"{type(self).__name__}: X has condition number {self.condition_number_:.2g}: the rows "
+                          "barely tell some coefficient vectors apart, and VG's flat prior within a selected group "
+                          "leaves those directions unpenalised, so its estimate can be far from the truth even when "
+                          "converged (docs/model.md, 'VG on ill-conditioned rows')", UserWarning, stacklevel=4)
         # a path stopped before the gamma asked for reports its last valid solution, which is not an answer at
         # that gamma: counted as not converged, like an inner iteration that did not meet tol
         self.converged_ = (chosen == report and sol.converged
