@@ -4,8 +4,10 @@ in .ci/slurm-e2e (CI).
 """
 
 import os
+import shlex
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -109,7 +111,22 @@ def test_the_generic_profile_uses_file_logs_and_the_status_command():
     profile = yaml.safe_load((REPO / "workflow/profiles/cluster-generic/config.yaml").read_text())
     assert profile["cluster-generic-status-cmd"] == "status.py" and os.access(STATUS, os.X_OK)
     submit = profile["cluster-generic-submit-cmd"]
-    assert "-o {RESULTS}/logs/cluster/{rule}-{jobid}.log" in submit and "walltime=$(({resources.runtime}*60))" in submit
+    assert "-o {RESULTS:q}/logs/cluster/{rule}-{jobid}.log" in submit
+    assert "walltime=$(({resources.runtime}*60))" in submit
+
+
+@pytest.mark.parametrize("results", ["my results", "r; touch x", "it's $(here)"])
+def test_the_results_folder_reaches_the_submit_command_quoted(results):
+    """Issue 46, point 9: a results path with a space broke submission and one with a ';' ran a command. Formatted
+    by Snakemake's own formatter (as the cluster-generic executor does), the path stays one word of the shell."""
+    from snakemake.utils import format as snakemake_format
+
+    profile = yaml.safe_load((REPO / "workflow/profiles/cluster-generic/config.yaml").read_text())
+    submit = snakemake_format(profile["cluster-generic-submit-cmd"], RESULTS=results, rule="run_job", jobid=7,
+                              threads=1, resources=types.SimpleNamespace(mem_mb=2000, runtime=60))
+    words = shlex.split(submit)
+    assert words[:3] == ["mkdir", "-p", f"{results}/logs/cluster"] and words[3] == "&&"
+    assert words[words.index("-o") + 1] == f"{results}/logs/cluster/run_job-7.log"
 
 
 # --- the SLURM plugin's status command, checked before the first job -------------------------------------------
