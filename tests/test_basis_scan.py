@@ -205,6 +205,67 @@ def test_odd_scans_are_refused_in_one_line_and_rounded_patterns_are_read(tmp_pat
     assert main(common + ["--values", str(tmp_path / "v.npy"), "--rows", str(tmp_path / "rows.csv")]) == 0
 
 
+def test_scan_files_take_headers_and_comments_and_every_parse_error_names_the_file(tmp_path, capsys):
+    """Issue 46, point 5: a header line and # comments are read as --help says (they were refused); blank lines
+    ending a file are not values; every file that cannot be read is named in one line (9 were not)."""
+    from adaptcs.cli import main
+    from adaptcs.replay import load_scan
+
+    basis, _, values = scan(side=16)
+    patterns = basis.row_patterns(np.eye(basis.d))
+    np.savetxt(tmp_path / "plain.csv", values)
+    np.savetxt(tmp_path / "rows.csv", patterns, delimiter=",")
+    np.savetxt(tmp_path / "noted.csv", values, header="value\nfrom the camera, 2026-11-26", footer="end",
+               comments="# ")
+    (tmp_path / "noted.csv").write_text("value\n" + (tmp_path / "noted.csv").read_text() + "\n\n")
+    text = (tmp_path / "rows.csv").read_text().splitlines()
+    (tmp_path / "noted_rows.csv").write_text("\n".join(["# shown in this order", ",".join(f"p{i}" for i in
+                                                         range(basis.d))] + text[:3] + ["# a pause"] + text[3:]))
+    plain = load_scan("haar", 16, tmp_path / "plain.csv")[1]
+    np.testing.assert_array_equal(load_scan("haar", 16, tmp_path / "noted.csv")[1], plain)
+    np.testing.assert_allclose(load_scan("haar", 16, tmp_path / "plain.csv", tmp_path / "noted_rows.csv")[1], plain,
+                               rtol=1e-12, atol=1e-12)
+    bad = {"word.csv": "1\n2\nabc\n", "two.csv": "1,2\n3,4\n", "short.csv": "1\n2\n", "inf.csv": "1\ninf\n",
+           "binary.csv": b"\x89HDF\r\n\x1a\n\x00\xff", "empty.csv": "# nothing\n", "cut.npy": b"\x93NUMPY\x01"}
+    for name, content in bad.items():
+        (tmp_path / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    (tmp_path / "ragged.csv").write_text("\n".join(text[:2] + ["1,2,3"] + text[2:]))
+    common = ["replay", "--side", "16", "--orders", "topdown", "--fractions", "0.25", "--out", str(tmp_path / "o.csv")]
+    for values_file, rows_file, says in [("word.csv", None, "line 3 has 'abc'"), ("two.csv", None, "line 1 has 2"),
+                                         ("short.csv", None, "has 256 values"), ("inf.csv", None, "line 2 is infinite"),
+                                         ("binary.csv", None, "not a text file"), ("empty.csv", None, "no values"),
+                                         ("cut.npy", None, "cannot read this .npy"),
+                                         ("plain.csv", "ragged.csv", "not a table of numbers"),
+                                         ("plain.csv", "short.csv", "rows must have shape")]:
+        args = common + ["--values", str(tmp_path / values_file)]
+        if rows_file:
+            args += ["--rows", str(tmp_path / rows_file)]
+        capsys.readouterr()
+        assert main(args) == 2, values_file
+        err = capsys.readouterr().err
+        named = rows_file if rows_file in ("ragged.csv",) else values_file
+        assert str(tmp_path / named) in err and says in err and "Traceback" not in err, (values_file, err)
+
+
+def test_reading_a_scan_s_patterns_takes_memory_of_the_order_of_the_patterns(tmp_path):
+    """Issue 46, point 5: a 1 GB rows file took 11 GB. The patterns are parsed by numpy's C reader and transformed a
+    block at a time; the peak (numpy's allocations, traced) stays within 3x the patterns' array (it was 4x)."""
+    import tracemalloc
+
+    from adaptcs.replay import load_scan
+
+    basis = make_basis("haar", 32)
+    np.savetxt(tmp_path / "rows.csv", basis.row_patterns(np.eye(basis.d)), delimiter=",")
+    np.savetxt(tmp_path / "values.csv", np.random.default_rng(0).normal(size=basis.d))
+    tracemalloc.start()
+    try:
+        load_scan("haar", 32, tmp_path / "values.csv", tmp_path / "rows.csv")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * 8 * basis.d * basis.d
+
+
 def test_a_scan_of_another_depth_is_replayed_at_its_depth(tmp_path):
     """A camera scan with an 8 x 8 approximation (depth 2 at 32 x 32, where the default depth is 3): given its
     patterns, the depth is found from them; given values alone, --level says it; rows of no depth are refused."""

@@ -24,30 +24,116 @@ NOISE_MODELS = ("constant", "photon")
 
 MAX_MAGNITUDE = 1e150  # values and pattern gains beyond this (or gains below its inverse) overflow when squared
 PATTERN_RTOL = 1e-4  # a row is one basis image if its other coefficients are below this fraction of its largest
+ROWS_PER_BLOCK = 256  # patterns transformed at a time when a scan's rows are checked
 
 
 def _real_npy(path) -> np.ndarray:
     """A ``.npy`` array of real numbers (integers or floats); ValueError for complex, boolean or text arrays,
     which a cast to float would change or misread."""
-    array = np.load(path, allow_pickle=False)
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{path}: cannot read this .npy file ({exc})") from None
     if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
         raise ValueError(f"{path}: holds {array.dtype} values; a scan needs real numbers (integers or floats)")
     return array
 
 
+def _text_lines(path, first_only: bool = False) -> list[tuple[int, str]]:
+    """(line number, text) of a text file without ``#`` comments, comment-only lines and the blank lines that end
+    it; a first line that is not numbers is a header and is skipped. ``first_only``: stop at the first line of
+    data (a large file is not read). ValueError naming the file if it is not text."""
+    lines, first = [], 1  # first: the number of the line that may be a header
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                data, hash_, _ = line.partition("#")
+                if hash_ and not data.strip():
+                    first += not lines and number == first  # the header may follow comment lines
+                    continue
+                data = data.strip()
+                if not lines and number == first and data and not all(_is_number(f) for f in _fields(data)):
+                    continue  # a header: the first line that is not a comment, if it is not numbers
+                lines.append((number, data))
+                if first_only and data:
+                    break
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path}: is a folder, not a file") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a text file (give numbers as text, or a .npy file)") from None
+    while lines and not lines[-1][1]:
+        lines.pop()
+    return lines
+
+
+def _fields(line: str) -> list[str]:
+    return [field.strip() for field in (line.split(",") if "," in line else line.split())]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def read_vector(path) -> np.ndarray:
-    """A 1-D array from ``.npy`` or a one-column CSV/text file (empty fields and ``nan`` are NaN)."""
+    """A 1-D array from ``.npy`` or a text file of one value per line (a header line and ``#`` comments are
+    skipped; an empty line or ``nan`` is NaN: not measured). ValueError naming the file and line otherwise."""
     path = Path(path)
     if path.suffix == ".npy":
-        values = _real_npy(path)
-    else:
-        values = pd.read_csv(path, header=None, skip_blank_lines=False).to_numpy(dtype=float)
-    values = np.asarray(values, dtype=float)
-    if values.ndim == 2 and 1 in values.shape:
-        values = values.ravel()
-    if values.ndim != 1:
-        raise ValueError(f"{path}: expected one value per line; got shape {values.shape}")
+        values = np.asarray(_real_npy(path), dtype=float)
+        if values.ndim == 2 and 1 in values.shape:
+            values = values.ravel()
+        if values.ndim != 1:
+            raise ValueError(f"{path}: expected one value per entry; got an array of shape {values.shape}")
+        return values
+    values = []
+    for number, line in _text_lines(path):
+        fields = _fields(line) if line else [""]
+        if len(fields) != 1:
+            raise ValueError(f"{path}: line {number} has {len(fields)} values; give one value per line")
+        if not fields[0]:
+            values.append(np.nan)
+        elif _is_number(fields[0]):
+            values.append(float(fields[0]))
+        else:
+            raise ValueError(f"{path}: line {number} has {fields[0]!r}, which is not a number")
+    if not values:
+        raise ValueError(f"{path}: holds no values")
+    values = np.array(values)
+    if np.isinf(values).any():
+        raise ValueError(f"{path}: line {_text_lines(path)[int(np.flatnonzero(np.isinf(values))[0])][0]} is "
+                         "infinite; a measured value must be a finite number (nan or empty: not measured)")
     return values
+
+
+def read_rows(path) -> np.ndarray:
+    """The patterns shown, shape (n, pixels): ``.npy``, or text with one pattern per line (numbers separated by
+    commas or by spaces; a header line and ``#`` comments are skipped). Read by numpy's C parser, whose memory is
+    about the array's own (8 bytes per number). ValueError naming the file otherwise."""
+    path = Path(path)
+    if path.suffix == ".npy":
+        rows = np.asarray(_real_npy(path), dtype=float)
+    else:
+        lines = _text_lines(path, first_only=True)
+        if not lines:
+            raise ValueError(f"{path}: holds no patterns")
+        skip = lines[-1][0] - 1  # the header, comment and blank lines before the first pattern
+        delimiter = "," if "," in lines[-1][1] else None
+        try:
+            rows = np.loadtxt(path, delimiter=delimiter, comments="#", skiprows=skip, ndmin=2, dtype=float)
+        except ValueError as exc:
+            raise ValueError(f"{path}: not a table of numbers ({exc})") from None
+    if rows.ndim != 2:
+        raise ValueError(f"{path}: expected one pattern per row; got an array of shape {rows.shape}")
+    if not np.isfinite(rows).all():
+        raise ValueError(f"{path}: pattern {int(np.argwhere(~np.isfinite(rows))[0, 0]) + 1} holds a value that is not "
+                         "finite")
+    return rows
 
 
 def scan_values(basis, values, rows=None) -> np.ndarray:
@@ -73,14 +159,11 @@ def scan_values(basis, values, rows=None) -> np.ndarray:
     if rows.ndim != 2 or rows.shape[1] != basis.d or rows.shape[0] != values.shape[0]:
         raise ValueError(f"rows must have shape (n, {basis.d}) with one value each; got rows {rows.shape}, "
                          f"values {values.shape}")
-    coefficients = basis.row_coefficients(rows)
-    # patterns exported with 6 significant digits leak about 1e-6 of their peak into other basis images
-    single, columns = single_coefficient_rows(coefficients, rtol=PATTERN_RTOL)
+    single, columns, gains = _single_basis_images(basis, rows)
     if not single.all():
         bad = np.flatnonzero(~single).tolist()
         raise ValueError(f"rows {bad[:5]} are not multiples of one {basis.name} basis image: a replay needs a basis "
                          "scan")
-    gains = coefficients[np.arange(rows.shape[0]), columns]
     odd = np.flatnonzero(~((np.abs(gains) > 1 / MAX_MAGNITUDE) & (np.abs(gains) < MAX_MAGNITUDE)))
     if odd.size:
         raise ValueError(f"rows {odd[:5].tolist()} are basis images scaled by {gains[odd[0]]:.3g}: outside "
@@ -92,6 +175,21 @@ def scan_values(basis, values, rows=None) -> np.ndarray:
     measured = weight > 0
     out[measured] = total[measured] / weight[measured]  # least squares for repeats: sum g y / sum g^2
     return out
+
+
+def _single_basis_images(basis, rows: np.ndarray, block: int = ROWS_PER_BLOCK):
+    """For each row: whether it is a multiple of one basis image, which, and the multiple (its gain). Rows are
+    transformed a block at a time, so memory beyond the rows themselves stays small (a 64 x 64 camera's 4,096
+    patterns: 134 MB of rows, not four times that)."""
+    n = rows.shape[0]
+    single, columns, gains = np.empty(n, dtype=bool), np.empty(n, dtype=np.intp), np.empty(n)
+    for start in range(0, n, block):
+        coefficients = basis.row_coefficients(rows[start:start + block])
+        # patterns exported with 6 significant digits leak about 1e-6 of their peak into other basis images
+        part = slice(start, start + coefficients.shape[0])
+        single[part], columns[part] = single_coefficient_rows(coefficients, rtol=PATTERN_RTOL)
+        gains[part] = coefficients[np.arange(coefficients.shape[0]), columns[part]]
+    return single, columns, gains
 
 
 def _check_magnitudes(values: np.ndarray) -> None:
@@ -192,14 +290,14 @@ def load_scan(basis_name: str, side: int, values_path, rows_path=None, level: in
     fit when that is not one).
     """
     values = read_vector(values_path)
-    rows = None
-    if rows_path is not None:
-        rows = _real_npy(rows_path) if str(rows_path).endswith(".npy") else \
-            pd.read_csv(rows_path, header=None).to_numpy(dtype=float)
-    if level is not None or rows is None or basis_name == "dct":
-        basis = make_basis(basis_name, side, level)
-        return basis, scan_values(basis, values, rows)
-    return infer_level(basis_name, side, values, rows)
+    rows = None if rows_path is None else read_rows(rows_path)
+    try:
+        if level is not None or rows is None or basis_name == "dct":
+            basis = make_basis(basis_name, side, level)
+            return basis, scan_values(basis, values, rows)
+        return infer_level(basis_name, side, values, rows)
+    except ValueError as exc:  # say which files
+        raise ValueError(f"{values_path}" + ("" if rows_path is None else f" with {rows_path}") + f": {exc}") from None
 
 
 def infer_level(basis_name: str, side: int, values, rows):
