@@ -147,7 +147,7 @@ def test_tiny_end_to_end_run(tmp_path):
     assert job.coef.shape == (2, 512) and job.group_prob.shape == (2, 128)
     assert job.config["workflow_config"]["results"] == str(out)
     with h5py.File(out / "runs/E1/setting0/ss_ep-oracle-random-chunk0.h5") as f:
-        assert f.attrs["method"] == "ss_ep" and "blas" in f.attrs
+        assert f.attrs["method"] == b"ss_ep" and "blas" in f.attrs
 
     curves = pd.read_csv(out / "summary/E3_curves.csv")
     assert len(curves) == 3 * 2 * 2 * 2 * 4  # methods x hyper-parameters x strategies x replicates x steps

@@ -39,8 +39,10 @@ with a note and gain them when a command next changes the state)::
     pool        (p, d)   float  candidate rows (strategy "pool" only)
     log         (k,)     bytes  one JSON line (UTF-8) per command that changed the state
 
-Every dataset carries a Fletcher-32 checksum (HDF5 filter) and the file uses HDF5's checksummed metadata: a
-flipped bit is an error naming the file, never a different estimate. A state whose parts do not fit together
+Every dataset carries a Fletcher-32 checksum (HDF5 filter), the file uses HDF5's checksummed metadata and every
+text attribute is a fixed-length string (stored in the checksummed object header, never in the global heap,
+which has no checksum): a flipped bit is an error naming the file, never a different estimate or a read that
+never ends (benchmarks/bench_flip_sweep.py flips every byte). A state whose parts do not fit together
 (lengths, widths, labels) is refused by every command and never written back.
 """
 

@@ -1,10 +1,11 @@
 """The HDF5 result file of one job, and tidy tables read back from many.
 
 A job is many replicates of one (experiment, setting, method, hyper-parameters, strategy). Its file holds
-(format version 5; version 4, still read, had no ``data_sha256``; version 3 recorded wall times):
+(format version 6; versions 4 and 5 are still read: version 5 kept its text in variable-length strings, version 4
+had no ``data_sha256`` either; version 3 recorded wall times):
 
 File attributes
-    ``format`` = "adaptcs.results", ``format_version`` = 5, ``experiment``, ``setting_index``,
+    ``format`` = "adaptcs.results", ``format_version`` = 6, ``experiment``, ``setting_index``,
     ``setting`` (JSON), ``method``, ``hyperparameters`` ("oracle": the paper's values from the true signal, or
     "learned" from the measurements), ``strategy``, ``config`` (JSON of everything the job was run with),
     ``versions`` (JSON: python, adaptcs, numpy, scipy, scikit-learn, h5py), ``blas`` (JSON: BLAS library,
@@ -43,7 +44,10 @@ Datasets (R replicates, T = 1 + number of design steps, d coefficients, G groups
     there on and tables count it as failed instead of averaging it.
     (Samplers draw from a third stream, SeedSequence(experiment, setting, replicate, 2).)
 Every dataset carries ``units`` and ``description`` attributes and a Fletcher-32 checksum (HDF5 filter), so a
-flipped bit makes reading fail instead of changing a number; every read error names the file.
+flipped bit makes reading fail instead of changing a number; every read error names the file. Every text attribute
+is a fixed-length UTF-8 string and the file has HDF5's checksummed object headers (``libver="v110"``): a
+variable-length string lives in the global heap, which has no checksum, and a flipped length there made reading
+spin forever (benchmarks/bench_flip_sweep.py).
 
 A summary file (:func:`write_summary`) holds the merged jobs of one experiment, one HDF5 group per
 (setting, method, hyper-parameters, strategy) at ``/{setting_index}/{label}/{strategy}``, ``label`` being
@@ -66,11 +70,11 @@ import h5py
 import numpy as np
 import pandas as pd
 
-from adaptcs._io import atomic_write, attrs_digest, data_digest
+from adaptcs._io import as_text, atomic_write, attrs_digest, data_digest, fixed_text
 
 FORMAT = "adaptcs.results"
-FORMAT_VERSION = 5
-READABLE_VERSIONS = (4, 5)  # version 4: no data_sha256
+FORMAT_VERSION = 6
+READABLE_VERSIONS = (4, 5, 6)  # version 5: text in variable-length strings; 4: no data_sha256 either
 
 _DATASETS = {
     # name: (units, description)
@@ -291,7 +295,7 @@ def write_summary(path, jobs) -> Path:
     jobs = list(jobs)
 
     def write(f):
-        f.attrs["format"] = FORMAT
+        f.attrs["format"] = fixed_text(FORMAT)
         f.attrs["format_version"] = FORMAT_VERSION
         for job in jobs:
             _write_job_group(f.create_group(f"{job.setting_index}/{job.label}/{job.strategy}"), job)
@@ -330,14 +334,14 @@ def write_csv(frame: pd.DataFrame, path, sep: str = ",") -> Path:
 
 def _atomic_h5(path, write) -> Path:
     def write_h5(tmp):
-        with h5py.File(tmp, "w", locking=False) as f:
+        with h5py.File(tmp, "w", locking=False, libver=("v110", "latest")) as f:  # checksummed object headers
             write(f)
 
     return atomic_write(path, write_h5)
 
 
 def _check_format(f, path) -> None:
-    if f.attrs.get("format") != FORMAT:
+    if as_text(f.attrs.get("format", "")) != FORMAT:
         raise ResultFileError(f"{path}: not an adaptcs result file")
     if int(f.attrs["format_version"]) not in READABLE_VERSIONS:
         raise ResultFileError(f"{path}: result format version {f.attrs['format_version']} is not supported "
@@ -345,18 +349,16 @@ def _check_format(f, path) -> None:
 
 
 def _write_job_group(g, job: JobResult) -> None:
-    g.attrs["format"] = FORMAT
+    text = {"format": FORMAT, "experiment": job.experiment, "setting": json.dumps(job.setting, sort_keys=True),
+            "method": job.method, "hyperparameters": job.hyperparameters, "strategy": job.strategy,
+            "config": json.dumps(job.config, sort_keys=True, default=_json_default),
+            "versions": json.dumps(job.versions or environment_versions(), sort_keys=True),
+            "blas": json.dumps(job.blas or blas_info()),
+            "created": job.created or datetime.now(UTC).isoformat(timespec="seconds")}
+    for name, value in text.items():
+        g.attrs[name] = fixed_text(value)  # never in the unchecksummed global heap (see fixed_text)
     g.attrs["format_version"] = FORMAT_VERSION
-    g.attrs["experiment"] = job.experiment
     g.attrs["setting_index"] = int(job.setting_index)
-    g.attrs["setting"] = json.dumps(job.setting, sort_keys=True)
-    g.attrs["method"] = job.method
-    g.attrs["hyperparameters"] = job.hyperparameters
-    g.attrs["strategy"] = job.strategy
-    g.attrs["config"] = json.dumps(job.config, sort_keys=True, default=_json_default)
-    g.attrs["versions"] = json.dumps(job.versions or environment_versions(), sort_keys=True)
-    g.attrs["blas"] = json.dumps(job.blas or blas_info())
-    g.attrs["created"] = job.created or datetime.now(UTC).isoformat(timespec="seconds")
     stored = {}
     for name, (units, description) in _DATASETS.items():
         value = getattr(job, name)
@@ -368,30 +370,30 @@ def _write_job_group(g, job: JobResult) -> None:
                 if value.size else np.zeros(value.shape, dtype="S1")
         # Fletcher-32 checksums need chunked storage, which needs at least one element.
         dset = g.create_dataset(name, data=value, fletcher32=value.size > 0)
-        dset.attrs["units"], dset.attrs["description"] = units, description
+        dset.attrs["units"], dset.attrs["description"] = fixed_text(units), fixed_text(description)
         stored[name] = dset[()]  # as a reader will see it
-    g.attrs["data_sha256"] = data_digest(stored)
-    g.attrs["attrs_sha256"] = attrs_digest(g.attrs)
+    g.attrs["data_sha256"] = fixed_text(data_digest(stored))
+    g.attrs["attrs_sha256"] = fixed_text(attrs_digest(g.attrs))
 
 
 def _read_job_group(g, path) -> JobResult:
-    if g.attrs.get("attrs_sha256") != attrs_digest(g.attrs):
+    if as_text(g.attrs.get("attrs_sha256", "")) != attrs_digest(g.attrs):
         raise ResultFileError(f"{path}: the attributes of {g.name} do not match their SHA-256 (corrupted file)")
     missing = [name for name in _DATASETS if name not in g and name not in _OPTIONAL]
     if missing:
         raise ResultFileError(f"{path}: {g.name} lacks the dataset(s) {missing}")
     arrays = {name: g[name][()] for name in _DATASETS if name in g}
-    if "data_sha256" in g.attrs and g.attrs["data_sha256"] != data_digest(arrays):
+    if "data_sha256" in g.attrs and as_text(g.attrs["data_sha256"]) != data_digest(arrays):
         raise ResultFileError(f"{path}: the data of {g.name} do not match their SHA-256 (the file is damaged); rerun "
                               "the job that wrote it")
     if "failure" in arrays:
         arrays["failure"] = np.array([v.decode() for v in arrays["failure"].ravel()], dtype=str)
     return JobResult(
-        experiment=str(g.attrs["experiment"]), setting_index=int(g.attrs["setting_index"]),
-        setting=json.loads(g.attrs["setting"]), method=str(g.attrs["method"]),
-        hyperparameters=str(g.attrs["hyperparameters"]), strategy=str(g.attrs["strategy"]),
+        experiment=as_text(g.attrs["experiment"]), setting_index=int(g.attrs["setting_index"]),
+        setting=json.loads(g.attrs["setting"]), method=as_text(g.attrs["method"]),
+        hyperparameters=as_text(g.attrs["hyperparameters"]), strategy=as_text(g.attrs["strategy"]),
         config=json.loads(g.attrs["config"]), versions=json.loads(g.attrs["versions"]),
-        blas=json.loads(g.attrs["blas"]), created=str(g.attrs["created"]),
+        blas=json.loads(g.attrs["blas"]), created=as_text(g.attrs["created"]),
         **{name: arrays.pop(name, None) for name in _OPTIONAL}, **arrays)
 
 
