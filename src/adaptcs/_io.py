@@ -103,6 +103,15 @@ def data_digest(arrays: dict) -> str:
     return sha.hexdigest()
 
 
+def is_number(text: str) -> bool:
+    """Whether ``text`` reads as a float (``nan`` and ``inf`` do)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def fixed_text(text: str) -> np.bytes_:
     """``text`` as a fixed-length UTF-8 HDF5 string. A variable-length string lives in HDF5's global heap, which has
     no checksum: a flipped bit in its length can make reading spin forever. A fixed-length one is stored in the

@@ -67,7 +67,16 @@ import numpy as np
 import pandas as pd
 
 from adaptcs import _validation as val
-from adaptcs._io import as_text, atomic_write, attrs_digest, data_digest, fixed_text, same_file, stale_temporaries
+from adaptcs._io import (
+    as_text,
+    atomic_write,
+    attrs_digest,
+    data_digest,
+    fixed_text,
+    is_number,
+    same_file,
+    stale_temporaries,
+)
 from adaptcs.basis import BASES, WAVELETS, Basis, make_basis
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES, Told
@@ -229,7 +238,7 @@ def read_numbers(path, what: str) -> np.ndarray:
             if not records and not header:  # the first record is a header
                 header = line
                 continue
-            bad = next(f for f in fields if not _is_number(f))
+            bad = next(f for f in fields if not is_number(f))
             raise StateError(f"{path}: {what}: line {number} has {bad!r}, which is not a number") from None
         if records and len(values) != len(records[0]):
             raise StateError(f"{path}: {what}: line {number} has {len(values)} numbers, the first record "
@@ -244,14 +253,6 @@ def read_numbers(path, what: str) -> np.ndarray:
         raise StateError(f"{path}: {what} has a non-finite value (NaN or infinity) in record {bad[0] + 1}, column "
                          f"{bad[1] + 1}")
     return values
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def read_groups(path) -> np.ndarray:

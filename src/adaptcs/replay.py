@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from adaptcs._io import is_number
 from adaptcs.basis import make_basis
 from adaptcs.design.basis_scan import REPLAY_ORDERS, replay_basis_scan
 from adaptcs.design.prediction import single_coefficient_rows
@@ -52,7 +53,7 @@ def _text_lines(path, first_only: bool = False) -> list[tuple[int, str]]:
                     first += not lines and number == first  # the header may follow comment lines
                     continue
                 data = data.strip()
-                if not lines and number == first and data and not all(_is_number(f) for f in _fields(data)):
+                if not lines and number == first and data and not all(is_number(f) for f in _fields(data)):
                     continue  # a header: the first line that is not a comment, if it is not numbers
                 lines.append((number, data))
                 if first_only and data:
@@ -70,14 +71,6 @@ def _text_lines(path, first_only: bool = False) -> list[tuple[int, str]]:
 
 def _fields(line: str) -> list[str]:
     return [field.strip() for field in (line.split(",") if "," in line else line.split())]
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def read_vector(path) -> np.ndarray:
@@ -98,7 +91,7 @@ def read_vector(path) -> np.ndarray:
             raise ValueError(f"{path}: line {number} has {len(fields)} values; give one value per line")
         if not fields[0]:
             values.append(np.nan)
-        elif _is_number(fields[0]):
+        elif is_number(fields[0]):
             values.append(float(fields[0]))
         else:
             raise ValueError(f"{path}: line {number} has {fields[0]!r}, which is not a number")
