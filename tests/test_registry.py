@@ -1,5 +1,6 @@
 """The method registry: estimators from the prior knowledge, parameters checked without data."""
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -43,20 +44,28 @@ def test_what_the_check_refuses_fit_refuses_too(method, rng):
 @pytest.mark.parametrize("method", list(METHODS))
 @pytest.mark.parametrize("case", ["zero rows", "huge values", "huge rows"])
 def test_every_method_refuses_data_no_fit_can_use_in_one_message(method, case, rng):
-    """Issue 46, point 10: all-zero X (a ZeroDivisionError in learned GSS-EP, SS-EP and FLAS) and values whose
-    squares overflow (G-LASSO's OverflowError at y x 1e300) are one ValueError naming the estimator."""
+    """Issue 46, point 10: all-zero X (a ZeroDivisionError in learned GSS-EP, SS-EP and FLAS) is one ValueError
+    naming the estimator; data in extreme units (y x 1e300: G-LASSO's OverflowError; X x 1e200) either fit to a
+    finite estimate (the methods that rescale to unit size) or are one ValueError, never another exception."""
     groups, prior, X = problem_for(method, rng)
     y = rng.normal(size=X.shape[0])
-    X, y, match = {"zero rows": (0.0 * X, y, "every entry of X is zero"),
-                   "huge values": (X, 1e300 * y, "y holds a value of .* overflows"),
-                   "huge rows": (1e200 * X, y, "X holds a value of .* overflows")}[case]
+    X, y = {"zero rows": (0.0 * X, y), "huge values": (X, 1e300 * y), "huge rows": (1e200 * X, y)}[case]
     for hyperparameters in ("oracle", "learned"):
-        estimator = make_estimator(method, groups, prior, hyperparameters=hyperparameters) \
-            if hyperparameters == "oracle" or isinstance(METHODS[method].learned, dict) else None
-        if estimator is None:
+        if hyperparameters == "learned" and not isinstance(METHODS[method].learned, dict):
             continue
-        with pytest.raises(ValueError, match=match):
-            estimator.fit(X, y)
+        estimator = make_estimator(method, groups, prior, hyperparameters=hyperparameters)
+        if case == "zero rows":
+            with pytest.raises(ValueError, match="every entry of X is zero"):
+                estimator.fit(X, y)
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                estimator.fit(X, y)
+        except ValueError as exc:
+            assert "\n" not in str(exc)
+        else:
+            assert np.all(np.isfinite(estimator.coef_))
 
 
 def problem_for(method: str, rng):

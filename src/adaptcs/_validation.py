@@ -85,15 +85,20 @@ def check_fit_data(estimator, X, y) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError(f"{name} must be numeric; got dtype {dtype}")
     X, y = validate_data(estimator, X, y, accept_sparse=False, dtype=np.float64, order="C", y_numeric=True)
     y = np.asarray(y, dtype=np.float64)
+    if X.size and not np.any(X):
+        raise ValueError(f"{type(estimator).__name__}: every entry of X is zero: the measurements carry no "
+                         "information about the coefficients")
+    return X, y
+
+
+def check_squares_fit(estimator, X, y) -> None:
+    """ValueError unless every entry of X and y is below :data:`MAX_MAGNITUDE` (for estimators that do not rescale
+    the data to unit size: beyond it a square overflows double precision)."""
     for value, name in ((X, "X"), (y, "y")):
         largest = float(np.max(np.abs(value), initial=0.0))
         if largest > MAX_MAGNITUDE:
             raise ValueError(f"{type(estimator).__name__}: {name} holds a value of {largest:.3g}; beyond "
                              f"{MAX_MAGNITUDE:.0e} its square overflows double precision: rescale the data")
-    if X.size and not np.any(X):
-        raise ValueError(f"{type(estimator).__name__}: every entry of X is zero: the measurements carry no "
-                         "information about the coefficients")
-    return X, y
 
 
 def check_predict_rows(estimator, X) -> np.ndarray:

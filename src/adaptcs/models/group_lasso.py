@@ -184,7 +184,7 @@ class GroupLasso(GroupRegressor):
         if not gap_s <= gap_tol * solver.scale:
             converged = False
         w = w * unit
-        gap = gap_s * scale.y**2
+        gap = gap_s * scale.y * scale.y  # inf, not an OverflowError, when y's units square beyond 1e308
         if not converged:
             warnings.warn(f"GroupLasso: not converged (duality gap {gap:.2e}, penalty "
                           f"{group_penalty(w, members):.6g})", ConvergenceWarning, stacklevel=4)

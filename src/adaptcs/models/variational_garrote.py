@@ -356,6 +356,7 @@ class VariationalGarrote(GroupRegressor):
         self
         """
         X, y, labels, coef_group = self._fit_prologue(X, y)
+        val.check_squares_fit(self, X, y)  # VG works in the data's own units
         G = labels.shape[0]
         p0 = val.check_probability(self.p0, G, "p0")  # one per group
         noise_var = None if self.noise_var is None else float(self.noise_var)

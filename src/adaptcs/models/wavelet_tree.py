@@ -262,8 +262,10 @@ class WaveletTreeSpikeSlab(GroupRegressor):
                 raise ValueError("WaveletTreeSpikeSlab needs rows that each measure one coefficient (a basis scan)")
             columns, gains = X.indices.astype(np.intp), X.data
             self.n_features_in_ = d
+            val.check_squares_fit(self, gains, y)
         else:
             X, y = val.check_fit_data(self, X, y)
+            val.check_squares_fit(self, X, y)  # the tree works in the data's own units (it returned NaN beyond)
             if X.shape[1] != d:
                 raise ValueError(f"X has {X.shape[1]} columns; the basis has {d} coefficients")
             magnitude = np.abs(X)
