@@ -12,9 +12,9 @@ Outcomes: ``error`` (a one-line error of the file's own kind naming the file: wh
 matters), ``same`` (read, and everything read is what was written: the bit was unused, e.g. free space),
 ``changed`` (read without error, but something differs: a silent change, the defect counted), ``traceback`` (any
 other exception) and ``hang`` (no answer within ``--timeout`` seconds; the child is killed). The bytes flipped
-(one random bit each): ``--flips`` random bytes, four in five of them in the file's metadata (everything outside the
-datasets' chunks, where HDF5's checksums may not reach) and the rest in the chunks (Fletcher-32 covered); for the
-lab state, and with ``--every-byte``, every byte of the file.
+(one random bit each): ``--flips`` random bytes (default 5,000), four in five of them in the file's metadata (everything
+outside the datasets' chunks, where HDF5's checksums may not reach) and the rest in the chunks (Fletcher-32
+covered); for the lab state without ``--flips``, and with ``--every-byte``, every byte of the file.
 
 Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_flip_sweep.py --target job summary lab`` (about 15 minutes
 on 2 cores).
@@ -197,7 +197,8 @@ def sweep(target: str, path: Path, flips: int, every_byte: bool, timeout: float,
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", nargs="+", choices=list(READERS), default=list(READERS))
-    parser.add_argument("--flips", type=int, default=5000, help="flips per file at least (default 5000)")
+    parser.add_argument("--flips", type=int, help="flips per file (default: 5000 for a job or summary file, every "
+                                                   "byte of a lab state)")
     parser.add_argument("--every-byte", action="store_true", help="flip every byte of the file (one random bit)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds before a read counts as a hang")
     parser.add_argument("--seed", type=int, default=0)
@@ -207,7 +208,8 @@ def main(argv=None) -> int:
         with contextlib.redirect_stderr(io.StringIO()):
             paths = make_files(Path(tmp))
         for target in args.target:
-            report = sweep(target, paths[target], args.flips, args.every_byte or target == "lab", args.timeout,
+            every_byte = args.every_byte or (target == "lab" and args.flips is None)
+            report = sweep(target, paths[target], args.flips or 5000, every_byte, args.timeout,
                            args.seed)
             counts = report["counts"]
             print(f"{target}: {report['flips']} flips of a {report['bytes']}-byte file: "
