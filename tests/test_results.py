@@ -249,11 +249,16 @@ def test_failures_and_convergence_reach_the_tables(rng):
     assert list(curves.columns[-5:]) == ["converged", "n_iter", "residual", "finite", "failed"]
     finals = results.final_rows(curves)
     assert finals["failed"].tolist() == [False, True, False]
-    assert finals["fits"].tolist() == [4, 2, 4] and finals["not_converged"].tolist() == [2, 0, 0]
+    # the final fit (the one a table reports) apart from the earlier refits of the curve
+    assert finals["fits"].tolist() == [1, 0, 1] and finals["not_converged"].tolist() == [1, 0, 0]
+    assert finals["refits"].tolist() == [3, 2, 3] and finals["refits_stopped"].tolist() == [1, 0, 0]
     row = summary_table(finals).iloc[0]
     assert row["mean"] == pytest.approx(np.mean(job.errors[[0, 2], -1]))
-    assert (row["failed"], row["n"], row["not_converged"], row["fits"]) == (1, 3, 2, 10)
-    assert "(1 of 3 failed; 2 of 10 fits not converged)" in to_markdown(summary_table(finals))
+    assert (row["failed"], row["n"], row["not_converged"], row["fits"]) == (1, 3, 1, 2)
+    assert (row["refits_stopped"], row["refits"]) == (1, 8)
+    text = to_markdown(summary_table(finals))
+    assert "(1 of 3 failed; 1 of 2 final fits not converged)" in text
+    assert "that stopped before meeting it: 1 of 8." in text
 
 
 def test_tables_say_how_far_unconverged_fits_stopped_from_a_fixed_point(tmp_path, rng):
@@ -293,7 +298,7 @@ def test_tables_say_how_far_unconverged_fits_stopped_from_a_fixed_point(tmp_path
     assert curves["residual"].isna().all() and not_converged_residuals(curves) == {}
     curves.to_csv(tmp_path / "old.csv", index=False)
     write_tables(tmp_path / "old.csv", markdown_path=tmp_path / "o.md", csv_path=tmp_path / "o.csv")
-    assert "1 of 12" in (tmp_path / "o.md").read_text() and "fitted by EP" not in (tmp_path / "o.md").read_text()
+    assert "1 of 9." in (tmp_path / "o.md").read_text() and "fitted by EP" not in (tmp_path / "o.md").read_text()
 
 
 def test_final_rows_need_the_failure_columns(rng):

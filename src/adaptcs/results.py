@@ -444,9 +444,11 @@ def final_table(paths) -> pd.DataFrame:
 
 
 def final_rows(curves: pd.DataFrame) -> pd.DataFrame:
-    """One row per replicate of a tidy curves table: its last step, with the counts of its fits that have a
-    convergence test (``fits``) and of those that did not converge (``not_converged``) over all its steps.
+    """One row per replicate of a tidy curves table: its last step, with its convergence counts.
 
+    ``fits`` and ``not_converged`` count the final fit, the one a table reports (1 and 0 or 1 where it has a
+    convergence test); ``refits`` and ``refits_stopped`` the earlier steps that have one and those of them that
+    stopped short (in a design loop, the refits that chose the next rows; their errors are drawn in the figures).
     ``failed`` is :attr:`JobResult.failed` (the run failed somewhere, or its final error is not finite).
     """
     missing = sorted({"error", "converged", "failed"} - set(curves.columns))
@@ -454,11 +456,13 @@ def final_rows(curves: pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"the curves table has no column(s) {missing}: it was written by an older adaptcs; "
                          "aggregate the runs again")
     keys = ["experiment", "setting_index", "method", "strategy", "replicate"]
-    counts = (curves.assign(fits=curves["converged"] >= 0, not_converged=curves["converged"] == 0)
-              .groupby(keys)[["fits", "not_converged"]].sum().reset_index())
     last = curves.groupby(keys)["step"].transform("max")
-    finals = curves[curves["step"] == last].drop(columns=["step", "converged", "n_iter", "residual", "finite"],
-                                                 errors="ignore")
+    final = curves["step"] == last
+    counts = (curves.assign(fits=final & (curves["converged"] >= 0), not_converged=final & (curves["converged"] == 0),
+                            refits=~final & (curves["converged"] >= 0),
+                            refits_stopped=~final & (curves["converged"] == 0))
+              .groupby(keys)[["fits", "not_converged", "refits", "refits_stopped"]].sum().reset_index())
+    finals = curves[final].drop(columns=["step", "converged", "n_iter", "residual", "finite"], errors="ignore")
     finals = finals.merge(counts, on=keys, how="left", validate="one_to_one")
     return finals.reset_index(drop=True)
 

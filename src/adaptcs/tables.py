@@ -8,8 +8,10 @@ values it learned is reported.
 
 Failures are part of the table, never averaged away: a replicate whose run failed (a fit raised a numerical
 error or returned a non-finite estimate) is left out of the mean and counted in ``failed``, and the cell says
-"k of N failed"; fits that stopped without meeting their convergence test are counted in ``not_converged``
-(out of ``fits``, the fits that have such a test) and the cell says so too.
+"k of N failed"; final fits (the ones the cells report) that stopped without meeting their convergence test are
+counted in ``not_converged`` (out of ``fits``, the final fits that have such a test) and the cell says so too. The
+earlier refits of a curve (in a design loop, those that only chose the next rows) that stopped short are counted
+apart (``refits_stopped`` of ``refits``), in one line under the table.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ def summary_table(finals: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame with columns experiment, setting_index, setting, method, strategy, mean, std (over the
-    replicates that did not fail), n (replicates), failed (replicates that failed), fits (fits with a
-    convergence test), not_converged (of those, fits that did not converge), best (bool), p_value (against
+    replicates that did not fail), n (replicates), failed (replicates that failed), fits (final fits with a
+    convergence test), not_converged (of those, fits that did not converge), refits and refits_stopped (the same for
+    the earlier steps of the curves, where the finals table has them), best (bool), p_value (against
     the best row, on the replicates neither failed; NaN for the best itself and for a row with no
     results), significant (p < 0.05); for learned rows with an oracle row of the same method and strategy
     p_vs_oracle (paired, NaN otherwise) and oracle_mean; median fitted_p0, fitted_v0, fitted_noise_var and
@@ -69,7 +72,10 @@ def summary_table(finals: pd.DataFrame) -> pd.DataFrame:
                    "method": method, "strategy": strategy, "mean": err.mean() if len(err) else np.nan,
                    "std": err.std(ddof=STD_DDOF) if len(err) > STD_DDOF else np.nan, "n": len(cell),
                    "failed": int(cell["failed"].sum()), "fits": int(cell["fits"].sum()),
-                   "not_converged": int(cell["not_converged"].sum()), "best": (method, strategy) == best,
+                   "not_converged": int(cell["not_converged"].sum()),
+                   "refits": int(cell["refits"].sum()) if "refits" in cell else 0,
+                   "refits_stopped": int(cell["refits_stopped"].sum()) if "refits_stopped" in cell else 0,
+                   "best": (method, strategy) == best,
                    "p_value": p_value, "significant": bool(p_value < ALPHA) if np.isfinite(p_value) else False}
             for name in ("psnr", "ssim"):  # image experiments
                 if name in cell and cell.loc[~cell["failed"], name].notna().any():
@@ -160,14 +166,20 @@ def _notes(table: pd.DataFrame, testable: bool, residuals=None) -> list[str]:
     lines += _learned_vs_oracle(table)
     failed, not_converged = int(table["failed"].sum()), int(table["not_converged"].sum())
     lines += ["", f"Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the "
-                  f"mean): {failed}. Fits that stopped before meeting their convergence test: {not_converged} of "
-                  f"{int(table['fits'].sum())}; the cells with any say how many."]
+                  f"mean): {failed}. Final fits (the ones in the cells) that stopped before meeting their convergence "
+                  f"test: {not_converged} of {int(table['fits'].sum())}; the cells with any say how many."]
+    refits = int(table["refits"].sum()) if "refits" in table else 0
+    if refits:
+        lines[-1] += (f" Earlier refits along the curves (in a design loop, the refits that chose the next rows; "
+                      f"their errors are in the figures) that stopped before meeting it: "
+                      f"{int(table['refits_stopped'].sum())} of {refits}.")
     if residuals:
         kinds = {"oracle": "the paper's (oracle) values", "learned": "learned values"}
         parts = [f"with {kinds.get(kind, kind)}, {len(values)} fit{'s' if len(values) != 1 else ''}: median "
                  f"{np.median(values):.2g}, at most {np.max(values):.2g}"
                  for kind, values in sorted(residuals.items(), reverse=True)]
-        lines[-1] += (" EP's fixed-point residual of those fitted by EP (the change one more undamped update would "
+        lines[-1] += (" EP's fixed-point residual of those fitted by EP, final and earlier (the change one more "
+                      "undamped update would "
                       "make to the posterior mean, relative to the largest coefficient, or to a group probability): "
                       f"{'; '.join(parts)}. Below 10 tol (1e-3 at the default tol) EP reached its fixed point and "
                       "the fit is flagged for another reason"
@@ -256,7 +268,7 @@ def failure_note(row) -> str:
     if row["failed"]:
         notes.append(f"{row['failed']} of {row['n']} failed")
     if row["not_converged"]:
-        notes.append(f"{row['not_converged']} of {row['fits']} fits not converged")
+        notes.append(f"{row['not_converged']} of {row['fits']} final fits not converged")
     return f" ({'; '.join(notes)})" if notes else ""
 
 
