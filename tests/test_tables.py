@@ -74,7 +74,8 @@ def test_failed_replicates_are_counted_never_averaged_in(rng):
     assert "**0.20 +- 0.10** (1 of 4 failed)" in text  # sample std of 0.1, 0.3, 0.2
     assert "(2 of 4 final fits not converged)" in text
     assert "Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the " \
-           "mean): 1. Final fits (the ones in the cells) that stopped before meeting their convergence test: 2 of 8" in text
+           "mean): 1. Final fits (the ones in the cells) that stopped before meeting their convergence test: " \
+           "2 of 8" in text
 
 
 def test_a_cell_whose_replicates_all_failed():

@@ -115,6 +115,16 @@ def _row_key(row: np.ndarray) -> bytes:
     return (np.asarray(row, dtype=float) + 0.0).tobytes()
 
 
+def _centre_hyperprior(estimator) -> None:
+    """An estimator with ``hyperprior="auto"`` (GSS-EP) gets weak priors centred on what it learned by now, for the
+    rest of the loop (docs/learning.md, "Weak priors on the learned values"). Called once ``ceil(d / 16)`` rows are
+    told, the default random start, whatever the strategy and ``n_random_start``: earlier values rest on too few
+    rows."""
+    if isinstance(getattr(estimator, "hyperprior", None), str) and estimator.hyperprior == "auto" \
+            and hasattr(estimator, "centred_hyperprior"):
+        estimator.set_params(hyperprior=estimator.centred_hyperprior())
+
+
 def has_posterior_covariance(estimator) -> bool:
     """Whether the estimator exposes ``cov_matvec`` (the only thing designed rows need)."""
     return callable(getattr(estimator, "cov_matvec", None))
@@ -489,6 +499,8 @@ class SequentialDesigner:
         if not failure and not np.all(np.isfinite(est.coef_)):
             failure = "non-finite estimate"
         self._estimator = None if tracking is not None else est
+        if not failure and X_all.shape[0] >= np.ceil(RANDOM_START_FRACTION * X_all.shape[1]):
+            _centre_hyperprior(est)
         self.X_, self._A, self.y_ = X_all, A_all, y_all
         asked = self._match_asked(X_new)
         if self._basis_measured is not None:

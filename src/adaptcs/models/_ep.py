@@ -158,12 +158,16 @@ class EPProblem:
         As in :class:`adaptcs.models.GroupSpikeSlabEP`.
     progress : callable, optional
         Passed to every EP run (see :func:`run_ep`).
+    hyperprior : Hyperprior, optional
+        Weak priors on the learned hyper-parameters, in the units of this (unit-size) data
+        (:mod:`adaptcs.models._hyperprior`); None: learning maximises the evidence itself (type-II ML).
     """
 
     def __init__(self, X, y, coef_group, offsets, *, group_class=None, coef_slab=None, slab_profile=None,
                  tree: TreePrior | None = None, v_inf_ratio: float, damping: float, damping_decay: float,
-                 progress=None):
+                 progress=None, hyperprior=None):
         self.X, self.y, self.coef_group, self.offsets = X, y, coef_group, offsets
+        self.hyperprior = hyperprior
         G, d = offsets.shape[0], X.shape[1]
         self.tree = tree
         if tree is not None:
@@ -189,7 +193,8 @@ class EPProblem:
         return EPProblem(self.X[index], self.y[index], self.coef_group, self.offsets, group_class=self.group_class,
                          coef_slab=self.coef_slab, slab_profile=self.slab_profile, tree=self.tree,
                          v_inf_ratio=self.v_inf_ratio,
-                         damping=self.damping, damping_decay=self.damping_decay, progress=self.progress)
+                         damping=self.damping, damping_decay=self.damping_decay, progress=self.progress,
+                         hyperprior=self.hyperprior)
 
     def fitted(self, coef: np.ndarray) -> np.ndarray:
         """``X coef``, shape (n,); O(n) when the rows select coefficients."""

@@ -37,6 +37,7 @@ from adaptcs.models._ep import (
     _log_normal_at_zero,
     class_sums,
 )
+from adaptcs.models._hyperprior import Hyperprior, log_prior
 
 GRID_P0 = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)
 GRID_NOISE = (0.6, 0.3, 0.1, 0.03)  # times mean(y^2), visited in this (decreasing) order
@@ -106,6 +107,12 @@ def _usable(run: EPRun | None) -> bool:
     return run is not None and run.failure is None and np.isfinite(run.log_evidence)
 
 
+def objective(problem: EPProblem, hyper: Hyper, run: EPRun) -> float:
+    """What learning maximises: the EP log evidence at ``hyper``, plus the log density of the problem's hyperprior
+    (type-II MAP) if it has one."""
+    return float(run.log_evidence) + log_prior(problem.hyperprior, problem, hyper)
+
+
 def grid(problem: EPProblem, start: Hyper, learn) -> list[list[Hyper]]:
     """The coarse grid as chains: one chain per p0 level, its points in decreasing s2 (EP warm-started along it).
 
@@ -167,7 +174,8 @@ def evidence_gradient(problem: EPProblem, hyper: Hyper, run: EPRun) -> np.ndarra
     d_log_v0 = class_sums(r1 * 0.5 * v0[usable] * (mc * mc / slab**2 - 1.0 / slab),  # 0 for a flat cavity
                           problem.coef_slab[usable], problem.n_slabs)
     d_log_s2 = -0.5 * problem.n + _explained(problem, run.post) / (2.0 * hyper.noise_var)
-    return np.concatenate([d_level, d_log_v0, [d_log_s2]])
+    gradient = np.concatenate([d_level, d_log_v0, [d_log_s2]])
+    return gradient if problem.hyperprior is None else gradient + problem.hyperprior.gradient(problem, hyper)
 
 
 def em_update(problem: EPProblem, hyper: Hyper, post, cavity, groups: GroupPosterior, learn) -> Hyper:
@@ -177,28 +185,53 @@ def em_update(problem: EPProblem, hyper: Hyper, post, cavity, groups: GroupPoste
     p0_k <- mean over the groups of class k of q(z_g) (with a tree: each transition probability <- its expected
     count over the expected count of its parent state, under q);  s2 <- (|y - X m|^2 + tr(X V X^T)) / n;
     v0_l <- sum_j r1_j E[w_j^2 | slab] / r_j / sum_j r1_j  over the coefficients of slab class l, under the
-    tilted distributions (cavity x exact prior factor; ``r_j`` the fixed profile).
+    tilted distributions (cavity x exact prior factor; ``r_j`` the fixed profile). With the problem's hyperprior,
+    the posterior-mode versions (:class:`~adaptcs.models._hyperprior.Hyperprior`: each maximises its EM term plus
+    its log prior).
     """
     level, v0, s2 = hyper.level, hyper.v0, hyper.noise_var
+    prior = problem.hyperprior
+    centre, has = (None, None) if prior is None else prior.centre(problem, hyper.phi().shape[0])
     if "p0" in learn and problem.tree is not None:
         level = problem.tree.em_levels(groups.tree, level, TRANSITION_RANGE)
     elif "p0" in learn:
-        level = np.array([problem.level_for(float(np.clip(np.mean(groups.prob[problem.group_class == k]), *P0_RANGE)),
-                                            k) for k in range(problem.n_levels)])
+        level = np.array([_class_level(problem, groups, k, prior if has is not None and has[k] else None,
+                                       None if centre is None else centre[k]) for k in range(problem.n_levels)])
     if "noise_var" in learn:
-        s2 = float(np.clip(_explained(problem, post) / problem.n, NOISE_RANGE[0] * problem.mean_y2,
-                           NOISE_RANGE[1] * problem.mean_y2))
+        explained = _explained(problem, post)
+        s2 = explained / problem.n if has is None or not has[-1] else \
+            prior.scale_update(problem.n, explained, centre[-1])
+        s2 = float(np.clip(s2, NOISE_RANGE[0] * problem.mean_y2, NOISE_RANGE[1] * problem.mean_y2))
     if "v0" in learn:
         _vc, _mc, _slab, r1, second_moment = _slab_responsibility(cavity, problem.slab_var(hyper))
         valid = cavity.usable
         classes = problem.coef_slab[valid]
         weight = class_sums(r1, classes, problem.n_slabs)
         moment = class_sums(r1 * second_moment / problem.slab_profile[valid], classes, problem.n_slabs)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            v0 = np.where(weight > 0.0, moment / weight, v0)
+        if has is None or not has[problem.n_levels]:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v0 = np.where(weight > 0.0, moment / weight, v0)
+        else:
+            v0 = np.array([prior.scale_update(weight[m], moment[m], centre[problem.n_levels + m])
+                           for m in range(problem.n_slabs)])
         tied = problem.tied_v0(level, s2)
         v0 = np.clip(v0, V0_RANGE[0] * tied, V0_RANGE[1] * tied)
     return Hyper(level, v0, s2)
+
+
+def _class_level(problem: EPProblem, groups: GroupPosterior, k: int, prior: Hyperprior | None,
+                 centre: float | None) -> float:
+    """The M-step of prior class ``k``'s level: mean prior probability = the mean of its groups' posterior
+    probabilities (type-II ML), or the posterior mode with a prior centred at level ``centre``; the mean prior
+    probability kept inside :data:`P0_RANGE`."""
+    in_class = problem.group_class == k
+    prob = groups.prob[in_class]
+    if prior is None:
+        return problem.level_for(float(np.clip(np.mean(prob), *P0_RANGE)), k)
+    offsets = problem.offsets[in_class]
+    level = prior.level_update(float(np.sum(prob)), lambda lv: lv + offsets, centre)
+    mean = problem.mean_p0(level, k)
+    return level if P0_RANGE[0] <= mean <= P0_RANGE[1] else problem.level_for(float(np.clip(mean, *P0_RANGE)), k)
 
 
 def _mask(problem: EPProblem, learn) -> np.ndarray:
@@ -271,11 +304,11 @@ def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, EPRun
             if i == 0:
                 carried = sites  # the next p0 starts from this p0's sites at the largest noise level
             if _usable(run):
-                candidates.append((run.log_evidence, hyper, run))
+                candidates.append((objective(problem, hyper, run), hyper, run))
     run = problem.try_run(start, None, **SEARCH_EP)
     n_fits += 1
     if _usable(run):
-        candidates.append((run.log_evidence, start, run))
+        candidates.append((objective(problem, start, run), start, run))
     if not candidates:
         raise ValueError("EP failed at every point of the coarse search over the hyper-parameters")
     best_ev, best_hyper, best_run = max(candidates, key=lambda c: c[0])
@@ -285,11 +318,11 @@ def coarse_search(problem: EPProblem, start: Hyper, learn) -> tuple[Hyper, EPRun
             hyper = point(best_hyper.level, f * problem.mean_y2)
             run = problem.try_run(hyper, sites, **SEARCH_EP)
             n_fits += 1
-            if not _usable(run) or run.log_evidence < previous:
+            if not _usable(run) or objective(problem, hyper, run) < previous:
                 break
-            sites, previous = run.sites, run.log_evidence
-            if run.log_evidence > best_ev:
-                best_ev, best_hyper, best_run = run.log_evidence, hyper, run
+            sites, previous = run.sites, objective(problem, hyper, run)
+            if previous > best_ev:
+                best_ev, best_hyper, best_run = previous, hyper, run
     return best_hyper, best_run, n_fits
 
 
@@ -321,16 +354,16 @@ def _extrapolated(problem: EPProblem, learned: Learned, learn) -> tuple[Hyper, E
     learned_mask = _mask(problem, learn)
     direction = np.where(learned_mask, target.phi() - end, 0.0)
     best, n_fits = None, 0
-    best_ev, sites = learned.run.log_evidence, learned.run.sites
+    best_ev, sites = objective(problem, learned.hyper, learned.run), learned.run.sites
     for t in EXTRAPOLATION_STEPS:
         # only what is learned is kept in range: a given value (a noise variance below the range, say) stays as given
         phi = end + t * direction
         hyper = Hyper.from_phi(np.where(learned_mask, _clipped(problem, phi), phi), problem.n_levels)
         run = problem.try_run(hyper, sites, **SEARCH_EP)
         n_fits += 1
-        if not _usable(run) or run.log_evidence <= best_ev:
+        if not _usable(run) or objective(problem, hyper, run) <= best_ev:
             break
-        best, best_ev, sites = (hyper, run), run.log_evidence, run.sites
+        best, best_ev, sites = (hyper, run), objective(problem, hyper, run), run.sites
     return None if best is None else (*best, n_fits)
 
 
@@ -371,7 +404,7 @@ def learn_evidence(problem: EPProblem, start: Hyper, learn, ep=REFINE_EP, settle
         hyper, run, fits = found
         again = _joint(problem, hyper, run.sites, learn, ep)
         n_fits += fits + 1
-        if again is None or again.run.log_evidence < run.log_evidence:
+        if again is None or objective(problem, again.hyper, again.run) < objective(problem, hyper, run):
             break
         learned = again
     learned = replace(learned, n_ep_fits=n_fits)
@@ -467,7 +500,8 @@ def infer(problem: EPProblem, start: Hyper, sites: EPSites, learn, *, tol: float
         if learned is None or refits % restart_every == 0:
             fresh = learn_evidence(problem, start, learn, WARM_EP, settle=False)  # judged by em_step below
             n_fits += fresh.n_ep_fits
-            if learned is None or fresh.run.log_evidence > learned.run.log_evidence:
+            if learned is None or objective(problem, fresh.hyper, fresh.run) > objective(problem, learned.hyper,
+                                                                                         learned.run):
                 learned = fresh
     else:
         learned = learn_evidence(problem, start, learn)

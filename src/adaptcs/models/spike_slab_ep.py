@@ -42,6 +42,7 @@ from adaptcs.models._ep import (
 )
 from adaptcs.models._ep_learning import WarmStart
 from adaptcs.models._gaussian import GaussianPosteriorMixin
+from adaptcs.models._hyperprior import Hyperprior
 from adaptcs.models._scaling import UNINFORMED_P0, DataScale, uninformed_scale
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,13 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         With ``warm_start`` and evidence learning, every this many warm refits also learns from scratch (grid
         and refinement) and keeps whichever has the larger evidence: the evidence can have several modes at
         few rows, and the warm path can stay in the wrong one.
+    hyperprior : "auto", None or Hyperprior
+        Weak priors on the learned values (type-II MAP; docs/learning.md, "Weak priors on the learned values").
+        None: learning maximises the evidence itself (type-II ML, the paper's protocol). A
+        :class:`~adaptcs.models.Hyperprior`: its centres and weights (e.g. ``Hyperprior(noise_var=0.01)`` for an
+        instrument whose noise variance is known roughly). "auto" (the default): ML in a single fit; in a design
+        loop (:class:`adaptcs.design.SequentialDesigner`) weak priors centred on what was learned at the end of the
+        random start (:meth:`centred_hyperprior`), so that a loop in mid course cannot explain its data as noise.
     blas_threads : int or None
         BLAS threads of the fit (threadpoolctl; restored afterwards). 1, the default: more threads cost 2-3x the CPU
         time of a fit, and on a machine busy with other work (or at n = 512, d = 4096 even on an idle one) also more
@@ -214,12 +222,13 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         "tol": constraints.POSITIVE, "max_iter": constraints.COUNT, "v_inf_ratio": constraints.POSITIVE,
         "warm_start": constraints.BOOLEAN, "warm_schedule": [StrOptions(set(SCHEDULES))],
         "learn": constraints.NAMES, "learn_method": [StrOptions(set(LEARN_METHODS))], "cv": constraints.FOLDS,
-        "restart_every": constraints.COUNT, "blas_threads": [*constraints.COUNT, None], "verbose": ["verbose"]}
+        "restart_every": constraints.COUNT, "hyperprior": [StrOptions({"auto"}), Hyperprior, None],
+        "blas_threads": [*constraints.COUNT, None], "verbose": ["verbose"]}
 
     def __init__(self, groups=None, *, p0=None, v0=None, scales=None, scale_learning="each", parents=None,
                  p0_off=None, noise_var=None, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000,
                  v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(), learn_method="evidence",
-                 cv=5, restart_every=4, blas_threads=1, verbose=0):
+                 cv=5, restart_every=4, hyperprior="auto", blas_threads=1, verbose=0):
         self.groups = groups
         self.p0 = p0
         self.v0 = v0
@@ -239,6 +248,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self.learn_method = learn_method
         self.cv = cv
         self.restart_every = restart_every
+        self.hyperprior = hyperprior
         self.blas_threads = blas_threads
         self.verbose = verbose
 
@@ -311,7 +321,9 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         problem = EPProblem(X / scale.x, y / scale.y, coef_group, prior.offsets, group_class=prior.group_class,
                             coef_slab=prior.coef_slab, slab_profile=prior.slab_profile, tree=prior.tree,
                             v_inf_ratio=float(self.v_inf_ratio), damping=float(self.damping),
-                            damping_decay=float(self.damping_decay), progress=self._progress())
+                            damping_decay=float(self.damping_decay), progress=self._progress(),
+                            hyperprior=self.hyperprior.scaled(scale) if isinstance(self.hyperprior, Hyperprior)
+                            else None)
         if warm is not None:
             sites = EPSites(warm.sites.var / scale.coef2, warm.sites.mean / scale.coef, warm.sites.logit.copy())
         else:
@@ -374,6 +386,22 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
                      f"; learned p0 {np.mean(self.p0_):.3g}, v0 {np.mean(self.v0_):.3g}, noise variance "
                      f"{self.noise_var_:.3g}" if learn else "")
         return self
+
+    def centred_hyperprior(self) -> Hyperprior | None:
+        """Weak priors centred on the values this fit learned (what ``hyperprior="auto"`` becomes at the end of a
+        design loop's random start); None if the fit learned nothing.
+
+        The noise variance's centre is the learned value; without ``scales`` also p0's (the mean over the groups)
+        and v0's. With ``scales`` or a tree only the noise variance gets a prior.
+        """
+        check_is_fitted(self, "warm_state_")
+        learned = self.warm_state_.learn
+        if not learned:
+            return None
+        plain = self.scales is None
+        return Hyperprior(noise_var=self.noise_var_ if "noise_var" in learned else None,
+                          p0=float(np.mean(self.p0_)) if plain and "p0" in learned else None,
+                          v0=self.v0_ if plain and "v0" in learned else None)
 
     @property
     def sites_(self) -> EPSites:
@@ -451,13 +479,14 @@ class SpikeSlabEP(GroupSpikeSlabEP):
     def __init__(self, *, p0=None, v0=None, scales=None, scale_learning="each", parents=None, p0_off=None,
                  noise_var=None, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000, v_inf_ratio=300.0,
                  warm_start=False, warm_schedule="adaptive", learn=(), learn_method="evidence", cv=5,
-                 restart_every=4, blas_threads=1, verbose=0):
+                 restart_every=4, hyperprior="auto", blas_threads=1, verbose=0):
         super().__init__(None, p0=p0, v0=v0, scales=scales, scale_learning=scale_learning, parents=parents,
                          p0_off=p0_off, noise_var=noise_var,
                          damping=damping, damping_decay=damping_decay, tol=tol,
                          max_iter=max_iter, v_inf_ratio=v_inf_ratio, warm_start=warm_start,
                          warm_schedule=warm_schedule, learn=learn, learn_method=learn_method, cv=cv,
-                         restart_every=restart_every, blas_threads=blas_threads, verbose=verbose)
+                         restart_every=restart_every, hyperprior=hyperprior, blas_threads=blas_threads,
+                         verbose=verbose)
 
     def _resolve_groups(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         index = np.arange(d, dtype=np.intp)
