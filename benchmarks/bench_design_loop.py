@@ -28,7 +28,7 @@ CHECKPOINTS = {"E3": (40, 48, 56, 64), "E5": (160, 192, 224, 256, 288)}
 
 
 def run(experiment: str, setting: int, replicates: int, params: dict, hyperparameters: str) -> dict:
-    out = {k: [] for k in ("cpu", "errors", "n_iter", "converged", "select", "n")}
+    out = {k: [] for k in ("cpu", "errors", "n_iter", "converged", "select", "n", "kept")}
     for r in range(replicates):
         start = time.process_time()
         with warnings.catch_warnings():
@@ -41,22 +41,26 @@ def run(experiment: str, setting: int, replicates: int, params: dict, hyperparam
         out["converged"].append(job.converged[0])
         out["select"].append(np.nansum(job.select_seconds[0]))
         out["n"] = job.n_measurements
+        out["kept"] = np.array([] if job.checkpoint_n is None else job.checkpoint_n, dtype=int)
         print(f"  {experiment} replicate {r}: {out['cpu'][-1]:.1f} s CPU, error {job.errors[0, -1]:.4f}", flush=True)
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def reported(experiment: str, n: np.ndarray) -> np.ndarray:
-    """Which fits of a loop a table reports (the checkpoints, the final fit is the last of them), shape (steps,)."""
-    return np.isin(n, CHECKPOINTS[experiment])
+def reported(res: dict) -> np.ndarray:
+    """Which fits of a loop are read (``run_sequential_design``'s ``settle_reported``): the first (cold) one, the
+    job's checkpoints (E5: the images kept) and the last one; shape (steps,)."""
+    n = np.asarray(res["n"])
+    kept = res["kept"] if "kept" in res else np.array([], dtype=int)
+    return (n == n[0]) | (n == n[-1]) | np.isin(n, kept)
 
 
 def report(experiment: str, res: dict, other: dict | None) -> None:
     warm = res["n_iter"][:, 1:]  # the first fit is cold (the paper's schedule)
     conv = res["converged"][:, 1:]
-    shown = reported(experiment, res["n"])
+    shown = reported(res)
     print(f"\n{experiment}: {len(res['cpu'])} replicates")
     print("| CPU s per replicate (median / mean) | warm refit iterations (median / mean / max) "
-          "| select s per replicate | warm refits not converged | reported fits (checkpoints) not converged "
+          "| select s per replicate | warm refits not converged | fits read (cold, checkpoints, last) not converged "
           "| intermediate refits stopped | final error |")
     print("|---|---|---:|---:|---:|---:|---:|")
     print(f"| {np.median(res['cpu']):.2f} / {np.mean(res['cpu']):.2f} | {np.median(warm):.0f} / {np.mean(warm):.1f} / "
@@ -78,7 +82,7 @@ def report(experiment: str, res: dict, other: dict | None) -> None:
     print(f"CPU s per replicate there: median {np.median(other['cpu'][:k]):.2f}, mean {np.mean(other['cpu'][:k]):.2f} "
           f"(here minus there {cpu.mean():+.2f} +- {cpu.std(ddof=1) / np.sqrt(k):.2f}); warm refits not converged "
           f"there: {np.mean(other['converged'][:k, 1:] == 0):.1%}, reported fits: "
-          f"{np.mean(other['converged'][:k][:, reported(experiment, other['n'])] == 0):.1%}")
+          f"{np.mean(other['converged'][:k][:, reported(other)] == 0):.1%}")
 
 
 def main() -> None:
@@ -103,7 +107,7 @@ def main() -> None:
             saved.update({f"{experiment}/{k}": v for k, v in res.items()})
             theirs = None
             if other is not None and f"{experiment}/cpu" in other:
-                theirs = {k: other[f"{experiment}/{k}"] for k in res}
+                theirs = {k: other[f"{experiment}/{k}"] for k in res if f"{experiment}/{k}" in other}
             report(experiment, res, theirs)
     if args.save:
         np.savez(args.save, **saved)

@@ -254,7 +254,7 @@ def test_a_fit_that_does_not_converge_warns_once_and_a_loop_sums_up_at_its_end()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = run_sequential_design(stubborn, w, X, X @ w, 5, strategy="random", noise_var=1e-4, row_norm=8.0,
-                                       rng=1)
+                                       rng=1, settle_reported=False)
     messages = [str(c.message) for c in caught if issubclass(c.category, ConvergenceWarning)]
     assert np.all(result.converged == 0)
     assert len(messages) == 1 and "6 of 6 refits did not converge (between 12 and 17 rows" in messages[0]
@@ -288,3 +288,54 @@ def test_methods_without_a_fixed_point_residual_record_nan():
     result = run_sequential_design(GroupARD(groups, noise_var=0.01), w, X, X @ w + 0.1 * rng.normal(size=10), 2,
                                    strategy="random", noise_var=0.01, row_norm=5.0, rng=0)
     assert result.residual.shape == result.converged.shape and np.all(np.isnan(result.residual))
+
+
+def test_a_fit_that_is_read_is_taken_on_to_the_fixed_point():
+    """E3's first fit of signal 1 (32 rows, the paper's values and schedule) stops short of EP's fixed point;
+    ``converge`` reaches it, and it is the fixed point an independent long run with a small constant damping from
+    the prior's sites finds."""
+    from adaptcs.experiments.synthetic import synthetic_case
+
+    case = synthetic_case("E3", 0, 1)
+    X, y = case.problem.X, case.problem.y
+    given = {"p0": 4 / 128, "v0": 1 / 3, "noise_var": 1.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = GroupSpikeSlabEP(case.fit_groups, **given).fit(X, y)
+        assert not est.converged_ and est.fixed_point_residual_ > 1e-3
+        est.converge(X, y)
+    assert est.converged_ and est.fixed_point_residual_ < 1e-3
+    assert not est.warm_start  # restored
+    slow = GroupSpikeSlabEP(case.fit_groups, damping=0.3, damping_decay=1.0, max_iter=3000, **given).fit(X, y)
+    assert slow.converged_
+    scale = np.max(np.abs(slow.coef_))
+    np.testing.assert_allclose(est.coef_, slow.coef_, atol=3e-3 * scale)
+    np.testing.assert_allclose(est.group_prob_, slow.group_prob_, atol=3e-3)
+
+
+def test_the_designer_converges_the_fits_that_are_read():
+    from adaptcs.design import run_sequential_design
+    from adaptcs.experiments.synthetic import synthetic_case
+
+    case = synthetic_case("E3", 0, 1)
+    p = case.problem
+    est = GroupSpikeSlabEP(case.fit_groups, p0=4 / 128, v0=1 / 3, noise_var=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        designer = SequentialDesigner(est, rng=0, n_random_start=0)
+        designer.tell(p.X, p.y)
+        told = designer.last_fit
+        assert told.converged == 0 and told.settle_seconds == 0.0
+        seconds = told.fit_seconds
+        assert designer.converge() is told
+        assert told.converged == 1 and told.residual < 1e-3 and told.settle_seconds > 0.0
+        assert told.fit_seconds == pytest.approx(seconds + told.settle_seconds)
+        assert designer.estimator_.converged_
+        kept = dict(vars(told))
+        designer.converge()  # converged: left alone
+        assert vars(designer.last_fit) == kept
+        common = {"strategy": "design", "noise_var": 1.0, "row_norm": np.sqrt(512), "rng": 3}
+        settled = run_sequential_design(est, p.w_true, p.X, p.y, 3, **common)
+        plain = run_sequential_design(est, p.w_true, p.X, p.y, 3, settle_reported=False, **common)
+    assert plain.converged[0] == 0 and settled.converged[0] == 1  # the first (cold) fit is read
+    assert settled.converged[-1] == 1

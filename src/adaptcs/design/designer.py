@@ -98,6 +98,9 @@ class Told:
         Empty, or why the fit failed (the error, or "non-finite estimate").
     warning : str
         Empty, or the fit's ConvergenceWarning (why it is not converged, and what to do).
+    settle_seconds : float
+        CPU time :meth:`SequentialDesigner.converge` spent taking this refit on to its convergence test (0 if not
+        called or not needed); included in ``fit_seconds``.
     """
 
     n_told: int
@@ -108,6 +111,7 @@ class Told:
     failure: str
     warning: str = ""
     residual: float = np.nan
+    settle_seconds: float = 0.0
 
 
 def _row_key(row: np.ndarray) -> bytes:
@@ -527,6 +531,39 @@ class SequentialDesigner:
             warnings.warn(f"the fit on {X_all.shape[0]} rows failed ({failure}); the measurements are kept",
                           FitFailedWarning, stacklevel=3)
         return self
+
+    @_under_the_estimators_blas_limit
+    def converge(self) -> Told:
+        """Take the last refit on to its convergence test, for a fit that someone reads (a checkpoint, the loop's
+        last fit): the estimator's ``converge`` (GSS-EP: :meth:`adaptcs.models.GroupSpikeSlabEP.converge`) where
+        the refit stopped short. Intermediate refits that only choose the next rows need not.
+
+        Returns the last entry of ``history_``, updated: ``converged``, ``n_iter`` and ``residual`` of the fit now,
+        ``fit_seconds`` including this (``settle_seconds`` apart). A refit that failed, converged, or whose
+        estimator has no ``converge`` is left as it is.
+        """
+        told = self.last_fit
+        est = self._estimator
+        if told is None or told.failure or told.converged != 0 or est is None or not hasattr(est, "converge"):
+            return told
+        start = time.process_time()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                est.converge(self._A, self.y_)
+            except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:  # keep the refit as it was
+                warnings.warn(f"converging the fit on {self.n_told_} rows failed ({type(exc).__name__}: {exc}); "
+                              "the refit is kept as it stopped", FitFailedWarning, stacklevel=2)
+                return told
+        seconds = time.process_time() - start
+        convergence = " ".join(str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning))
+        told.converged = int(bool(est.converged_))
+        told.n_iter = int(est.n_iter_)
+        told.residual = float(est.fixed_point_residual_)
+        told.fit_seconds += seconds
+        told.settle_seconds = seconds
+        told.warning = convergence
+        return told
 
     def _pool_rows_by_value(self) -> dict:
         """The pool's row indices by row value (built once: matching a told row to the pool is then O(d), not a

@@ -90,7 +90,8 @@ class SequentialDesignResult:
 def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: str, noise_var: float,
                           row_norm: float, rng=None, pool=None, batch_size: int = 1,
                           callback: Callable[[int, int, float], None] | None = None,
-                          checkpoints=(), row_constraint: str = "sphere", basis=None) -> SequentialDesignResult:
+                          checkpoints=(), row_constraint: str = "sphere", basis=None,
+                          settle_reported: bool = True) -> SequentialDesignResult:
     """Measure, refit, repeat: the sequential design loop for any estimator.
 
     Parameters
@@ -135,6 +136,10 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     basis : :class:`adaptcs.basis.Basis`, optional
         Fit the signal's coefficients in this orthonormal basis (see :class:`adaptcs.design.SequentialDesigner`);
         errors, ``coef`` and checkpoints are of the signal.
+    settle_reported : bool
+        Take the fits that are read, the first (cold) fit, the fits at ``checkpoints`` and the last one, on to their
+        convergence test where the refit stopped short (:meth:`SequentialDesigner.converge`); the refits between
+        them only choose the next rows and may stop early (their ``converged`` says so).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
@@ -164,12 +169,15 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     designer = SequentialDesigner(estimator, strategy=strategy, row_norm=row_norm, batch_size=batch_size,
                                   pool=pool, row_constraint=row_constraint, rng=rng, basis=basis, n_random_start=0)
     record = _Record(w_true, checkpoints)
+    reported = {int(c) for c in checkpoints} | {n0 + n_steps * batch_size}
 
     def tell(X_new, y_new, step) -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FitFailedWarning)  # reported once, at the end
             warnings.simplefilter("ignore", ConvergenceWarning)  # summarised once, at the end
             designer.tell(X_new, y_new)
+            if settle_reported and (step == 0 or designer.n_told_ in reported):
+                designer.converge()
         return record.fit(designer, step)
 
     ok = tell(X, y, 0)

@@ -336,7 +336,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
                 problem, start, sites, learn, tol=float(self.tol), max_iter=int(self.max_iter),
                 schedule=self.warm_schedule if warm is not None else "decay", method=self.learn_method,
                 cv=int(self.cv), warm=replace(warm, hyper=warm.hyper.scaled(scale)) if tracked else None,
-                restart_every=int(self.restart_every))
+                restart_every=int(self.restart_every), strict=getattr(self, "_strict", False))
         except ValueError as exc:
             raise ValueError(f"{name}: {'learning ' + ', '.join(learn) + ': ' if learn else ''}{exc}") from None
         run = learned.run
@@ -386,6 +386,34 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
                      f"; learned p0 {np.mean(self.p0_):.3g}, v0 {np.mean(self.v0_):.3g}, noise variance "
                      f"{self.noise_var_:.3g}" if learn else "")
         return self
+
+    def converge(self, X, y):
+        """Take the last fit on to EP's fixed point: a warm refit on the same rows that does not stop short.
+
+        A design loop's refits stop early where that only costs the choice of the next rows (the tracked learned
+        values take at most 30 joint iterations; EP's damping decays). A fit that someone reads, a checkpoint or
+        the loop's final fit, calls this: with learned values the joint run goes on to its fixed point and is
+        checked like a fit from scratch, with given values EP restarts from its sites with fresh damping
+        (:func:`adaptcs.models._ep_learning.strictly`). ``converged_`` says whether it got there;
+        ``n_ep_fits_`` counts the EP runs it took.
+
+        Parameters
+        ----------
+        X : array-like, shape (n, d)
+            The rows of the last fit.
+        y : array-like, shape (n,)
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self, "warm_state_")
+        warm_start, self._strict = self.warm_start, True
+        try:
+            self.warm_start = True
+            return self.fit(X, y)
+        finally:
+            self.warm_start, self._strict = warm_start, False
 
     def centred_hyperprior(self) -> Hyperprior | None:
         """Weak priors centred on the values this fit learned (what ``hyperprior="auto"`` becomes at the end of a
