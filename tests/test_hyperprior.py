@@ -108,6 +108,7 @@ def test_a_strong_prior_pins_the_value_and_follows_the_units(rng):
 
 
 def test_a_design_loop_centres_the_prior_after_the_random_start():
+    """From the first refit after ceil(d / 16) rows on, weak priors centred on the values learned at that point."""
     rng = np.random.default_rng(5)
     groups = np.repeat(np.arange(16), 4)  # d = 64: centred once 4 rows are told
     w = np.where(groups < 3, rng.normal(size=64), 0.0)
@@ -120,12 +121,14 @@ def test_a_design_loop_centres_the_prior_after_the_random_start():
                 row = loop.ask()
                 loop.tell(row, row @ w + 0.1 * rng.normal())
             est = designer.estimator_
-            if i < 3:
-                assert est.hyperprior == "auto"
+            if i <= 3:
+                assert est.hyperprior == "auto"  # type-II ML up to and including the fit on 4 rows
             if i == 3:
+                learned = (est.noise_var_, est.p0_, est.v0_)
+            if i == 4:  # the next refit is centred on what the fit on 4 rows learned
                 centred = est.hyperprior
                 assert isinstance(centred, Hyperprior)
-                assert (centred.noise_var, centred.p0, centred.v0) == (est.noise_var_, est.p0_, est.v0_)
+                assert (centred.noise_var, centred.p0, centred.v0) == learned
     assert designer.estimator_.hyperprior is centred  # kept for the rest of the loop
     assert ml.estimator_.hyperprior is None
     assert designer.estimator.hyperprior == "auto"  # the template is not touched

@@ -225,6 +225,8 @@ def test_a_basis_state_asks_for_pixel_patterns_and_returns_the_image(photo, caps
         refit = GroupSpikeSlabEP(basis.groups(), scales=basis.scales(), p0=s.estimator().p0,
                                  v0=s.estimator().v0, noise_var=s.estimator().noise_var,
                                  learn=("p0", "v0", "noise_var")).fit(basis.analyze(s.X), s.y)
+        if not refit.converged_:  # the lab takes the fit it shows on to its convergence test
+            refit.converge(basis.analyze(s.X), s.y)
     estimate = pd.read_csv(folder / "est.csv")
     np.testing.assert_allclose(estimate["mean"], refit.coef_, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(image.ravel(), basis.synthesize(refit.coef_), atol=1e-10)

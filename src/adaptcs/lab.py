@@ -193,7 +193,8 @@ class LabState:
     def designer(self, batch_size: int = 1) -> SequentialDesigner:
         """A designer told every measurement so far; seeded by (seed, number of asks).
 
-        GSS-EP is fitted once, from scratch, on everything. A camera's loop (:attr:`uses_tree` with a pool) is told
+        GSS-EP is fitted once, from scratch, on everything, and taken on to its convergence test where it stops short
+        (:meth:`SequentialDesigner.converge`). A camera's loop (:attr:`uses_tree` with a pool) is told
         add by add, in order: the interactive designer's path, whose tracked fits choose the rows as the replay
         does (:func:`adaptcs.design.basis_scan.replay_basis_scan`; a fit from scratch on everything chooses
         differently). That costs one short fit per add at every command.
@@ -207,6 +208,7 @@ class LabState:
                 designer.tell(self.X[mine], self.y[mine])
         elif self.X.shape[0]:
             designer.tell(self.X, self.y)  # pool rows among them are spent
+            designer.converge()  # the fit the user reads: on to its convergence test where it stopped short
         return designer
 
 

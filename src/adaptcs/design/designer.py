@@ -121,9 +121,9 @@ def _row_key(row: np.ndarray) -> bytes:
 
 def _centre_hyperprior(estimator) -> None:
     """An estimator with ``hyperprior="auto"`` (GSS-EP) gets weak priors centred on what it learned by now, for the
-    rest of the loop (docs/learning.md, "Weak priors on the learned values"). Called once ``ceil(d / 16)`` rows are
-    told, the default random start, whatever the strategy and ``n_random_start``: earlier values rest on too few
-    rows."""
+    rest of the loop (docs/learning.md, "Weak priors on the learned values"). Called before the first refit after
+    ``ceil(d / 16)`` rows were told (the default random start, whatever the strategy and ``n_random_start``: earlier
+    values rest on too few rows)."""
     if isinstance(getattr(estimator, "hyperprior", None), str) and estimator.hyperprior == "auto" \
             and hasattr(estimator, "centred_hyperprior"):
         estimator.set_params(hyperprior=estimator.centred_hyperprior())
@@ -475,6 +475,8 @@ class SequentialDesigner:
             est = clone(self.estimator)
             if "warm_start" in est.get_params():
                 est.set_params(warm_start=True)
+        elif not self.failure_ and self.X_.shape[0] >= np.ceil(RANDOM_START_FRACTION * d):
+            _centre_hyperprior(est)  # on the last fit (as read: after converge, if it was called)
         # a pool of basis images and an estimator that tracks its hyper-parameters (WaveletTreeSpikeSlab): the
         # replay's protocol, a few warm iterations per refit to choose the rows (they may stop before EM has
         # converged: recorded as converged -1) and, when estimator_ is read, a copy fitted to convergence
@@ -503,8 +505,6 @@ class SequentialDesigner:
         if not failure and not np.all(np.isfinite(est.coef_)):
             failure = "non-finite estimate"
         self._estimator = None if tracking is not None else est
-        if not failure and X_all.shape[0] >= np.ceil(RANDOM_START_FRACTION * X_all.shape[1]):
-            _centre_hyperprior(est)
         self.X_, self._A, self.y_ = X_all, A_all, y_all
         asked = self._match_asked(X_new)
         if self._basis_measured is not None:
