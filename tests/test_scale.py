@@ -123,14 +123,27 @@ def test_same_model_in_other_units_agrees_or_says_it_cannot(make, c, noise_var):
 
 def test_a_run_ended_by_the_damping_is_not_converged():
     """With a fast-decaying damping the steps shrink to nothing before a fixed point is reached; EP stops
-    (the damped change is below tol) but must not claim convergence."""
+    (the damped change is below tol) but must not claim convergence. A fit (cold: read by someone) then goes on
+    from there with a constant damping and reaches the paper's fixed point; a warm refit that only chooses rows
+    keeps the stopped run and says so."""
+    from adaptcs.models import _ep_learning as lrn
+
     p = e1_problem(1.0)
-    with pytest.warns(ConvergenceWarning, match="stopped by its decaying damping"):
-        est = gss(p, V0, damping_decay=0.5).fit(p.X, p.y)
-    assert not est.converged_ and est.fixed_point_residual_ > 10 * est.tol
+    _labels, coef_group = np.unique(p.groups, return_inverse=True)
+    problem = lrn.EPProblem(p.X, p.y, coef_group, np.zeros(coef_group.max() + 1), v_inf_ratio=300.0, damping=0.9,
+                            damping_decay=0.5)
+    run = problem.run(lrn.Hyper(np.log(P0_GROUP / (1 - P0_GROUP)), V0, p.noise_var), tol=1e-4, max_iter=1000)
+    assert not run.converged and run.residual > 1e-3
     paper = gss(p, V0).fit(p.X, p.y)
     assert paper.converged_ and paper.fixed_point_residual_ < 10 * paper.tol
-    assert np.max(np.abs(est.group_prob_ - paper.group_prob_)) > 1e-3  # it really stopped short
+    assert np.max(np.abs(run.group_prob - paper.group_prob_)) > 1e-3  # it really stopped short
+    est = gss(p, V0, damping_decay=0.5).fit(p.X, p.y)
+    assert est.converged_ and np.max(np.abs(est.group_prob_ - paper.group_prob_)) < 1e-3
+    warm = gss(p, V0, damping_decay=0.5, warm_start=True, warm_schedule="decay")
+    warm.warm_state_ = lrn.WarmStart(lrn.EPSites.initial(np.full(512, P0_GROUP), np.full(512, V0)))
+    with pytest.warns(ConvergenceWarning, match="stopped by its decaying damping"):
+        warm.fit(p.X, p.y)
+    assert not warm.converged_ and warm.fixed_point_residual_ > 10 * warm.tol
 
 
 def test_e1_fits_converge_at_fixed_points():

@@ -336,7 +336,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
                 problem, start, sites, learn, tol=float(self.tol), max_iter=int(self.max_iter),
                 schedule=self.warm_schedule if warm is not None else "decay", method=self.learn_method,
                 cv=int(self.cv), warm=replace(warm, hyper=warm.hyper.scaled(scale)) if tracked else None,
-                restart_every=int(self.restart_every), strict=getattr(self, "_strict", False))
+                restart_every=int(self.restart_every), strict=warm is None or getattr(self, "_strict", False))
         except ValueError as exc:
             raise ValueError(f"{name}: {'learning ' + ', '.join(learn) + ': ' if learn else ''}{exc}") from None
         run = learned.run
