@@ -152,4 +152,5 @@ def test_a_64_by_64_fit_never_forms_a_d_by_d_matrix():
     _current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     d_by_d = basis.d * basis.d * 8
-    assert peak < d_by_d / 4, f"peak {peak / 1e6:.0f} MB against {d_by_d / 1e6:.0f} MB for one d x d matrix"
+    # a fit that stops short (max_iter=3) goes on from its sites, holding two n x d posteriors at once: 37 MB here
+    assert peak < d_by_d / 3, f"peak {peak / 1e6:.0f} MB against {d_by_d / 1e6:.0f} MB for one d x d matrix"

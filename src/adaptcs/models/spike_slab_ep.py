@@ -14,6 +14,7 @@ serves means, variances and ``V v`` products; see :mod:`adaptcs.models._gaussian
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from dataclasses import replace
@@ -394,8 +395,8 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         values take at most 30 joint iterations; EP's damping decays). A fit that someone reads, a checkpoint or
         the loop's final fit, calls this: with learned values the joint run goes on to its fixed point and is
         checked like a fit from scratch, with given values EP restarts from its sites with fresh damping
-        (:func:`adaptcs.models._ep_learning.strictly`). ``converged_`` says whether it got there;
-        ``n_ep_fits_`` counts the EP runs it took.
+        (:func:`adaptcs.models._ep_learning.strictly`). ``converged_`` says whether it got there; where it did not,
+        the fit is left exactly as it stopped. A converged fit is returned as it is.
 
         Parameters
         ----------
@@ -408,12 +409,18 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self
         """
         check_is_fitted(self, "warm_state_")
+        if self.converged_:
+            return self
+        stopped = copy.deepcopy(self.__dict__)
         warm_start, self._strict = self.warm_start, True
         try:
             self.warm_start = True
-            return self.fit(X, y)
+            self.fit(X, y)
         finally:
             self.warm_start, self._strict = warm_start, False
+        if not self.converged_:  # no fixed point found: the fit stays as it stopped (not another stopped iterate)
+            self.__dict__.update(stopped)
+        return self
 
     def centred_hyperprior(self) -> Hyperprior | None:
         """Weak priors centred on the values this fit learned (what ``hyperprior="auto"`` becomes at the end of a
