@@ -128,7 +128,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
     hyperprior : "auto", None or Hyperprior
         Weak priors on the learned values (type-II MAP; docs/learning.md, "Weak priors on the learned values").
         None: learning maximises the evidence itself (type-II ML, the paper's protocol). A
-        :class:`~adaptcs.models.Hyperprior`: its centres and weights (e.g. ``Hyperprior(noise_var=0.01)`` for an
+        :class:`~adaptcs.models.Hyperprior`: its centres and spread (e.g. ``Hyperprior(noise_var=0.01)`` for an
         instrument whose noise variance is known roughly). "auto" (the default): ML in a single fit; in a design
         loop (:class:`adaptcs.design.SequentialDesigner`) weak priors centred on what was learned at the end of the
         random start (:meth:`centred_hyperprior`), so that a loop in mid course cannot explain its data as noise.
