@@ -547,8 +547,8 @@ class SequentialDesigner:
         if told is None or told.failure or told.converged != 0 or est is None or not hasattr(est, "converge"):
             return told
         start = time.process_time()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # the refit's own warning stands where it stays short
             try:
                 est.converge(self._A, self.y_)
             except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:  # keep the refit as it was
@@ -556,13 +556,13 @@ class SequentialDesigner:
                               "the refit is kept as it stopped", FitFailedWarning, stacklevel=2)
                 return told
         seconds = time.process_time() - start
-        convergence = " ".join(str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning))
         told.converged = int(bool(est.converged_))
         told.n_iter = int(est.n_iter_)
         told.residual = float(est.fixed_point_residual_)
         told.fit_seconds += seconds
         told.settle_seconds = seconds
-        told.warning = convergence
+        if est.converged_:  # else the fit is the refit as it stopped, and so is its warning
+            told.warning = ""
         return told
 
     def _pool_rows_by_value(self) -> dict:
