@@ -137,9 +137,9 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         Fit the signal's coefficients in this orthonormal basis (see :class:`adaptcs.design.SequentialDesigner`);
         errors, ``coef`` and checkpoints are of the signal.
     settle_reported : bool
-        Take the fits that are read, the first (cold) fit, the fits at ``checkpoints`` and the last one, on to their
-        convergence test where the refit stopped short (:meth:`SequentialDesigner.converge`); the refits between
-        them only choose the next rows and may stop early (their ``converged`` says so).
+        Take the fits that are read, those at ``checkpoints`` and the last one, on to their convergence test where
+        the refit stopped short (:meth:`SequentialDesigner.converge`; the first fit, from scratch, does that by
+        itself); the refits between them only choose the next rows and may stop early (``converged`` says so).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
@@ -176,7 +176,7 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
             warnings.simplefilter("ignore", FitFailedWarning)  # reported once, at the end
             warnings.simplefilter("ignore", ConvergenceWarning)  # summarised once, at the end
             designer.tell(X_new, y_new)
-            if settle_reported and (step == 0 or designer.n_told_ in reported):
+            if settle_reported and designer.n_told_ in reported:  # the first fit, from scratch, goes on by itself
                 designer.converge()
         return record.fit(designer, step)
 

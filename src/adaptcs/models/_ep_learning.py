@@ -535,8 +535,9 @@ def infer(problem: EPProblem, start: Hyper, sites: EPSites, learn, *, tol: float
 def strictly(problem: EPProblem, fit: Learned, learn, *, tol: float, max_iter: int) -> Learned:
     """A fit that stopped short, taken on to the strict test where that can be done: with learned values first the
     joint run of sites and values to its fixed point (:data:`REFINE_EP`, then checked at its end like a fit from
-    scratch, :func:`_settled`); then EP at the values from the stopped sites with a constant damping, each of
-    :data:`STRICT_DAMPING` in turn until one passes the strict test. Returns the new fit if it passes, else ``fit``
+    scratch, :func:`_settled`), SQUAREM where the values still crawl (:func:`_squarem`); with given values EP from
+    the stopped sites with a constant damping, each of :data:`STRICT_DAMPING` in turn until one passes the strict
+    test. Returns the new fit if it passes, else ``fit``
     (flagged as it was) with the extra EP runs counted."""
     n_fits = fit.n_ep_fits
     hyper, sites, converged, message = fit.hyper, fit.run.sites, True, ""
@@ -555,6 +556,7 @@ def strictly(problem: EPProblem, fit: Learned, learn, *, tol: float, max_iter: i
             if found is None:
                 return replace(fit, n_ep_fits=n_fits)
             return replace(found, n_ep_fits=n_fits, refits=fit.refits)
+        return Learned(hyper, joint.run, n_fits, True, message, fit.refits)  # its EP run passed the strict test
     run, fits = _ep_to_fixed_point(problem, hyper, sites, tol=tol, max_iter=max_iter, schedules=STRICT_DAMPING)
     n_fits += fits
     return replace(fit, n_ep_fits=n_fits) if run is None else Learned(hyper, run, n_fits, True, message, fit.refits)
