@@ -72,6 +72,13 @@ class LinearGaussianModel:
         self._XtX = None if self.use_woodbury or self.selection is not None else \
             (self.X.T @ self.X) / self.noise_var
 
+    def fitted(self, coef: np.ndarray) -> np.ndarray:
+        """``X coef``, shape (n,); O(n) when the rows select coefficients."""
+        if self.selection is not None:
+            columns, gains = self.selection
+            return gains * coef[columns]
+        return self.X @ coef
+
     def signal_to_noise(self, prior_var: np.ndarray) -> float:
         """``max_i sum_j X_ij^2 prior_var_j / s2``: the prior signal-to-noise ratio of the most informative row.
 

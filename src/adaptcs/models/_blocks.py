@@ -1,0 +1,178 @@
+"""Exact Gaussian posterior when the rows are block diagonal with one shared block: ``X = I_B (x) A``.
+
+Cartesian k-space lines with a separable wavelet give this structure (docs/mri.md): every column of wavelet
+coefficients is measured by the same matrix ``A`` (shape (r, b)), independently of the others. Coefficients are
+laid out block after block (coefficient ``q * b + i`` is entry i of block q) and so are the measurements (row
+``q * r + k``). The posterior is a product over the blocks; each block's is the Woodbury form of
+:mod:`adaptcs.models._gaussian` with that block's prior variances, and all blocks are factorised at once (stacked
+BLAS calls, no Python loop over blocks):
+
+    K_q = s2 I_r + A L_q A^T = C_q C_q^T,   G_q = C_q^{-1} A L_q   (r x b),   V_q = L_q - G_q^T G_q.
+
+Cost per factorisation O(B r^2 b); no d x d or n x n matrix is formed (d = B b, n = B r). The posterior objects
+here have the attributes and methods of :class:`adaptcs.models._gaussian.WoodburyPosterior`, so EP runs on them
+unchanged (:class:`adaptcs.models._ep.EPProblem` takes a :class:`SharedBlockRows` as its X).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class SharedBlockRows:
+    """The rows ``X = I_B (x) A``: B blocks, each measured by the same matrix A.
+
+    Parameters
+    ----------
+    block : ndarray, shape (r, b)
+        The shared block A (float64, finite).
+    n_blocks : int
+        B.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        ``(B r, B b)``, the shape of X.
+    """
+
+    def __init__(self, block: np.ndarray, n_blocks: int):
+        self.block = np.ascontiguousarray(block, dtype=np.float64)
+        if self.block.ndim != 2 or not np.all(np.isfinite(self.block)):
+            raise ValueError("the shared block must be a finite 2-D array")
+        self.n_blocks = int(n_blocks)
+        if self.n_blocks < 1:
+            raise ValueError(f"n_blocks must be at least 1; got {n_blocks}")
+        r, b = self.block.shape
+        self.shape = (self.n_blocks * r, self.n_blocks * b)
+
+    def matvec(self, coef: np.ndarray) -> np.ndarray:
+        """``X coef``: coef shape (d,), returns shape (n,)."""
+        return (coef.reshape(self.n_blocks, -1) @ self.block.T).ravel()
+
+    def rmatvec(self, values: np.ndarray) -> np.ndarray:
+        """``X^T values``: values shape (n,), returns shape (d,)."""
+        return (values.reshape(self.n_blocks, -1) @ self.block).ravel()
+
+    def column_power(self) -> np.ndarray:
+        """``mean_i X_ij^2`` for every column j, shape (d,)."""
+        return np.tile(np.sum(self.block * self.block, axis=0) / self.shape[0], self.n_blocks)
+
+    def dense(self) -> np.ndarray:
+        """X itself, shape (n, d): for tests and small problems only."""
+        return np.kron(np.eye(self.n_blocks), self.block)
+
+    def rows_of_block(self, index: np.ndarray) -> SharedBlockRows:
+        """The same blocks measured only by the rows ``index`` of A."""
+        return SharedBlockRows(self.block[index], self.n_blocks)
+
+
+class BlockGaussianModel:
+    """The data part of the model for rows :class:`SharedBlockRows`: the same interface as
+    :class:`adaptcs.models._gaussian.LinearGaussianModel` (the Woodbury form, always).
+
+    Parameters
+    ----------
+    rows : SharedBlockRows
+    y : ndarray, shape (n,)
+        Measurements, block after block.
+    noise_var : float
+        Noise variance ``s2`` of every measurement (> 0).
+    """
+
+    use_woodbury = True
+    selection = None
+
+    def __init__(self, rows: SharedBlockRows, y: np.ndarray, noise_var: float):
+        self.rows = rows
+        self.y = np.asarray(y, dtype=np.float64)
+        self.noise_var = float(noise_var)
+        self.n, self.d = rows.shape
+        if self.y.shape != (self.n,):
+            raise ValueError(f"y must have shape ({self.n},); got {self.y.shape}")
+        self.Xty = rows.rmatvec(self.y) / self.noise_var
+        self.yty = float(self.y @ self.y)
+
+    def fitted(self, coef: np.ndarray) -> np.ndarray:
+        """``X coef``, shape (n,)."""
+        return self.rows.matvec(coef)
+
+    def signal_to_noise(self, prior_var: np.ndarray) -> float:
+        """``max_i sum_j X_ij^2 prior_var_j / s2`` (see :meth:`LinearGaussianModel.signal_to_noise`)."""
+        A2 = self.rows.block * self.rows.block
+        with np.errstate(over="ignore"):
+            return float(np.max(prior_var.reshape(self.rows.n_blocks, -1) @ A2.T) / self.noise_var)
+
+    def posterior(self, prior_var: np.ndarray, shift: np.ndarray) -> BlockPosterior:
+        """Posterior for the diagonal term with variances ``prior_var`` (d,) and natural means ``shift`` (d,)."""
+        return BlockPosterior(self, prior_var, shift)
+
+
+class BlockPosterior:
+    """``N(m, V)`` for block-diagonal rows, V block diagonal (B blocks of b x b, never formed).
+
+    Attributes
+    ----------
+    mean, var, var_reduction : ndarray, shape (d,)
+        As in :class:`adaptcs.models._gaussian.WoodburyPosterior`.
+    factor : ndarray, shape (B, r, b)
+        ``G_q = C_q^{-1} A L_q`` of every block: ``V_q = L_q - G_q^T G_q``.
+    chol : ndarray, shape (B, r, r)
+        Lower Cholesky factors ``C_q`` of ``K_q = s2 I + A L_q A^T``.
+    """
+
+    def __init__(self, model: BlockGaussianModel, prior_var: np.ndarray, shift: np.ndarray):
+        rows = model.rows
+        B, (r, b) = rows.n_blocks, rows.block.shape
+        s2 = model.noise_var
+        self.prior_var = prior_var
+        self._L = prior_var.reshape(B, b)
+        sqrt_l = np.sqrt(self._L)
+        scaled = rows.block[None, :, :] * sqrt_l[:, None, :]  # A L_q^{1/2}, (B, r, b)
+        K = np.matmul(scaled, scaled.transpose(0, 2, 1))
+        K[:, np.arange(r), np.arange(r)] += s2
+        self.chol = np.linalg.cholesky(K)  # LinAlgError where some K_q is not positive definite
+        # C_q^{-1} then one stacked product: about twice as fast as a stacked triangular solve (measured at
+        # B = 256, r = 128, b = 512) and as accurate here, K_q >= s2 I keeping C_q well conditioned
+        self._chol_inv = np.linalg.inv(self.chol)
+        self.factor = np.matmul(self._chol_inv, scaled) * sqrt_l[:, None, :]
+        self.var_reduction = np.einsum("qrb,qrb->qb", self.factor, self.factor).ravel()
+        self.var = prior_var - self.var_reduction
+        self._shape, self._noise_var, self._n = (B, b), s2, model.n
+        self.eta = model.Xty + shift
+        self.mean = self.matvec(self.eta)
+
+    def matvec(self, v: np.ndarray) -> np.ndarray:
+        """``V v`` for v of shape (d,) or (d, k); O(n b k)."""
+        B, b = self._shape
+        vb = v.reshape(B, b, -1)
+        out = self._L[:, :, None] * vb - np.matmul(self.factor.transpose(0, 2, 1), np.matmul(self.factor, vb))
+        return out.reshape(v.shape)
+
+    def quad_rows(self, Z: np.ndarray) -> np.ndarray:
+        """``z^T V z`` for each row z of Z (k, d); returns shape (k,)."""
+        B, b = self._shape
+        Zb = Z.reshape(Z.shape[0], B, b).transpose(1, 2, 0)  # (B, b, k)
+        GZ = np.matmul(self.factor, Zb)  # (B, r, k)
+        return (Z * Z) @ self.prior_var - np.einsum("qrk,qrk->k", GZ, GZ)
+
+    def block_bilinear(self, R: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """``r_k^T V_q s_k`` of every block q for paired rows ``r_k``, ``s_k`` (rows of R and S, shape (k, b)) that act
+        inside one block; returns shape (B, k). O(B r b k)."""
+        GR = np.matmul(self.factor, R.T)  # (B, r, k)
+        GS = GR if S is R else np.matmul(self.factor, S.T)
+        return self._L @ (R * S).T - np.einsum("qrk,qrk->qk", GR, GS)
+
+    def trace_data(self) -> float:
+        """``tr(X V X^T) = sum_q (s2 r - s2^2 |C_q^{-1}|_F^2)``."""
+        s2 = self._noise_var
+        return float(s2 * self._n - s2 * s2 * np.sum(self._chol_inv * self._chol_inv))
+
+    def log_det_marginal(self) -> float:
+        """``log|K| = sum_q log|K_q|``."""
+        return float(2.0 * np.sum(np.log(np.diagonal(self.chol, axis1=1, axis2=2))))
+
+    def log_det(self) -> float:
+        """``log|V|`` by Sylvester's identity (-inf if some prior variance is 0)."""
+        if np.any(self.prior_var == 0.0):
+            return -np.inf
+        return float(np.sum(np.log(self.prior_var)) - self.log_det_marginal() + self._n * np.log(self._noise_var))

@@ -1,0 +1,115 @@
+"""Which k-space lines to measure: Bayesian design by exact information gain, and the fixed masks it is compared with.
+
+Every mask is a set of rows of the centred k-space (:mod:`adaptcs.mri.lines`) with the same number of lines,
+centre block included. Seeds go through local Generators only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from adaptcs.mri.model import LineFit, LineSpikeSlab
+
+
+def centre_lines(ny: int, count: int) -> np.ndarray:
+    """The ``count`` rows nearest the centre of a centred k-space (ky = 0 at ``ny // 2``), shape (count,)."""
+    if not 0 < count <= ny:
+        raise ValueError(f"count must lie in 1..{ny}; got {count}")
+    return np.sort(np.argsort(np.abs(np.arange(ny) - ny // 2), kind="stable")[:count])
+
+
+def low_to_high(ny: int, count: int) -> np.ndarray:
+    """The low-pass mask: the ``count`` lowest frequencies (:func:`centre_lines`)."""
+    return centre_lines(ny, count)
+
+
+def equispaced(ny: int, count: int, centre: int) -> np.ndarray:
+    """``centre`` centre lines plus equispaced lines over the rest (the fastMRI convention), ``count`` in all."""
+    middle = centre_lines(ny, centre)
+    rest = np.setdiff1d(np.arange(ny), middle)
+    picks = rest[np.round(np.linspace(0, rest.shape[0] - 1, count - centre)).astype(np.intp)]
+    return np.sort(np.concatenate([middle, np.unique(picks)]))
+
+
+def variable_density(ny: int, count: int, centre: int, rng: np.random.Generator, power: float = 2.0) -> np.ndarray:
+    """``centre`` centre lines plus ``count - centre`` others drawn without replacement with probability
+    proportional to ``(1 - |ky| / (ny / 2))^power + 1e-3``: a polynomial variable density (Lustig et al. 2007);
+    the small floor lets every line be drawn."""
+    middle = centre_lines(ny, centre)
+    rest = np.setdiff1d(np.arange(ny), middle)
+    distance = np.abs(rest - ny // 2) / (ny / 2)
+    prob = (1.0 - distance) ** power + 1e-3
+    prob /= prob.sum()
+    return np.sort(np.concatenate([middle, rng.choice(rest, count - centre, replace=False, p=prob)]))
+
+
+@dataclass
+class DesignRun:
+    """A design loop's outcome: the lines in the order measured and the fit after each checkpoint.
+
+    Attributes
+    ----------
+    lines : ndarray of int, shape (m,)
+        Rows of the centred k-space, the starting ones first, then in the order chosen.
+    fits : dict of int -> LineFit
+        The fit read at each checkpoint (number of lines), taken to the strict test.
+    refits_stopped, refits : int
+        Warm refits that only chose the next lines and stopped short of EP's fixed point, of all such refits.
+    gains : list of float
+        The information gain (nats) of each chosen line when it was chosen.
+    """
+
+    lines: np.ndarray
+    fits: dict = field(default_factory=dict)
+    refits_stopped: int = 0
+    refits: int = 0
+    gains: list = field(default_factory=list)
+
+
+def design_lines(kspace: np.ndarray, model: LineSpikeSlab, *, start: np.ndarray, budget: int,
+                 checkpoints=(), progress=None) -> DesignRun:
+    """Retrospective sequential design: from ``start``, measure (read from ``kspace``) the line of largest exact
+    information gain under the current fit, refit warm, until ``budget`` lines.
+
+    Parameters
+    ----------
+    kspace : ndarray of complex, shape (ny, nx)
+        Fully sampled centred k-space, lines read from it as they are chosen.
+    model : LineSpikeSlab
+    start : array-like of int
+        The first lines (e.g. :func:`centre_lines`).
+    budget : int
+        Lines at the end, start included.
+    checkpoints : iterable of int
+        Line counts at which the fit is taken to EP's strict test and kept (the last count always is).
+    progress : callable, optional
+        ``progress(n_lines, fit)`` after every refit.
+    """
+    lines = list(np.asarray(start, dtype=np.intp))
+    ny = kspace.shape[0]
+    if not len(lines) <= budget <= ny:
+        raise ValueError(f"budget must lie in {len(lines)}..{ny}; got {budget}")
+    keep = set(int(c) for c in checkpoints if len(lines) <= c <= budget) | {budget}
+    out = DesignRun(lines=np.array(lines))
+    fit = model.fit(kspace[lines], lines)
+    while True:
+        if len(lines) in keep:
+            if not fit.converged:
+                fit = model.fit(kspace[lines], lines)  # a fit that is read: from scratch, to the strict test
+            out.fits[len(lines)] = fit
+        if len(lines) == budget:
+            break
+        candidates = np.setdiff1d(np.arange(ny), lines)
+        gains = model.line_gains(candidates)
+        best = int(np.argmax(gains))
+        lines.append(int(candidates[best]))
+        out.gains.append(float(gains[best]))
+        fit = model.fit(kspace[lines], lines, warm=True)
+        out.refits += 1
+        out.refits_stopped += int(not fit.converged)
+        if progress is not None:
+            progress(len(lines), fit)
+    out.lines = np.array(lines)
+    return out

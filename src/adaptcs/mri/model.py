@@ -1,0 +1,211 @@
+"""GSS-EP on Cartesian k-space lines: the exact block-diagonal posterior and the information gain of every line.
+
+The unknowns are the complex coefficients ``C = W_y x W_x^T`` of a separable wavelet (:mod:`adaptcs.mri.lines`),
+taken column by column in real form (``[Re c_j; Im c_j]``, 2 ny numbers per column). Every coefficient's real and
+imaginary part form one group (the magnitude is sparse, the phase is free). Prior classes: one spike probability
+and one slab variance per pair of scales ``(s_y, s_x)``, shared by all columns; the coarsest pair (the
+approximation along both axes) is always on (a Gaussian prior). EP runs on :class:`~adaptcs.models._ep.EPProblem`
+with :class:`~adaptcs.models._blocks.SharedBlockRows`, so the same code (its fixed-point test, learning by type-II
+maximum likelihood summed over the columns) serves dense rows and lines.
+
+Units: k-space values as given; the noise variance ``noise_var`` is per complex sample (``noise_var / 2`` per real
+and per imaginary part); the slab variances are those of the complex coefficients' real (and imaginary) parts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit, logit
+
+from adaptcs.models import _ep_learning as lrn
+from adaptcs.models._blocks import SharedBlockRows
+from adaptcs.models._ep import EPProblem, EPSites, Hyper, not_converged_reasons
+from adaptcs.models._scaling import power_of_two_scale
+from adaptcs.mri.lines import LineScan, SeparableWavelet, real_form, stack_columns, unstack_columns
+
+LEARN = ("p0", "v0")  # the noise variance is estimated from k-space, not learned (docs/mri.md)
+
+
+@dataclass
+class LineFit:
+    """One fit of the line model (in the units of the k-space data).
+
+    Attributes
+    ----------
+    coef : ndarray of complex, shape (ny, nx)
+        Posterior mean of the wavelet coefficients.
+    image : ndarray of complex, shape (ny, nx)
+        Posterior mean image.
+    p0, v0 : ndarray, shape (K,)
+        Spike probability and slab variance of each pair of scales (class ``s_y * (level + 1) + s_x``; p0 of the
+        always-on coarsest pair is 1).
+    converged : bool
+        EP at its fixed point (the strict test) and, when learning, the learned values at theirs.
+    residual : float
+        The undamped change at the end (small at a fixed point).
+    log_evidence : float
+        EP's approximation of log p(data), the real-form data in the units given.
+    n_iter : int
+    cpu_seconds : float
+        CPU time of the fit (``time.process_time``).
+    reasons : list of str
+        Why the fit is not converged (empty when it is).
+    """
+
+    coef: np.ndarray
+    image: np.ndarray
+    p0: np.ndarray
+    v0: np.ndarray
+    converged: bool
+    residual: float
+    log_evidence: float
+    n_iter: int
+    cpu_seconds: float
+    reasons: list
+
+
+class LineSpikeSlab:
+    """The group spike-and-slab model on Cartesian lines, refitted as lines arrive (a design loop keeps one).
+
+    Parameters
+    ----------
+    basis : SeparableWavelet
+    noise_var : float
+        Noise variance per complex k-space sample (> 0); see :func:`adaptcs.mri.noise.noise_from_periphery`.
+    p0 : float
+        Starting (or, with ``learn=()``, given) spike probability of every detail class, in (0, 1).
+    v0 : float or None
+        Starting or given slab variance of every class; None: tied to the data's power (docs/learning.md).
+    learn : tuple of str
+        Any of "p0", "v0" (type-II maximum likelihood summed over the columns).
+    tol, max_iter, damping, damping_decay, v_inf_ratio
+        EP's settings, as in :class:`adaptcs.models.GroupSpikeSlabEP`.
+    dense_rows : bool
+        Run the same model on the dense rows ``I (x) A`` (O(n^2 d) per iteration): a check of the block-diagonal
+        path for small problems, never faster.
+    """
+
+    def __init__(self, basis: SeparableWavelet, *, noise_var: float, p0: float = 0.1, v0: float | None = None,
+                 learn=LEARN, tol: float = 1e-4, max_iter: int = 1000, damping: float = 0.9,
+                 damping_decay: float = 0.99, v_inf_ratio: float = 300.0, dense_rows: bool = False):
+        if not noise_var > 0.0 or not np.isfinite(noise_var):
+            raise ValueError(f"noise_var must be positive and finite; got {noise_var}")
+        if not 0.0 < p0 < 1.0:
+            raise ValueError(f"p0 must lie in (0, 1); got {p0}")
+        unknown = set(learn) - set(LEARN)
+        if unknown:
+            raise ValueError(f"learn takes {LEARN}; got {sorted(unknown)}")
+        self.basis, self.noise_var, self.p0, self.v0 = basis, float(noise_var), float(p0), v0
+        self.learn = tuple(name for name in LEARN if name in learn)
+        self.tol, self.max_iter = float(tol), int(max_iter)
+        self.damping, self.damping_decay, self.v_inf_ratio = float(damping), float(damping_decay), float(v_inf_ratio)
+        self.dense_rows = bool(dense_rows)
+        ny, nx = basis.shape
+        pair = basis.scale_pair()  # (ny, nx)
+        # coefficient q * 2ny + i (block q = column q; i < ny real part, else imaginary) is in group q * ny + i mod ny
+        group_of = (np.arange(nx)[:, None] * ny + np.arange(ny)[None, :])  # (nx, ny)
+        self.coef_group = np.concatenate([group_of, group_of], axis=1).ravel()
+        group_pair = pair.T.ravel()  # (nx * ny,), group q * ny + i has pair[i, q]
+        self.n_classes = int(pair.max()) + 1
+        self.group_class = np.where(group_pair == 0, -1, group_pair - 1)  # class 0 (coarsest pair): always on
+        self.coef_slab = group_pair[self.coef_group]
+        self._scale = None
+        self._state = None  # (sites, hyper, refits) of the last fit, unit-size
+        self.scan_ = None
+        self.fit_ = None
+        self._run = None
+
+    def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False) -> LineFit:
+        """Fit on the measured lines (from scratch, or from the last fit's sites and values with ``warm``).
+
+        Parameters
+        ----------
+        kspace_lines : ndarray of complex, shape (m, nx)
+            The measured lines, in the order of ``lines``.
+        lines : array-like of int, shape (m,)
+            Their rows in the centred k-space.
+        warm : bool
+            Start from the last fit (a design loop's refit after new lines): EP's adaptive schedule and tracked
+            values; not strict (a refit that only chooses the next line may stop short and is flagged).
+
+        Returns
+        -------
+        LineFit
+        """
+        started = time.process_time()
+        scan = LineScan(self.basis, lines)
+        Z = scan.column_data(kspace_lines)
+        y = stack_columns(Z)
+        if self._scale is None or not warm:
+            self._scale = power_of_two_scale(y)
+        c = self._scale
+        ny, nx = self.basis.shape
+        rows = SharedBlockRows(scan.real_block(), nx)
+        problem = EPProblem(rows.dense() if self.dense_rows else rows, y / c, self.coef_group, np.zeros(nx * ny), group_class=self.group_class,
+                            coef_slab=self.coef_slab, v_inf_ratio=self.v_inf_ratio, damping=self.damping,
+                            damping_decay=self.damping_decay)
+        noise = self.noise_var / 2.0 / c**2
+        warm_state = self._state if warm and self._state is not None else None
+        if warm_state is None:
+            level = np.full(problem.n_levels, float(logit(self.p0)))
+            v0 = problem.tied_v0(level, noise) if self.v0 is None else np.full(problem.n_slabs, self.v0 / c**2)
+            start = Hyper(level, v0, noise)
+            sites = EPSites.initial(expit(problem.prior_logit(start))[self.coef_group], problem.slab_var(start))
+            learned = lrn.infer(problem, start, sites, self.learn, tol=self.tol, max_iter=self.max_iter,
+                                strict=True)
+        else:
+            sites, hyper, refits = warm_state
+            tracked = lrn.WarmStart(sites, hyper, self.learn, refits) if self.learn else None
+            learned = lrn.infer(problem, hyper, sites, self.learn, tol=self.tol, max_iter=self.max_iter,
+                                schedule="adaptive", warm=tracked)
+        run = learned.run
+        self._state = (run.sites, learned.hyper, learned.refits)
+        self._run, self.scan_ = run, scan
+        reasons = [] if learned.converged else [f"learning {', '.join(self.learn)}: {learned.message}"]
+        reasons += not_converged_reasons(run, self.tol, self.max_iter)
+        coef = unstack_columns(run.post.mean * c, ny)
+        p0 = np.ones(self.n_classes)
+        p0[1:] = expit(learned.hyper.level)
+        self.fit_ = LineFit(coef=coef, image=self.basis.inverse(coef), p0=p0, v0=learned.hyper.v0 * c**2,
+                            converged=bool(run.converged and learned.converged), residual=float(run.residual),
+                            log_evidence=float(run.log_evidence - y.shape[0] * np.log(c)), n_iter=run.n_iter,
+                            cpu_seconds=time.process_time() - started, reasons=reasons)
+        return self.fit_
+
+    def line_gains(self, candidates=None) -> np.ndarray:
+        """Exact information gain (nats) of measuring each candidate line next, under the last fit's posterior.
+
+        ``gain(k) = sum_j 1/2 log det(I_2 + B_k V_j B_k^T / (s2 / 2))``, B_k the real form of line k's row
+        in coefficient space, V_j EP's covariance of column j (docs/mri.md). O(nx m ny k) for k candidates.
+
+        Parameters
+        ----------
+        candidates : array-like of int, optional
+            Rows of the centred k-space; default every row.
+
+        Returns
+        -------
+        ndarray, shape (k,)
+        """
+        if self._run is None:
+            raise RuntimeError("fit the model before asking for line gains")
+        if self.dense_rows:
+            raise ValueError("line gains need the block-diagonal path (dense_rows=False)")
+        ny = self.basis.shape[0]
+        candidates = np.arange(ny) if candidates is None else np.asarray(candidates, dtype=np.intp)
+        rows = self.scan_.Fy_Wt[candidates]  # (k, ny) complex
+        blocks = real_form(rows)  # (2k, 2ny): rows k and k + len(candidates) belong to candidate k
+        k = candidates.shape[0]
+        R1, R2 = blocks[:k], blocks[k:]
+        post = self._run.post
+        GR1, GR2 = np.matmul(post.factor, R1.T), np.matmul(post.factor, R2.T)  # (nx, 2m, k)
+        L = post._L  # (nx, 2ny)
+        q11 = L @ (R1 * R1).T - np.einsum("qrk,qrk->qk", GR1, GR1)
+        q12 = L @ (R1 * R2).T - np.einsum("qrk,qrk->qk", GR1, GR2)
+        q22 = L @ (R2 * R2).T - np.einsum("qrk,qrk->qk", GR2, GR2)
+        s = self._run.hyper.noise_var  # per real part, unit-size (V is unit-size too)
+        det = (1.0 + q11 / s) * (1.0 + q22 / s) - (q12 / s) ** 2
+        return 0.5 * np.sum(np.log(det), axis=0)
