@@ -5,15 +5,22 @@ import warnings
 
 import numpy as np
 import pytest
-import scipy.linalg as sl
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs.models._blocks import BlockGaussianModel, SharedBlockRows
 from adaptcs.models._gaussian import LinearGaussianModel
 from adaptcs.mri.data import colin27_kspace, colin27_slices, simulate
 from adaptcs.mri.design import centre_lines, design_lines, equispaced, low_to_high, variable_density
-from adaptcs.mri.lines import (LineScan, SeparableWavelet, centred_dft, real_form, stack_columns, to_image,
-                               to_kspace, unstack_columns)
+from adaptcs.mri.lines import (
+    LineScan,
+    SeparableWavelet,
+    centred_dft,
+    real_form,
+    stack_columns,
+    to_image,
+    to_kspace,
+    unstack_columns,
+)
 from adaptcs.mri.model import LineSpikeSlab
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from adaptcs.mri.model import LineFit, LineSpikeSlab
+from adaptcs.mri.model import LineSpikeSlab
 
 
 def centre_lines(ny: int, count: int) -> np.ndarray:

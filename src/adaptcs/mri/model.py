@@ -144,7 +144,8 @@ class LineSpikeSlab:
         c = self._scale
         ny, nx = self.basis.shape
         rows = SharedBlockRows(scan.real_block(), nx)
-        problem = EPProblem(rows.dense() if self.dense_rows else rows, y / c, self.coef_group, np.zeros(nx * ny), group_class=self.group_class,
+        problem = EPProblem(rows.dense() if self.dense_rows else rows, y / c, self.coef_group, np.zeros(nx * ny),
+                            group_class=self.group_class,
                             coef_slab=self.coef_slab, v_inf_ratio=self.v_inf_ratio, damping=self.damping,
                             damping_decay=self.damping_decay)
         noise = self.noise_var / 2.0 / c**2

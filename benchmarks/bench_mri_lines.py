@@ -1,0 +1,103 @@
+"""MRI line design on simulated k-space of Colin27 slices (issue 48): designed lines against fixed masks, every mask
+reconstructed by the same GSS-EP line model (adaptcs.mri).
+
+Per slice of the test set: from the centre lines, the design adds the line of largest exact information gain and
+refits, up to each budget; the fixed masks (low-to-high, equispaced + centre, variable-density random) have the same
+number of lines, centre included. Error: relative l2 error of the magnitude image inside the brain, and PSNR of the
+magnitude (peak = the reference's largest magnitude in the brain). Everything is simulated (docs/mri.md, "Data").
+
+Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_mri_lines.py --size 64 --slices 4`` (CPU time reported; never
+asserts on time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from threadpoolctl import threadpool_limits
+
+from adaptcs.mri.data import colin27_kspace
+from adaptcs.mri.design import centre_lines, design_lines, equispaced, low_to_high, variable_density
+from adaptcs.mri.lines import SeparableWavelet
+from adaptcs.mri.model import LineSpikeSlab
+
+
+def scores(image: np.ndarray, acq) -> tuple[float, float]:
+    """(relative error, PSNR in dB) of the magnitude inside the brain mask."""
+    ref, est = np.abs(acq.reference)[acq.mask], np.abs(image)[acq.mask]
+    err = float(np.linalg.norm(est - ref) / np.linalg.norm(ref))
+    psnr = float(20 * np.log10(ref.max() / np.sqrt(np.mean((est - ref) ** 2))))
+    return err, psnr
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=64)
+    parser.add_argument("--slices", type=int, default=4)
+    parser.add_argument("--centre", type=int, default=None, help="centre lines to start from (default size / 16)")
+    parser.add_argument("--budgets", type=int, nargs="+", default=None, help="default size / 8 and size / 4")
+    parser.add_argument("--noise", type=float, default=0.02)
+    parser.add_argument("--learn", choices=("none", "p0v0"), default="none")
+    parser.add_argument("--p0", type=float, default=0.3)
+    parser.add_argument("--level", type=int, default=3)
+    parser.add_argument("--vd-draws", type=int, default=3)
+    args = parser.parse_args()
+    n = args.size
+    centre = args.centre or n // 16
+    budgets = args.budgets or [n // 8, n // 4]
+    basis = SeparableWavelet((n, n), "db4", args.level)
+    learn = () if args.learn == "none" else ("p0", "v0")
+    acquisitions = colin27_kspace(n, noise=args.noise)[: args.slices]
+    results: dict[str, dict[int, list]] = {}
+    not_converged = {}
+    cpu = {}
+
+    def record(name, budget, fit, acq):
+        results.setdefault(name, {}).setdefault(budget, []).append(scores(fit.image, acq))
+        not_converged[name] = not_converged.get(name, 0) + int(not fit.converged)
+
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    with threadpool_limits(1):
+        for s, acq in enumerate(acquisitions):
+            def model(noise_var=acq.noise_var):
+                return LineSpikeSlab(basis, noise_var=noise_var, p0=args.p0, learn=learn)
+            start = time.process_time()
+            run = design_lines(acq.kspace, model(), start=centre_lines(n, centre), budget=max(budgets),
+                               checkpoints=budgets)
+            cpu.setdefault("design", []).append(time.process_time() - start)
+            for b in budgets:
+                record("design", b, run.fits[b], acq)
+            print(f"slice {acq.name}: design {cpu['design'][-1]:.1f} CPU s, refits stopped "
+                  f"{run.refits_stopped}/{run.refits}, lines {run.lines[centre:].tolist()}", flush=True)
+            rng = np.random.default_rng(s)
+            for b in budgets:
+                masks = {"low-to-high": [low_to_high(n, b)], "equispaced": [equispaced(n, b, centre)],
+                         "variable density": [variable_density(n, b, centre, rng) for _ in range(args.vd_draws)]}
+                for name, draws in masks.items():
+                    vals = []
+                    for lines in draws:
+                        fit = model().fit(acq.kspace[lines], lines)
+                        vals.append(scores(fit.image, acq))
+                        not_converged[name] = not_converged.get(name, 0) + int(not fit.converged)
+                    results.setdefault(name, {}).setdefault(b, []).append(tuple(np.mean(vals, axis=0)))
+    print(f"\n{n} x {n}, {len(acquisitions)} simulated Colin27 slices, noise {args.noise}, learn={args.learn}, "
+          f"start {centre} centre lines; relative error / PSNR dB of the magnitude in the brain, mean +- s.e.; "
+          "paired PSNR difference design - mask [slices design won]")
+    for b in budgets:
+        d_psnr = np.array([r[1] for r in results["design"][b]])
+        for name, by_budget in results.items():
+            vals = np.array(by_budget[b])
+            diff = d_psnr - vals[:, 1]
+            se = lambda v: v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else float("nan")  # noqa: E731
+            print(f"{b:4d} lines {name:17s} err {vals[:, 0].mean():.4f} +- {se(vals[:, 0]):.4f}  "
+                  f"PSNR {vals[:, 1].mean():6.2f}  design-this {diff.mean():+.2f} +- {se(diff):.2f} "
+                  f"[{int(np.sum(diff > 0))}/{len(diff)}]")
+    print(f"design CPU s per slice: {np.mean(cpu['design']):.1f}; fits not converged: {not_converged}")
+
+
+if __name__ == "__main__":
+    main()
