@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines, equispaced, low_to_high, variable_density
 from adaptcs.mri.lines import SeparableWavelet
-from adaptcs.mri.model import LineSpikeSlab
+from adaptcs.mri.model import LineSpikeSlab, pair_profile
 
 
 def scores(image: np.ndarray, acq) -> tuple[float, float]:
@@ -41,17 +41,22 @@ def main() -> None:
     parser.add_argument("--centre", type=int, default=None, help="centre lines to start from (default size / 16)")
     parser.add_argument("--budgets", type=int, nargs="+", default=None, help="default size / 8 and size / 4")
     parser.add_argument("--noise", type=float, default=0.02)
-    parser.add_argument("--learn", choices=("none", "p0v0"), default="none")
+    parser.add_argument("--learn", choices=("none", "v0", "p0v0"), default="none")
     parser.add_argument("--p0", type=float, default=0.3)
     parser.add_argument("--level", type=int, default=3)
     parser.add_argument("--vd-draws", type=int, default=3)
+    parser.add_argument("--profile", action="store_true",
+                        help="slab variances per pair of scales in the proportions of the training slices")
     args = parser.parse_args()
     n = args.size
     centre = args.centre or n // 16
     budgets = args.budgets or [n // 8, n // 4]
     basis = SeparableWavelet((n, n), "db4", args.level)
-    learn = () if args.learn == "none" else ("p0", "v0")
+    learn = {"none": (), "v0": ("v0",), "p0v0": ("p0", "v0")}[args.learn]
     acquisitions = colin27_kspace(n, noise=args.noise)[: args.slices]
+    profile = None
+    if args.profile:
+        profile = pair_profile(basis, [a.reference for a in colin27_kspace(n, which="train", noise=args.noise)])
     results: dict[str, dict[int, list]] = {}
     not_converged = {}
     cpu = {}
@@ -64,7 +69,7 @@ def main() -> None:
     with threadpool_limits(1):
         for s, acq in enumerate(acquisitions):
             def model(noise_var=acq.noise_var):
-                return LineSpikeSlab(basis, noise_var=noise_var, p0=args.p0, learn=learn)
+                return LineSpikeSlab(basis, noise_var=noise_var, p0=args.p0, learn=learn, profile=profile)
             start = time.process_time()
             run = design_lines(acq.kspace, model(), start=centre_lines(n, centre), budget=max(budgets),
                                checkpoints=budgets)
@@ -85,6 +90,7 @@ def main() -> None:
                         not_converged[name] = not_converged.get(name, 0) + int(not fit.converged)
                     results.setdefault(name, {}).setdefault(b, []).append(tuple(np.mean(vals, axis=0)))
     print(f"\n{n} x {n}, {len(acquisitions)} simulated Colin27 slices, noise {args.noise}, learn={args.learn}, "
+          f"p0={args.p0}, profile={args.profile}, "
           f"start {centre} centre lines; relative error / PSNR dB of the magnitude in the brain, mean +- s.e.; "
           "paired PSNR difference design - mask [slices design won]")
     for b in budgets:

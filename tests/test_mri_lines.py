@@ -21,7 +21,7 @@ from adaptcs.mri.lines import (
     to_kspace,
     unstack_columns,
 )
-from adaptcs.mri.model import LineSpikeSlab
+from adaptcs.mri.model import LineSpikeSlab, pair_profile
 
 
 def _complex(rng, shape):
@@ -186,3 +186,40 @@ def test_shipped_slices_and_simulated_noise():
     assert len(colin27_kspace(64, which="train")) == 8
     with pytest.raises(ValueError, match="which"):
         colin27_slices("validation")
+
+
+def test_pair_profile_is_the_training_images_second_moment_per_pair():
+    rng = np.random.default_rng(5)
+    basis = SeparableWavelet((16, 16), "haar", 2)
+    images = _complex(rng, (3, 16, 16))
+    profile = pair_profile(basis, images)
+    pair = basis.scale_pair()
+    coef = np.array([basis.forward(im) for im in images])
+    raw = np.array([np.mean(np.abs(coef[:, pair == q]) ** 2) for q in range(9)])
+    np.testing.assert_allclose(profile / profile[0], raw / raw[0], rtol=1e-12)
+    np.testing.assert_allclose(np.mean(profile[pair]), 1.0, rtol=1e-12)
+    with pytest.raises(ValueError, match="shape"):
+        pair_profile(basis, images[0])
+
+
+def test_profile_sets_every_pairs_slab_variance_from_one_value():
+    basis, K, noise_var = _small_acquisition()
+    profile = np.linspace(2.0, 0.2, 9)
+    lines = np.array([6, 7, 8, 9])
+    model = LineSpikeSlab(basis, noise_var=noise_var, p0=0.999, learn=("v0",), profile=profile)
+    fit = model.fit(K[lines], lines)
+    assert fit.converged
+    np.testing.assert_allclose(fit.v0 / fit.v0[0], profile / profile[0], rtol=1e-12)
+    # a Gaussian prior: the posterior mean is the linear (Wiener) estimate with those variances, column by column
+    scan = LineScan(basis, lines)
+    Z = scan.column_data(K[lines])
+    pair = basis.scale_pair()
+    slab = 2 * fit.v0[pair] * fit.p0[pair]  # complex variance, the tiny spike weight folded in by EP's moments
+    expected = np.empty((16, 16), complex)
+    for q in range(16):
+        L = np.diag(slab[:, q])
+        expected[:, q] = L @ scan.A.conj().T @ np.linalg.solve(scan.A @ L @ scan.A.conj().T + noise_var * np.eye(4),
+                                                              Z[:, q])
+    np.testing.assert_allclose(fit.coef, expected, atol=2e-3 * np.max(np.abs(expected)))
+    with pytest.raises(ValueError, match="profile"):
+        LineSpikeSlab(basis, noise_var=noise_var, profile=np.ones(3))

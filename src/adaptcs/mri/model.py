@@ -83,6 +83,10 @@ class LineSpikeSlab:
         Any of "p0", "v0" (type-II maximum likelihood summed over the columns).
     tol, max_iter, damping, damping_decay, v_inf_ratio
         EP's settings, as in :class:`adaptcs.models.GroupSpikeSlabEP`.
+    profile : ndarray, shape (K,), optional
+        Slab variances of the K pairs of scales relative to each other (:func:`pair_profile` of training images):
+        then one slab variance ``v0`` scales them all (one value to learn instead of K, and the pairs no line has
+        measured yet get their variance from the profile instead of from the start value).
     dense_rows : bool
         Run the same model on the dense rows ``I (x) A`` (O(n^2 d) per iteration): a check of the block-diagonal
         path for small problems, never faster.
@@ -90,7 +94,7 @@ class LineSpikeSlab:
 
     def __init__(self, basis: SeparableWavelet, *, noise_var: float, p0: float = 0.1, v0: float | None = None,
                  learn=LEARN, tol: float = 1e-4, max_iter: int = 1000, damping: float = 0.9,
-                 damping_decay: float = 0.99, v_inf_ratio: float = 300.0, dense_rows: bool = False):
+                 damping_decay: float = 0.99, v_inf_ratio: float = 300.0, profile=None, dense_rows: bool = False):
         if not noise_var > 0.0 or not np.isfinite(noise_var):
             raise ValueError(f"noise_var must be positive and finite; got {noise_var}")
         if not 0.0 < p0 < 1.0:
@@ -112,6 +116,14 @@ class LineSpikeSlab:
         self.n_classes = int(pair.max()) + 1
         self.group_class = np.where(group_pair == 0, -1, group_pair - 1)  # class 0 (coarsest pair): always on
         self.coef_slab = group_pair[self.coef_group]
+        self.profile = None
+        if profile is not None:
+            self.profile = np.asarray(profile, dtype=np.float64)
+            if self.profile.shape != (self.n_classes,) or not np.all(self.profile > 0.0):
+                raise ValueError(f"profile must hold {self.n_classes} positive values (one per pair of scales); got "
+                                 f"shape {self.profile.shape}")
+            self._slab_profile = self.profile[self.coef_slab]
+            self.coef_slab = np.zeros_like(self.coef_slab)
         self._scale = None
         self._state = None  # (sites, hyper, refits) of the last fit, unit-size
         self.scan_ = None
@@ -145,9 +157,9 @@ class LineSpikeSlab:
         ny, nx = self.basis.shape
         rows = SharedBlockRows(scan.real_block(), nx)
         problem = EPProblem(rows.dense() if self.dense_rows else rows, y / c, self.coef_group, np.zeros(nx * ny),
-                            group_class=self.group_class,
-                            coef_slab=self.coef_slab, v_inf_ratio=self.v_inf_ratio, damping=self.damping,
-                            damping_decay=self.damping_decay)
+                            group_class=self.group_class, coef_slab=self.coef_slab,
+                            slab_profile=None if self.profile is None else self._slab_profile,
+                            v_inf_ratio=self.v_inf_ratio, damping=self.damping, damping_decay=self.damping_decay)
         noise = self.noise_var / 2.0 / c**2
         warm_state = self._state if warm and self._state is not None else None
         if warm_state is None:
@@ -170,7 +182,8 @@ class LineSpikeSlab:
         coef = unstack_columns(run.post.mean * c, ny)
         p0 = np.ones(self.n_classes)
         p0[1:] = expit(learned.hyper.level)
-        self.fit_ = LineFit(coef=coef, image=self.basis.inverse(coef), p0=p0, v0=learned.hyper.v0 * c**2,
+        v0 = learned.hyper.v0 * c**2 if self.profile is None else learned.hyper.v0[0] * c**2 * self.profile
+        self.fit_ = LineFit(coef=coef, image=self.basis.inverse(coef), p0=p0, v0=v0,
                             converged=bool(run.converged and learned.converged), residual=float(run.residual),
                             log_evidence=float(run.log_evidence - y.shape[0] * np.log(c)), n_iter=run.n_iter,
                             cpu_seconds=time.process_time() - started, reasons=reasons)
@@ -210,3 +223,31 @@ class LineSpikeSlab:
         s = self._run.hyper.noise_var  # per real part, unit-size (V is unit-size too)
         det = (1.0 + q11 / s) * (1.0 + q22 / s) - (q12 / s) ** 2
         return 0.5 * np.sum(np.log(det), axis=0)
+
+
+def pair_profile(basis: SeparableWavelet, images) -> np.ndarray:
+    """Slab variances per pair of scales, relative to each other, from training images (never the ones to
+    reconstruct): the mean squared magnitude of each pair's coefficients (halved: per real part), divided by its mean
+    over all coefficients (:func:`adaptcs.basis.scale_profile` for separable pairs).
+
+    Parameters
+    ----------
+    basis : SeparableWavelet
+    images : ndarray, shape (k, ny, nx), complex or real
+
+    Returns
+    -------
+    ndarray, shape (K,)
+        One positive value per pair class ``s_y * (level + 1) + s_x``.
+    """
+    images = np.asarray(images)
+    if images.ndim != 3 or images.shape[1:] != basis.shape:
+        raise ValueError(f"images must have shape (k, {basis.shape[0]}, {basis.shape[1]}); got {images.shape}")
+    pair = basis.scale_pair()
+    power = np.mean([np.abs(basis.forward(im)) ** 2 for im in images], axis=0) / 2.0
+    classes = int(pair.max()) + 1
+    second_moment = np.bincount(pair.ravel(), power.ravel(), minlength=classes) / np.bincount(pair.ravel(),
+                                                                                             minlength=classes)
+    if not np.all(second_moment > 0.0):
+        raise ValueError("the training images have no energy at some pair of scales: no profile")
+    return second_moment / float(np.mean(second_moment[pair]))
