@@ -223,3 +223,17 @@ def test_profile_sets_every_pairs_slab_variance_from_one_value():
     np.testing.assert_allclose(fit.coef, expected, atol=2e-3 * np.max(np.abs(expected)))
     with pytest.raises(ValueError, match="profile"):
         LineSpikeSlab(basis, noise_var=noise_var, profile=np.ones(3))
+
+
+def test_line_gains_need_a_fit_and_valid_candidates():
+    basis, K, noise_var = _small_acquisition()
+    model = LineSpikeSlab(basis, noise_var=noise_var, p0=0.999, learn=())
+    with pytest.raises(RuntimeError, match="fit the model"):
+        model.line_gains()
+    model.fit(K[[7, 8]], [7, 8])
+    with pytest.raises(ValueError, match="candidates"):
+        model.line_gains([16])
+    with pytest.raises(ValueError, match="noise_var"):
+        LineSpikeSlab(basis, noise_var=0.0)
+    with pytest.raises(ValueError, match="learn"):
+        LineSpikeSlab(basis, noise_var=1.0, learn=("noise_var",))

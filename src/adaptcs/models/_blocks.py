@@ -114,6 +114,8 @@ class BlockPosterior:
     ----------
     mean, var, var_reduction : ndarray, shape (d,)
         As in :class:`adaptcs.models._gaussian.WoodburyPosterior`.
+    block_prior_var : ndarray, shape (B, b)
+        The prior (site) variances ``L_q`` of every block.
     factor : ndarray, shape (B, r, b)
         ``G_q = C_q^{-1} A L_q`` of every block: ``V_q = L_q - G_q^T G_q``.
     chol : ndarray, shape (B, r, r)
@@ -125,8 +127,8 @@ class BlockPosterior:
         B, (r, b) = rows.n_blocks, rows.block.shape
         s2 = model.noise_var
         self.prior_var = prior_var
-        self._L = prior_var.reshape(B, b)
-        sqrt_l = np.sqrt(self._L)
+        self.block_prior_var = prior_var.reshape(B, b)
+        sqrt_l = np.sqrt(self.block_prior_var)
         scaled = rows.block[None, :, :] * sqrt_l[:, None, :]  # A L_q^{1/2}, (B, r, b)
         K = np.matmul(scaled, scaled.transpose(0, 2, 1))
         K[:, np.arange(r), np.arange(r)] += s2
@@ -145,7 +147,8 @@ class BlockPosterior:
         """``V v`` for v of shape (d,) or (d, k); O(n b k)."""
         B, b = self._shape
         vb = v.reshape(B, b, -1)
-        out = self._L[:, :, None] * vb - np.matmul(self.factor.transpose(0, 2, 1), np.matmul(self.factor, vb))
+        Gt = self.factor.transpose(0, 2, 1)
+        out = self.block_prior_var[:, :, None] * vb - np.matmul(Gt, np.matmul(self.factor, vb))
         return out.reshape(v.shape)
 
     def quad_rows(self, Z: np.ndarray) -> np.ndarray:
@@ -160,7 +163,7 @@ class BlockPosterior:
         inside one block; returns shape (B, k). O(B r b k)."""
         GR = np.matmul(self.factor, R.T)  # (B, r, k)
         GS = GR if S is R else np.matmul(self.factor, S.T)
-        return self._L @ (R * S).T - np.einsum("qrk,qrk->qk", GR, GS)
+        return self.block_prior_var @ (R * S).T - np.einsum("qrk,qrk->qk", GR, GS)
 
     def trace_data(self) -> float:
         """``tr(X V X^T) = sum_q (s2 r - s2^2 |C_q^{-1}|_F^2)``."""

@@ -209,14 +209,16 @@ class LineSpikeSlab:
         if self.dense_rows:
             raise ValueError("line gains need the block-diagonal path (dense_rows=False)")
         ny = self.basis.shape[0]
-        candidates = np.arange(ny) if candidates is None else np.asarray(candidates, dtype=np.intp)
+        candidates = np.arange(ny) if candidates is None else np.atleast_1d(np.asarray(candidates, dtype=np.intp))
+        if candidates.ndim != 1 or np.any((candidates < 0) | (candidates >= ny)):
+            raise ValueError(f"candidates must be rows of the centred k-space, 0..{ny - 1}")
         rows = self.scan_.Fy_Wt[candidates]  # (k, ny) complex
         blocks = real_form(rows)  # (2k, 2ny): rows k and k + len(candidates) belong to candidate k
         k = candidates.shape[0]
         R1, R2 = blocks[:k], blocks[k:]
         post = self._run.post
         GR1, GR2 = np.matmul(post.factor, R1.T), np.matmul(post.factor, R2.T)  # (nx, 2m, k)
-        L = post._L  # (nx, 2ny)
+        L = post.block_prior_var  # (nx, 2ny)
         q11 = L @ (R1 * R1).T - np.einsum("qrk,qrk->qk", GR1, GR1)
         q12 = L @ (R1 * R2).T - np.einsum("qrk,qrk->qk", GR1, GR2)
         q22 = L @ (R2 * R2).T - np.einsum("qrk,qrk->qk", GR2, GR2)
