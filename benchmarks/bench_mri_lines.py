@@ -63,9 +63,17 @@ def main() -> None:
     not_converged = {}
     cpu = {}
 
+    columns = {}  # name -> [columns not converged, columns] over the fits read
+
+    def count(name, fit):
+        not_converged[name] = not_converged.get(name, 0) + int(not fit.converged)
+        tally = columns.setdefault(name, [0, 0])
+        tally[0] += fit.columns_not_converged
+        tally[1] += n
+
     def record(name, budget, fit, acq):
         results.setdefault(name, {}).setdefault(budget, []).append(scores(fit.image, acq))
-        not_converged[name] = not_converged.get(name, 0) + int(not fit.converged)
+        count(name, fit)
 
     warnings.simplefilter("ignore", ConvergenceWarning)
     with threadpool_limits(1):
@@ -89,7 +97,7 @@ def main() -> None:
                     for lines in draws:
                         fit = model().fit(acq.kspace[lines], lines)
                         vals.append(scores(fit.image, acq))
-                        not_converged[name] = not_converged.get(name, 0) + int(not fit.converged)
+                        count(name, fit)
                     results.setdefault(name, {}).setdefault(b, []).append(tuple(np.mean(vals, axis=0)))
     print(f"\n{n} x {n}, {len(acquisitions)} simulated Colin27 slices, noise {args.noise}, learn={args.learn}, "
           f"p0={args.p0}, profile={args.profile}, "
@@ -104,7 +112,8 @@ def main() -> None:
             print(f"{b:4d} lines {name:17s} err {vals[:, 0].mean():.4f} +- {se(vals[:, 0]):.4f}  "
                   f"PSNR {vals[:, 1].mean():6.2f}  design-this {diff.mean():+.2f} +- {se(diff):.2f} "
                   f"[{int(np.sum(diff > TIE_DB))}/{len(diff)}, ties {int(np.sum(np.abs(diff) <= TIE_DB))}]")
-    print(f"design CPU s per slice: {np.mean(cpu['design']):.1f}; fits not converged: {not_converged}")
+    print(f"design CPU s per slice: {np.mean(cpu['design']):.1f}; fits read not converged: {not_converged}; "
+          f"columns (independent blocks) not converged, of all columns of those fits: {columns}")
 
 
 if __name__ == "__main__":

@@ -237,3 +237,30 @@ def test_line_gains_need_a_fit_and_valid_candidates():
         LineSpikeSlab(basis, noise_var=0.0)
     with pytest.raises(ValueError, match="learn"):
         LineSpikeSlab(basis, noise_var=1.0, learn=("noise_var",))
+
+
+def test_columns_not_converged_are_counted_from_one_undamped_update():
+    import copy
+
+    from adaptcs.models._ep import EPProblem
+
+    basis, K, noise_var = _small_acquisition()
+    lines = np.array([3, 6, 7, 8, 9, 12])
+    model = LineSpikeSlab(basis, noise_var=noise_var, p0=0.2, v0=1.0, learn=())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = model.fit(K[lines], lines)
+    assert not fit.converged and 1 <= fit.columns_not_converged <= 16
+    # independently: one undamped iteration of run_ep from the final sites, its posterior mean compared per column
+    run, scan = model._run, model.scan_
+    y = stack_columns(scan.column_data(K[lines])) / model._scale
+    problem = EPProblem(SharedBlockRows(scan.real_block(), 16), y, model.coef_group, np.zeros(256),
+                        group_class=model.group_class, coef_slab=model.coef_slab, v_inf_ratio=300.0, damping=1.0,
+                        damping_decay=1.0)
+    step = problem.run(run.hyper, copy.deepcopy(run.sites), tol=0.0, max_iter=1)
+    size = np.sqrt(np.max(step.post.mean**2 + np.maximum(step.post.var, 0.0)))
+    mean_change = (np.abs(step.post.mean - run.post.mean) / size).reshape(16, -1).max(axis=1)
+    prob_change = np.abs(step.group_prob - run.group_prob).reshape(16, -1).max(axis=1)
+    assert fit.columns_not_converged == np.count_nonzero(np.maximum(mean_change, prob_change) > 10 * model.tol)
+    converged = LineSpikeSlab(basis, noise_var=noise_var, p0=0.999, learn=()).fit(K[lines], lines)
+    assert converged.converged and converged.columns_not_converged == 0

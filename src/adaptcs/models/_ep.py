@@ -585,6 +585,28 @@ NOT_CONVERGED_ADVICE = (
     "raise max_iter or measure more (docs/model.md, 'When a fit does not converge')")
 
 
+def undamped_changes(problem: EPProblem, run: EPRun) -> tuple[np.ndarray, np.ndarray]:
+    """What one undamped EP update from the end of ``run`` would change, per coefficient and per group: the terms
+    of the fixed-point residual (``run.residual`` is their largest value when the run's last step was undamped).
+
+    Costs one factorisation. Sites without a usable cavity are kept, as in :func:`run_ep`.
+
+    Returns
+    -------
+    mean_change : ndarray, shape (d,)
+        ``|m_new - m|`` relative to the size of the largest coefficient (the convergence test's scale).
+    prob_change : ndarray, shape (G,)
+        ``|q_new(z_g) - q(z_g)|``.
+    """
+    model, v0, v_inf = _at(problem, run.hyper)
+    cav = run.cavity
+    new_sites = _damped(run.sites, _matched_sites(cav, v0, v_inf), cav.usable, 1.0)
+    new_post = model.posterior(new_sites.var, new_sites.mean / new_sites.var)
+    new_groups = problem.group_posterior(run.hyper, new_sites)
+    size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
+    return np.abs(new_post.mean - run.post.mean) / size, np.abs(new_groups.prob - run.groups.prob)
+
+
 def not_converged_reasons(run: EPRun, tol: float, max_iter: int) -> list[str]:
     """Why an EP run is not converged, one phrase per reason (empty when it converged)."""
     reasons = []

@@ -22,7 +22,7 @@ from scipy.special import expit, logit
 
 from adaptcs.models import _ep_learning as lrn
 from adaptcs.models._blocks import SharedBlockRows
-from adaptcs.models._ep import EPProblem, EPSites, Hyper, not_converged_reasons
+from adaptcs.models._ep import RESIDUAL_FACTOR, EPProblem, EPSites, Hyper, not_converged_reasons, undamped_changes
 from adaptcs.models._scaling import power_of_two_scale
 from adaptcs.mri.lines import LineScan, SeparableWavelet, real_form, stack_columns, unstack_columns
 
@@ -53,6 +53,9 @@ class LineFit:
         CPU time of the fit (``time.process_time``).
     reasons : list of str
         Why the fit is not converged (empty when it is).
+    columns_not_converged : int
+        Columns of coefficients (independent blocks of the posterior) that an undamped EP update would still move by
+        more than the fixed-point test allows (0 when the fit converged).
     """
 
     coef: np.ndarray
@@ -65,6 +68,7 @@ class LineFit:
     n_iter: int
     cpu_seconds: float
     reasons: list
+    columns_not_converged: int = 0
 
 
 class LineSpikeSlab:
@@ -182,11 +186,17 @@ class LineSpikeSlab:
         coef = unstack_columns(run.post.mean * c, ny)
         p0 = np.ones(self.n_classes)
         p0[1:] = expit(learned.hyper.level)
+        columns = 0
+        if not run.converged and run.failure is None:  # which columns (independent blocks) stopped short
+            mean_change, prob_change = undamped_changes(problem, run)
+            per_column = np.maximum(mean_change.reshape(nx, -1).max(axis=1), prob_change.reshape(nx, -1).max(axis=1))
+            columns = int(np.count_nonzero(per_column > RESIDUAL_FACTOR * self.tol))
         v0 = learned.hyper.v0 * c**2 if self.profile is None else learned.hyper.v0[0] * c**2 * self.profile
         self.fit_ = LineFit(coef=coef, image=self.basis.inverse(coef), p0=p0, v0=v0,
                             converged=bool(run.converged and learned.converged), residual=float(run.residual),
                             log_evidence=float(run.log_evidence - y.shape[0] * np.log(c)), n_iter=run.n_iter,
-                            cpu_seconds=time.process_time() - started, reasons=reasons)
+                            cpu_seconds=time.process_time() - started, reasons=reasons,
+                            columns_not_converged=columns)
         return self.fit_
 
     def line_gains(self, candidates=None) -> np.ndarray:
