@@ -264,3 +264,18 @@ def test_columns_not_converged_are_counted_from_one_undamped_update():
     assert fit.columns_not_converged == np.count_nonzero(np.maximum(mean_change, prob_change) > 10 * model.tol)
     converged = LineSpikeSlab(basis, noise_var=noise_var, p0=0.999, learn=()).fit(K[lines], lines)
     assert converged.converged and converged.columns_not_converged == 0
+
+
+def test_noise_from_readout_edges_recovers_pure_noise_and_a_simulated_scan():
+    from adaptcs.mri.noise import noise_from_readout_edges
+
+    rng = np.random.default_rng(11)
+    pure = 0.3 * np.sqrt(0.5) * _complex(rng, (400, 256))  # complex variance 0.09; the estimate: 1 % s.d.
+    np.testing.assert_allclose(noise_from_readout_edges(pure), 0.09, rtol=0.05)
+    acq = colin27_kspace(256, noise=0.02)[0]
+    estimate = noise_from_readout_edges(acq.kspace[centre_lines(256, 16)])
+    np.testing.assert_allclose(estimate, acq.noise_var, rtol=0.15)
+    with pytest.raises(ValueError, match="fraction"):
+        noise_from_readout_edges(pure, 0.5)
+    with pytest.raises(ValueError, match="noise scan"):
+        noise_from_readout_edges(np.zeros((2, 64), complex))

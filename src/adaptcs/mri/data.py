@@ -70,23 +70,24 @@ def smooth_phase(shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray
     return PHASE_SPAN * (phase - phase.min()) / (phase.max() - phase.min()) - PHASE_SPAN / 2
 
 
-def simulate(slice_u8: np.ndarray, n: int, *, noise: float, seed: int, name: str = "") -> KSpaceSlice:
-    """k-space of one slice on an n x n grid (a 256 mm field of view), with noise.
+def simulate(slice_u8: np.ndarray, n, *, noise: float, seed: int, name: str = "") -> KSpaceSlice:
+    """k-space of one slice on an n x n (or ny x nx) grid (a 256 mm field of view), with noise.
 
     Parameters
     ----------
     slice_u8 : ndarray, shape (h, w)
         Magnitude at 0.5 mm, h and w at most 512 (the slice is centred on the fine grid).
-    n : int
-        Output size (even, at most 512): the pixel size is 256 mm / n.
+    n : int or (int, int)
+        Output size n x n, or (ny, nx), each even and at most 512: the pixel size is 256 mm / n along each axis.
     noise : float
         Standard deviation of the complex noise per k-space sample (and so per pixel: the transform is unitary), as a
         fraction of the reference image's 99th magnitude percentile inside the brain.
     seed : int
         Seeds the phase and the noise (a local Generator).
     """
-    if n % 2 or not 2 <= n <= FINE:
-        raise ValueError(f"n must be even and at most {FINE}; got {n}")
+    ny, nx = (n, n) if np.ndim(n) == 0 else (int(n[0]), int(n[1]))
+    if ny % 2 or nx % 2 or not (2 <= ny <= FINE and 2 <= nx <= FINE):
+        raise ValueError(f"the output size must be even and at most {FINE} along each axis; got {n}")
     h, w = slice_u8.shape
     if h > FINE or w > FINE:
         raise ValueError(f"the slice must fit in {FINE} x {FINE}; got {slice_u8.shape}")
@@ -95,19 +96,24 @@ def simulate(slice_u8: np.ndarray, n: int, *, noise: float, seed: int, name: str
     top, left = (FINE - h) // 2, (FINE - w) // 2
     fine[top:top + h, left:left + w] = slice_u8 / 255.0
     image = fine * np.exp(1j * smooth_phase(fine.shape, rng))
-    lo = (FINE - n) // 2
-    # cropping the centred unitary k-space from FINE^2 to n^2 samples scales the image by FINE / n: undo it
-    clean = to_kspace(image)[lo:lo + n, lo:lo + n] * (n / FINE)
+    lo_y, lo_x = (FINE - ny) // 2, (FINE - nx) // 2
+    # cropping the centred unitary k-space from FINE^2 to ny nx samples scales the image by FINE / sqrt(ny nx)
+    clean = to_kspace(image)[lo_y:lo_y + ny, lo_x:lo_x + nx] * (np.sqrt(ny * nx) / FINE)
     reference = to_image(clean)
     brain = np.zeros((FINE, FINE), bool)
     brain[top:top + h, left:left + w] = slice_u8 > 0
-    mask = brain.reshape(n, FINE // n, n, FINE // n).mean(axis=(1, 3)) > 0.5
+    if FINE % ny == 0 and FINE % nx == 0:  # pixels that are more than half brain
+        mask = brain.reshape(ny, FINE // ny, nx, FINE // nx).mean(axis=(1, 3)) > 0.5
+    else:  # the brain at every pixel's centre on the fine grid
+        centres_y = ((np.arange(ny) + 0.5) * FINE / ny).astype(np.intp)
+        centres_x = ((np.arange(nx) + 0.5) * FINE / nx).astype(np.intp)
+        mask = brain[np.ix_(centres_y, centres_x)]
     sigma = noise * float(np.percentile(np.abs(reference[mask]), 99))
     noisy = clean + sigma * np.sqrt(0.5) * (rng.normal(size=clean.shape) + 1j * rng.normal(size=clean.shape))
     return KSpaceSlice(kspace=noisy, reference=reference, mask=mask, noise_var=sigma**2, name=name)
 
 
-def colin27_kspace(n: int = 256, *, which: str = "test", noise: float = 0.02, seed: int = 0) -> list[KSpaceSlice]:
+def colin27_kspace(n=256, *, which: str = "test", noise: float = 0.02, seed: int = 0) -> list[KSpaceSlice]:
     """Every slice of the test (or training) set as a simulated acquisition (:func:`simulate`); slice i is seeded by
     ``seed * 1000 + i``."""
     slices, zs = colin27_slices(which)

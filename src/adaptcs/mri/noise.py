@@ -1,0 +1,46 @@
+"""The noise variance of a k-space scan, estimated from samples that hold no object (docs/mri.md, "Noise").
+
+With few lines and a sparse prior the noise variance is not identified from the data together with the prior's
+values, so it is not learned: it is given (a noise scan) or estimated here from the edges of the field of view
+along the readout, where the measured lines hold noise only when the object leaves them empty (scanners
+oversample the readout twofold for this reason; the Colin27 brains fill 150 of 256 mm).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAD_TO_SD = 1.0 / 0.6744897501960817  # the standard deviation of a normal over its median absolute deviation
+
+
+def noise_from_readout_edges(kspace_lines: np.ndarray, fraction: float = 0.125) -> float:
+    """Noise variance per complex k-space sample from the object-free edges of the field of view along x.
+
+    Every measured line is transformed along the readout (centred unitary inverse DFT, which keeps white noise
+    white with the same variance); the real and imaginary parts of the outer ``fraction`` of the x positions on each
+    side are pooled and their standard deviation estimated robustly (median absolute value / 0.6745, zero-mean
+    noise). Returns ``2 sigma^2``.
+
+    Measured on simulated Colin27 scans (docs/mri.md): within 10 % of the true variance at 256 x 256, 25 % at
+    128 x 128, biased high at 64 x 64 (the truncation ringing of the image reaches the edges).
+
+    Parameters
+    ----------
+    kspace_lines : ndarray of complex, shape (m, nx)
+        Measured lines of the centred k-space.
+    fraction : float
+        Share of the field of view used on each side, in (0, 0.5).
+    """
+    kspace_lines = np.atleast_2d(np.asarray(kspace_lines))
+    if not 0.0 < fraction < 0.5:
+        raise ValueError(f"fraction must lie in (0, 0.5); got {fraction}")
+    width = int(np.floor(fraction * kspace_lines.shape[1]))
+    if width < 1:
+        raise ValueError(f"lines of {kspace_lines.shape[1]} samples have no outer {fraction:g} to estimate noise from")
+    hybrid = np.fft.fftshift(np.fft.ifft(np.fft.ifftshift(kspace_lines, axes=1), axis=1, norm="ortho"), axes=1)
+    edges = np.concatenate([hybrid[:, :width], hybrid[:, -width:]], axis=1)
+    parts = np.concatenate([edges.real.ravel(), edges.imag.ravel()])
+    sigma = MAD_TO_SD * float(np.median(np.abs(parts)))
+    if not sigma > 0.0:
+        raise ValueError("the edges of the field of view are exactly zero: give the noise variance (a noise scan)")
+    return 2.0 * sigma**2
