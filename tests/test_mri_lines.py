@@ -279,3 +279,43 @@ def test_noise_from_readout_edges_recovers_pure_noise_and_a_simulated_scan():
         noise_from_readout_edges(pure, 0.5)
     with pytest.raises(ValueError, match="noise scan"):
         noise_from_readout_edges(np.zeros((2, 64), complex))
+
+
+def test_command_line_replays_a_user_kspace(tmp_path, capsys):
+    import h5py
+
+    from adaptcs.cli import main
+
+    acq = colin27_kspace(32, noise=0.02)[1]
+    np.save(tmp_path / "k.npy", acq.kspace)
+    out = tmp_path / "mri.h5"
+    assert main(["--quiet", "mri", str(tmp_path / "k.npy"), "--lines", "4", "8", "--level", "2",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| design |" in printed and "| variable-density |" in printed
+    with h5py.File(out) as f:
+        assert f.attrs["noise_source"] == "readout edges of the start lines"
+        lines = f["design/8/lines"][()]
+        assert lines.shape == (8,) and f["design/8/mask"][()].sum() == 8
+        assert set(f["design_lines"][()][:2]) == set(centre_lines(32, 2))
+        assert f["design/8/image"].shape == (32, 32) and f["low-to-high/4"].attrs["converged"]
+        # the scores are those of the image written, against the fully sampled image
+        ref = np.abs(to_image(acq.kspace))
+        err = np.linalg.norm(np.abs(f["equispaced/8/image"][()]) - ref) / np.linalg.norm(ref)
+        np.testing.assert_allclose(f["equispaced/8"].attrs["relative_error"], err, rtol=1e-12)
+    # an HDF5 file as fastMRI writes them: slices first, phase encodes along the last axis
+    with h5py.File(tmp_path / "k.h5", "w") as f:
+        f["kspace"] = np.stack([acq.kspace.T, acq.kspace.T])
+    assert main(["--quiet", "mri", str(tmp_path / "k.h5"), "--slice", "1", "--phase-axis", "1", "--lines", "4",
+                 "--level", "2", "--orders", "design", "--noise-var", str(acq.noise_var),
+                 "--out", str(tmp_path / "m2.h5")]) == 0
+    with h5py.File(tmp_path / "m2.h5") as f:
+        assert f.attrs["noise_source"] == "given"
+        designed = f["design_lines"][()]
+        assert designed.shape == (4,) and set(designed[:2]) == set(centre_lines(32, 2))
+    np.save(tmp_path / "real.npy", np.abs(acq.kspace))
+    assert main(["--quiet", "mri", str(tmp_path / "real.npy"), "--lines", "4", "--out", str(tmp_path / "x.h5")]) == 2
+    assert "complex" in capsys.readouterr().err
+    assert main(["--quiet", "mri", str(tmp_path / "k.h5"), "--dataset", "image", "--lines", "4",
+                 "--out", str(tmp_path / "x.h5")]) == 2
+    assert "no dataset 'image'" in capsys.readouterr().err

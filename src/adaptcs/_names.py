@@ -9,6 +9,7 @@ STRATEGIES = ("design", "random", "topdown", "pca", "predict")  # adaptcs.experi
 HYPERPARAMETERS = ("oracle", "learned")  # adaptcs.models.registry.HYPERPARAMETERS
 MNIST_SOURCES = ("auto", "download", "embedded", "path")  # adaptcs.data.mnist.SOURCES
 BASES = ("haar", "db2", "db4", "bior2.2", "bior4.4", "dct")  # adaptcs.basis.BASES
+MRI_ORDERS = ("design", "low-to-high", "equispaced", "variable-density")  # python -m adaptcs mri
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")  # adaptcs.design.basis_scan.REPLAY_ORDERS
 REPLAY_PRIORS = ("tree", "prediction", "scales")  # adaptcs.replay.PRIORS
 

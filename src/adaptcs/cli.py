@@ -1,4 +1,4 @@
-"""Command line for people who do not use Snakemake: python -m adaptcs {run,settings,table,curves,design,replay}.
+"""Command line for people who do not use Snakemake: python -m adaptcs {run,settings,table,curves,design,replay,mri}.
 
 Examples:
 
@@ -30,6 +30,10 @@ header line and # comments.
 Replaying a complete basis scan in several acquisition orders:
 
     python -m adaptcs replay --basis haar --side 64 --values scan.csv --out replay.csv
+
+Designing MRI k-space lines on a fully sampled k-space (retrospectively), against fixed masks:
+
+    python -m adaptcs mri kspace.npy --lines 32 64 --out mri.h5
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from adaptcs._names import (
     REPLAY_PRIORS,
     STRATEGIES,
 )
+from adaptcs.mri.cli import add_mri_parser
 
 # The numerical modules are imported by the commands that need them, so that --help answers at once.
 
@@ -396,7 +401,7 @@ def _add_design_parser(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m adaptcs`` (subcommands run, settings, table, curves, design, replay)."""
+    """The argument parser of ``python -m adaptcs`` (subcommands run, settings, table, curves, design, replay, mri)."""
     parser = argparse.ArgumentParser(prog="python -m adaptcs", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -442,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_design_parser(sub)
     _add_replay_parser(sub)
+    add_mri_parser(sub)
     return parser
 
 

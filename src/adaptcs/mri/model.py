@@ -22,7 +22,15 @@ from scipy.special import expit, logit
 
 from adaptcs.models import _ep_learning as lrn
 from adaptcs.models._blocks import SharedBlockRows
-from adaptcs.models._ep import RESIDUAL_FACTOR, EPProblem, EPSites, Hyper, not_converged_reasons, undamped_changes
+from adaptcs.models._ep import (
+    RESIDUAL_FACTOR,
+    EPProblem,
+    EPSites,
+    Hyper,
+    not_converged_reasons,
+    undamped_changes,
+    warn_not_converged,
+)
 from adaptcs.models._scaling import power_of_two_scale
 from adaptcs.mri.lines import LineScan, SeparableWavelet, real_form, stack_columns, unstack_columns
 
@@ -145,7 +153,8 @@ class LineSpikeSlab:
             Their rows in the centred k-space.
         warm : bool
             Start from the last fit (a design loop's refit after new lines): EP's adaptive schedule and tracked
-            values; not strict (a refit that only chooses the next line may stop short and is flagged).
+            values; not strict (a refit that only chooses the next line may stop short and is flagged). A fit
+            from scratch that stops short warns (ConvergenceWarning); a warm one is only flagged.
 
         Returns
         -------
@@ -197,6 +206,9 @@ class LineSpikeSlab:
                             log_evidence=float(run.log_evidence - y.shape[0] * np.log(c)), n_iter=run.n_iter,
                             cpu_seconds=time.process_time() - started, reasons=reasons,
                             columns_not_converged=columns)
+        if not warm and not self.fit_.converged:  # a fit someone reads (warm refits only choose the next line)
+            warn_not_converged(type(self).__name__, reasons + [f"{columns} of {nx} columns stopped short"],
+                               stacklevel=3)
         return self.fit_
 
     def line_gains(self, candidates=None) -> np.ndarray:
