@@ -22,9 +22,11 @@ from threadpoolctl import threadpool_limits
 
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines, equispaced, low_to_high, variable_density
+from adaptcs.mri.l1 import l1_wavelet
 from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.model import LineSpikeSlab, pair_profile
 
+L1_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 TIE_DB = 0.01  # paired PSNR differences this small count as ties, not wins
 
 
@@ -34,6 +36,39 @@ def scores(image: np.ndarray, acq) -> tuple[float, float]:
     err = float(np.linalg.norm(est - ref) / np.linalg.norm(ref))
     psnr = float(20 * np.log10(ref.max() / np.sqrt(np.mean((est - ref) ** 2))))
     return err, psnr
+
+
+def table(results: dict, budgets) -> None:
+    """Mean error and PSNR per mask and budget, and the paired PSNR difference design - mask."""
+    for b in budgets:
+        d_psnr = np.array([r[1] for r in results["design"][b]])
+        for name, by_budget in results.items():
+            vals = np.array(by_budget[b])
+            diff = d_psnr - vals[:, 1]
+            se = lambda v: v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else float("nan")  # noqa: E731
+            print(f"{b:4d} lines {name:17s} err {vals[:, 0].mean():.4f} +- {se(vals[:, 0]):.4f}  "
+                  f"PSNR {vals[:, 1].mean():6.2f}  design-this {diff.mean():+.2f} +- {se(diff):.2f} "
+                  f"[{int(np.sum(diff > TIE_DB))}/{len(diff)}, ties {int(np.sum(np.abs(diff) <= TIE_DB))}]")
+
+
+def l1_record(results: dict, name: str, budget: int, draws, acq, basis, factor: float) -> None:
+    """Score the L1-wavelet reconstruction of every draw of a mask (mean over draws)."""
+    vals = [scores(l1_wavelet(acq.kspace[lines], lines, basis, factor * np.sqrt(acq.noise_var)).image, acq)
+            for lines in draws]
+    results.setdefault(name, {}).setdefault(budget, []).append(tuple(np.mean(vals, axis=0)))
+
+
+def choose_l1_factor(basis, n: int, centre: int, budgets, noise: float) -> float:
+    """The penalty factor (times the noise's standard deviation) of smallest mean error on 2 training slices, over
+    variable-density masks at every budget."""
+    training = colin27_kspace(n, which="train", noise=noise)[:2]
+    rng = np.random.default_rng(12345)
+    masks = [variable_density(n, b, centre, rng) for b in budgets]
+    errors = {}
+    for factor in L1_FACTORS:
+        errors[factor] = np.mean([scores(l1_wavelet(a.kspace[m], m, basis, factor * np.sqrt(a.noise_var)).image,
+                                         a)[0] for a in training for m in masks])
+    return min(errors, key=errors.get)
 
 
 def main() -> None:
@@ -49,6 +84,9 @@ def main() -> None:
     parser.add_argument("--vd-draws", type=int, default=3)
     parser.add_argument("--profile", action="store_true",
                         help="slab variances per pair of scales in the proportions of the training slices")
+    parser.add_argument("--l1", action="store_true",
+                        help="also reconstruct every mask by L1-wavelet FISTA, its penalty (a multiple of the noise's "
+                             "standard deviation) chosen on two training slices")
     args = parser.parse_args()
     n = args.size
     centre = args.centre or n // 16
@@ -60,6 +98,8 @@ def main() -> None:
     if args.profile:
         profile = pair_profile(basis, [a.reference for a in colin27_kspace(n, which="train", noise=args.noise)])
     results: dict[str, dict[int, list]] = {}
+    l1_results: dict[str, dict[int, list]] = {}
+    l1_factor = choose_l1_factor(basis, n, centre, budgets, args.noise) if args.l1 else None
     not_converged = {}
     cpu = {}
 
@@ -86,6 +126,8 @@ def main() -> None:
             cpu.setdefault("design", []).append(time.process_time() - start)
             for b in budgets:
                 record("design", b, run.fits[b], acq)
+                if l1_factor is not None:
+                    l1_record(l1_results, "design", b, [run.lines[:b]], acq, basis, l1_factor)
             print(f"slice {acq.name}: design {cpu['design'][-1]:.1f} CPU s, refits stopped "
                   f"{run.refits_stopped}/{run.refits}, lines {run.lines[centre:].tolist()}", flush=True)
             rng = np.random.default_rng(s)
@@ -99,19 +141,17 @@ def main() -> None:
                         vals.append(scores(fit.image, acq))
                         count(name, fit)
                     results.setdefault(name, {}).setdefault(b, []).append(tuple(np.mean(vals, axis=0)))
+                    if l1_factor is not None:
+                        l1_record(l1_results, name, b, draws, acq, basis, l1_factor)
     print(f"\n{n} x {n}, {len(acquisitions)} simulated Colin27 slices, noise {args.noise}, learn={args.learn}, "
           f"p0={args.p0}, profile={args.profile}, "
           f"start {centre} centre lines; relative error / PSNR dB of the magnitude in the brain, mean +- s.e.; "
           "paired PSNR difference design - mask [slices design won by more than 0.01 dB, ties]")
-    for b in budgets:
-        d_psnr = np.array([r[1] for r in results["design"][b]])
-        for name, by_budget in results.items():
-            vals = np.array(by_budget[b])
-            diff = d_psnr - vals[:, 1]
-            se = lambda v: v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else float("nan")  # noqa: E731
-            print(f"{b:4d} lines {name:17s} err {vals[:, 0].mean():.4f} +- {se(vals[:, 0]):.4f}  "
-                  f"PSNR {vals[:, 1].mean():6.2f}  design-this {diff.mean():+.2f} +- {se(diff):.2f} "
-                  f"[{int(np.sum(diff > TIE_DB))}/{len(diff)}, ties {int(np.sum(np.abs(diff) <= TIE_DB))}]")
+    table(results, budgets)
+    if l1_factor is not None:
+        print(f"\nthe same masks reconstructed by L1-wavelet FISTA (penalty {l1_factor:g} x the noise's standard "
+              "deviation, chosen on 2 training slices):")
+        table(l1_results, budgets)
     print(f"design CPU s per slice: {np.mean(cpu['design']):.1f}; fits read not converged: {not_converged}; "
           f"columns (independent blocks) not converged, of all columns of those fits: {columns}")
 

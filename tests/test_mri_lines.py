@@ -319,3 +319,28 @@ def test_command_line_replays_a_user_kspace(tmp_path, capsys):
     assert main(["--quiet", "mri", str(tmp_path / "k.h5"), "--dataset", "image", "--lines", "4",
                  "--out", str(tmp_path / "x.h5")]) == 2
     assert "no dataset 'image'" in capsys.readouterr().err
+
+
+def test_l1_wavelet_reaches_the_optimality_conditions():
+    from adaptcs.mri.l1 import l1_wavelet
+
+    basis, K, _noise_var = _small_acquisition()
+    # fully sampled: the minimiser is the complex soft threshold of the data's coefficients (the operator is unitary)
+    full = np.arange(16)
+    fit = l1_wavelet(K, full, basis, lam=0.3)
+    C = basis.forward(to_image(K))
+    expected = C * np.maximum(1 - 0.3 / np.abs(C), 0)
+    np.testing.assert_allclose(basis.forward(fit.image), expected, atol=1e-10)
+    # 6 lines: the subgradient conditions of the minimiser
+    lines = np.array([3, 6, 7, 8, 9, 12])
+    fit = l1_wavelet(K[lines], lines, basis, lam=0.2, tol=1e-10, max_iter=20000)
+    assert fit.converged
+    C = basis.forward(fit.image)
+    measured = np.isin(np.arange(16), lines)[:, None]
+    g = basis.forward(to_image(np.where(measured, to_kspace(fit.image) - K, 0)))
+    on = np.abs(C) > 1e-8
+    assert on.any() and (~on).any()
+    np.testing.assert_allclose(g[on], -0.2 * C[on] / np.abs(C[on]), atol=1e-6)
+    assert np.all(np.abs(g[~on]) <= 0.2 + 1e-6)
+    with pytest.raises(ValueError, match="lam"):
+        l1_wavelet(K[lines], lines, basis, lam=-1.0)
