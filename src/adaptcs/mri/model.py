@@ -90,7 +90,8 @@ class LineSpikeSlab:
     p0 : float
         Starting (or, with ``learn=()``, given) spike probability of every detail class, in (0, 1).
     v0 : float or None
-        Starting or given slab variance of every class; None: tied to the data's power (docs/learning.md).
+        Starting or given slab variance of every class (with ``profile``: the factor of the profile, whose mean over
+        the coefficients is 1); None: tied to the data's power (docs/learning.md).
     learn : tuple of str
         Any of "p0", "v0" (type-II maximum likelihood summed over the columns).
     tol, max_iter, damping, damping_decay, v_inf_ratio
@@ -161,6 +162,8 @@ class LineSpikeSlab:
         LineFit
         """
         started = time.process_time()
+        if not np.all(np.isfinite(kspace_lines)):
+            raise ValueError("kspace_lines must be finite (a NaN or inf sample: leave the line out instead)")
         scan = LineScan(self.basis, lines)
         Z = scan.column_data(kspace_lines)
         y = stack_columns(Z)
