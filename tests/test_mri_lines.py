@@ -344,3 +344,24 @@ def test_l1_wavelet_reaches_the_optimality_conditions():
     assert np.all(np.abs(g[~on]) <= 0.2 + 1e-6)
     with pytest.raises(ValueError, match="lam"):
         l1_wavelet(K[lines], lines, basis, lam=-1.0)
+
+
+def test_line_mask_func_gives_fastmri_style_masks():
+    from adaptcs.mri.design import LineMaskFunc
+
+    kspace = np.ones((3, 64, 40), complex)
+    mask, low = LineMaskFunc("equispaced", 16, 4)(kspace.shape)
+    assert mask.shape == (64, 1) and mask.sum() == 16 and low == 4
+    assert (kspace * mask).shape == kspace.shape
+    np.testing.assert_array_equal(np.flatnonzero(mask), equispaced(64, 16, 4))
+    a, _ = LineMaskFunc("variable-density", 16, 4)((64, 40), seed=3)
+    b, _ = LineMaskFunc("variable-density", 16, 4)((64, 40), seed=3)
+    np.testing.assert_array_equal(a, b)
+    assert set(centre_lines(64, 4)) <= set(np.flatnonzero(a).tolist())
+    mask, low = LineMaskFunc("low-to-high", 8, 8)((64, 40))
+    np.testing.assert_array_equal(np.flatnonzero(mask), centre_lines(64, 8))
+    assert low == 8
+    with pytest.raises(ValueError, match="kind"):
+        LineMaskFunc("radial", 8, 2)
+    with pytest.raises(ValueError, match="does not fit"):
+        LineMaskFunc("equispaced", 80, 4)((64, 40))

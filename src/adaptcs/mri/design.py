@@ -113,3 +113,44 @@ def design_lines(kspace: np.ndarray, model: LineSpikeSlab, *, start: np.ndarray,
             progress(len(lines), fit)
     out.lines = np.array(lines)
     return out
+
+
+class LineMaskFunc:
+    """A fixed line mask as a callable in the manner of fastMRI's ``MaskFunc``: ``mask_func(shape, seed=None)``.
+
+    Parameters
+    ----------
+    kind : {"low-to-high", "equispaced", "variable-density"}
+    count : int
+        Lines in the mask, centre included.
+    centre : int
+        Centre lines (for "equispaced" and "variable-density"; low-to-high is all centre).
+
+    Calling it with a k-space ``shape`` ``(..., ny, nx)`` (phase encodes along axis -2, this package's convention;
+    fastMRI puts them along the last axis, so transpose for its files) returns a boolean mask of shape ``(ny, 1)``
+    that broadcasts against the k-space, and the number of low-frequency lines, as fastMRI's masks do. ``seed``
+    seeds a local Generator (variable density only); the same seed gives the same mask.
+    """
+
+    KINDS = ("low-to-high", "equispaced", "variable-density")
+
+    def __init__(self, kind: str, count: int, centre: int):
+        if kind not in self.KINDS:
+            raise ValueError(f"kind must be one of {self.KINDS}; got {kind!r}")
+        if not 0 < centre <= count:
+            raise ValueError(f"need 0 < centre <= count; got centre {centre}, count {count}")
+        self.kind, self.count, self.centre = kind, int(count), int(centre)
+
+    def __call__(self, shape, seed: int | None = None) -> tuple[np.ndarray, int]:
+        ny = int(shape[-2])
+        if self.count > ny:
+            raise ValueError(f"a mask of {self.count} lines does not fit {ny} phase encodes")
+        if self.kind == "low-to-high":
+            lines, low = low_to_high(ny, self.count), self.count
+        elif self.kind == "equispaced":
+            lines, low = equispaced(ny, self.count, self.centre), self.centre
+        else:
+            lines, low = variable_density(ny, self.count, self.centre, np.random.default_rng(seed)), self.centre
+        mask = np.zeros((ny, 1), bool)
+        mask[lines] = True
+        return mask, low
