@@ -1,4 +1,4 @@
-"""Simulated single-coil k-space of real anatomy: axial slices of the Colin27 T1 average (docs/mri.md, "Data").
+"""Simulated single-coil k-space from a recorded MRI average: axial slices of the Colin27 T1 (docs/mri.md, "Data").
 
 No raw scanner k-space is used. Each slice (0.5 mm voxels, from Debian's ``mricron-data``; remade by
 ``scripts/make_colin27_slices.py``, copyright notice in ``adaptcs/data/COLIN27-COPYRIGHT``) is placed in a
