@@ -21,10 +21,19 @@ from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from adaptcs.mri.data import colin27_kspace
-from adaptcs.mri.design import centre_lines, design_lines, equispaced, low_to_high, variable_density
+from adaptcs.mri.design import (
+    centre_lines,
+    design_lines,
+    equispaced,
+    jittered_density,
+    low_to_high,
+    variable_density,
+)
+from adaptcs.mri.greedy import offline_greedy, oracle_choice
 from adaptcs.mri.l1 import l1_wavelet
 from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.model import LineSpikeSlab, pair_profile
+from adaptcs.mri.replay import magnitude_scores
 
 L1_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 TIE_DB = 0.01  # paired PSNR differences this small count as ties, not wins
@@ -32,10 +41,7 @@ TIE_DB = 0.01  # paired PSNR differences this small count as ties, not wins
 
 def scores(image: np.ndarray, acq) -> tuple[float, float]:
     """(relative error, PSNR in dB) of the magnitude inside the brain mask."""
-    ref, est = np.abs(acq.reference)[acq.mask], np.abs(image)[acq.mask]
-    err = float(np.linalg.norm(est - ref) / np.linalg.norm(ref))
-    psnr = float(20 * np.log10(ref.max() / np.sqrt(np.mean((est - ref) ** 2))))
-    return err, psnr
+    return magnitude_scores(image, acq.reference, acq.mask)
 
 
 def table(results: dict, budgets) -> None:
@@ -87,6 +93,9 @@ def main() -> None:
     parser.add_argument("--l1", action="store_true",
                         help="also reconstruct every mask by L1-wavelet FISTA, its penalty (a multiple of the noise's "
                              "standard deviation) chosen on two training slices")
+    parser.add_argument("--greedy", action="store_true",
+                        help="also the oracle greedy order (knows the image) and the offline greedy order learned on the "
+                             "training slices")
     args = parser.parse_args()
     n = args.size
     centre = args.centre or n // 16
@@ -117,6 +126,16 @@ def main() -> None:
 
     warnings.simplefilter("ignore", ConvergenceWarning)
     with threadpool_limits(1):
+        offline = None
+        if args.greedy:
+            start = time.process_time()
+            training = [(a.kspace, basis.forward(a.reference)) for a in colin27_kspace(n, which="train",
+                                                                                    noise=args.noise)]
+            offline = offline_greedy(training, lambda: LineSpikeSlab(
+                basis, noise_var=float(np.mean([a.noise_var for a in acquisitions])), p0=args.p0, learn=learn,
+                profile=profile), start=centre, budget=max(budgets))
+            print(f"offline greedy order on {len(training)} training slices ({time.process_time() - start:.0f} CPU s): "
+                  f"{offline[centre:].tolist()}", flush=True)
         for s, acq in enumerate(acquisitions):
             def model(noise_var=acq.noise_var):
                 return LineSpikeSlab(basis, noise_var=noise_var, p0=args.p0, learn=learn, profile=profile)
@@ -130,10 +149,23 @@ def main() -> None:
                     l1_record(l1_results, "design", b, [run.lines[:b]], acq, basis, l1_factor)
             print(f"slice {acq.name}: design {cpu['design'][-1]:.1f} CPU s, refits stopped "
                   f"{run.refits_stopped}/{run.refits}, lines {run.lines[centre:].tolist()}", flush=True)
+            if args.greedy:
+                start = time.process_time()
+                oracle = design_lines(acq.kspace, model(), start=centre_lines(n, centre), budget=max(budgets),
+                                      checkpoints=budgets, choose=oracle_choice(acq.kspace,
+                                                                                basis.forward(acq.reference)))
+                cpu.setdefault("oracle", []).append(time.process_time() - start)
+                for b in budgets:
+                    record("oracle greedy", b, oracle.fits[b], acq)
+                    if l1_factor is not None:
+                        l1_record(l1_results, "oracle greedy", b, [oracle.lines[:b]], acq, basis, l1_factor)
             rng = np.random.default_rng(s)
             for b in budgets:
                 masks = {"low-to-high": [low_to_high(n, b)], "equispaced": [equispaced(n, b, centre)],
-                         "variable density": [variable_density(n, b, centre, rng) for _ in range(args.vd_draws)]}
+                         "variable density": [variable_density(n, b, centre, rng) for _ in range(args.vd_draws)],
+                         "jittered density": [jittered_density(n, b, centre, rng) for _ in range(args.vd_draws)]}
+                if offline is not None:
+                    masks["offline greedy"] = [offline[:b]]
                 for name, draws in masks.items():
                     vals = []
                     for lines in draws:
@@ -152,7 +184,7 @@ def main() -> None:
         print(f"\nthe same masks reconstructed by L1-wavelet FISTA (penalty {l1_factor:g} x the noise's standard "
               "deviation, chosen on 2 training slices):")
         table(l1_results, budgets)
-    print(f"design CPU s per slice: {np.mean(cpu['design']):.1f}; fits read not converged: {not_converged}; "
+    print(f"CPU s per slice: { {k: round(float(np.mean(v)), 1) for k, v in cpu.items()} }; fits read not converged: {not_converged}; "
           f"columns (independent blocks) not converged, of all columns of those fits: {columns}")
 
 

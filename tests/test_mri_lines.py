@@ -10,7 +10,15 @@ from sklearn.exceptions import ConvergenceWarning
 from adaptcs.models._blocks import BlockGaussianModel, SharedBlockRows
 from adaptcs.models._gaussian import LinearGaussianModel
 from adaptcs.mri.data import colin27_kspace, colin27_slices, simulate
-from adaptcs.mri.design import centre_lines, design_lines, equispaced, low_to_high, variable_density
+from adaptcs.mri.design import (
+    centre_lines,
+    design_lines,
+    equispaced,
+    jittered_density,
+    low_to_high,
+    variable_density,
+)
+from adaptcs.mri.greedy import offline_greedy, oracle_choice
 from adaptcs.mri.lines import (
     LineScan,
     SeparableWavelet,
@@ -365,3 +373,68 @@ def test_line_mask_func_gives_fastmri_style_masks():
         LineMaskFunc("radial", 8, 2)
     with pytest.raises(ValueError, match="does not fit"):
         LineMaskFunc("equispaced", 80, 4)((64, 40))
+
+
+def test_errors_after_a_line_equal_dense_gaussian_conditioning():
+    """The oracle's one-step errors: the Gaussian of EP's sites conditioned on one more line, densely."""
+    basis, K, noise_var = _small_acquisition()
+    n = 16
+    lines = np.array([6, 7, 8, 9, 2])
+    model = LineSpikeSlab(basis, noise_var=noise_var, p0=0.2, v0=1.0, learn=())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(K[lines], lines)
+    run, c = model._run, model._scale
+    s = run.hyper.noise_var
+    shift = run.post.eta - SharedBlockRows(model.scan_.real_block(), n).rmatvec(
+        stack_columns(model.scan_.column_data(K[lines])) / c) / s  # the sites' natural means
+    rng = np.random.default_rng(7)
+    truth = basis.forward(to_image(K)) + 0.05 * _complex(rng, (n, n))
+    candidates = np.setdiff1d(np.arange(n), lines)
+    errors = model.errors_after_line(candidates, K[candidates], truth, chunk=3)
+    expected = []
+    for ky in candidates:
+        both = np.append(lines, ky)
+        scan = LineScan(basis, both)
+        X = SharedBlockRows(scan.real_block(), n).dense()
+        y = stack_columns(scan.column_data(K[both])) / c
+        mean = np.linalg.solve(X.T @ X / s + np.diag(1.0 / run.sites.var), X.T @ y / s + shift)
+        expected.append(np.sum((unstack_columns(mean * c, n) - truth) * np.conj(unstack_columns(mean * c, n) - truth)
+                               ).real)
+    np.testing.assert_allclose(errors, expected, rtol=1e-9)
+    # a greedy oracle takes the line of smallest error
+    choose = oracle_choice(K, truth)
+    assert choose(model, candidates)[0] == int(np.argmin(expected))
+
+
+def test_offline_greedy_and_jittered_masks():
+    basis, K, noise_var = _small_acquisition()
+    truth = basis.forward(to_image(K))
+
+    def make():
+        return LineSpikeSlab(basis, noise_var=noise_var, p0=0.999, learn=())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        order = offline_greedy([(K, truth)], make, start=4, budget=7)
+        # one training slice: offline greedy is the oracle on it
+        run = design_lines(K, make(), start=centre_lines(16, 4), budget=7, choose=oracle_choice(K, truth))
+    np.testing.assert_array_equal(order, run.lines)
+    with pytest.raises(ValueError, match="training slice"):
+        offline_greedy([], make, start=4, budget=7)
+    rng = np.random.default_rng(3)
+    for count in (16, 40, 64):
+        mask = jittered_density(64, count, 8, rng)
+        assert mask.shape == (count,) and np.unique(mask).shape == (count,)
+        assert set(centre_lines(64, 8)) <= set(mask.tolist())
+    # stratified: the lines follow the density's cumulative distribution to within a line or two everywhere (one
+    # per stratum), where independent draws of the same density stray by several
+    rest = np.setdiff1d(np.arange(256), centre_lines(256, 16))
+    prob = (1.0 - np.abs(rest - 128) / 128) ** 2 + 1e-3
+    expected = 48 * np.cumsum(prob) / prob.sum()
+
+    def stray(mask):
+        return np.max(np.abs(np.cumsum(np.isin(rest, mask)) - expected))
+
+    assert max(stray(jittered_density(256, 64, 16, rng)) for _ in range(20)) <= 2.0
+    assert np.mean([stray(variable_density(256, 64, 16, rng)) for _ in range(20)]) > 3.0

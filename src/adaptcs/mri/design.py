@@ -45,6 +45,34 @@ def variable_density(ny: int, count: int, centre: int, rng: np.random.Generator,
     return np.sort(np.concatenate([middle, rng.choice(rest, count - centre, replace=False, p=prob)]))
 
 
+def jittered_density(ny: int, count: int, centre: int, rng: np.random.Generator, power: float = 2.0) -> np.ndarray:
+    """A Poisson-like variable-density mask: ``centre`` centre lines plus ``count - centre`` others placed by
+    jittered (stratified) sampling of the density of :func:`variable_density`, so that no two lines crowd together
+    and gaps grow smoothly with ``|ky|`` (the blue-noise spacing Poisson-disc masks aim at, in one dimension).
+
+    Stratum i of the density's cumulative distribution over the non-centre rows gets one line at a uniform draw
+    inside it; a draw that lands on a row taken already moves to the nearest free row.
+    """
+    middle = centre_lines(ny, centre)
+    rest = np.setdiff1d(np.arange(ny), middle)
+    k = count - centre
+    if not 0 <= k <= rest.shape[0]:
+        raise ValueError(f"need centre <= count <= {ny}; got centre {centre}, count {count}")
+    prob = (1.0 - np.abs(rest - ny // 2) / (ny / 2)) ** power + 1e-3
+    cdf = np.cumsum(prob) / prob.sum()
+    targets = (np.arange(k) + rng.uniform(size=k)) / max(k, 1)
+    free = np.ones(rest.shape[0], bool)
+    picks = []
+    for t in targets:
+        i = int(min(np.searchsorted(cdf, t), rest.shape[0] - 1))
+        if not free[i]:
+            open_rows = np.flatnonzero(free)
+            i = int(open_rows[np.argmin(np.abs(open_rows - i))])
+        free[i] = False
+        picks.append(rest[i])
+    return np.sort(np.concatenate([middle, np.array(picks, dtype=np.intp)]))
+
+
 @dataclass
 class DesignRun:
     """A design loop's outcome: the lines in the order measured and the fit after each checkpoint.
@@ -58,7 +86,7 @@ class DesignRun:
     refits_stopped, refits : int
         Warm refits that only chose the next lines and stopped short of EP's fixed point, of all such refits.
     gains : list of float
-        The information gain (nats) of each chosen line when it was chosen.
+        The score of each chosen line when it was chosen (the information gain in nats for Bayesian design).
     """
 
     lines: np.ndarray
@@ -68,10 +96,17 @@ class DesignRun:
     gains: list = field(default_factory=list)
 
 
+def largest_gain(model: LineSpikeSlab, candidates: np.ndarray) -> tuple[int, float]:
+    """Bayesian design's choice: the candidate of largest exact information gain (its index and gain in nats)."""
+    gains = model.line_gains(candidates)
+    best = int(np.argmax(gains))
+    return best, float(gains[best])
+
+
 def design_lines(kspace: np.ndarray, model: LineSpikeSlab, *, start: np.ndarray, budget: int,
-                 checkpoints=(), progress=None) -> DesignRun:
+                 checkpoints=(), progress=None, choose=largest_gain) -> DesignRun:
     """Retrospective sequential design: from ``start``, measure (read from ``kspace``) the line of largest exact
-    information gain under the current fit, refit warm, until ``budget`` lines.
+    information gain under the current fit (or the one ``choose`` picks), refit warm, until ``budget`` lines.
 
     Parameters
     ----------
@@ -86,6 +121,9 @@ def design_lines(kspace: np.ndarray, model: LineSpikeSlab, *, start: np.ndarray,
         Line counts at which the fit is taken to EP's strict test and kept (the last count always is).
     progress : callable, optional
         ``progress(n_lines, fit)`` after every refit.
+    choose : callable
+        ``choose(model, candidates) -> (index into candidates, score)`` under the model's current fit; default
+        :func:`largest_gain` (e.g. :func:`adaptcs.mri.greedy.oracle_choice` for the oracle).
     """
     lines = list(np.asarray(start, dtype=np.intp))
     ny = kspace.shape[0]
@@ -102,10 +140,9 @@ def design_lines(kspace: np.ndarray, model: LineSpikeSlab, *, start: np.ndarray,
         if len(lines) == budget:
             break
         candidates = np.setdiff1d(np.arange(ny), lines)
-        gains = model.line_gains(candidates)
-        best = int(np.argmax(gains))
+        best, score = choose(model, candidates)
         lines.append(int(candidates[best]))
-        out.gains.append(float(gains[best]))
+        out.gains.append(score)
         fit = model.fit(kspace[lines], lines, warm=True)
         out.refits += 1
         out.refits_stopped += int(not fit.converged)

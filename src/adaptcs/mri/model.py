@@ -252,6 +252,65 @@ class LineSpikeSlab:
         return 0.5 * np.sum(np.log(det), axis=0)
 
 
+    def errors_after_line(self, candidates, kspace_candidates: np.ndarray, truth: np.ndarray,
+                          chunk: int = 16) -> np.ndarray:
+        """Squared error of the posterior mean after measuring each candidate line with the given values, one
+        Gaussian update of the last fit (its sites held): what a greedy oracle that knows the image minimises.
+
+        ``m' = m + V B^T (B V B^T + s2/2 I)^{-1} (z - B m)`` per column (B the real form of the line's row, z its
+        values in coefficient columns); the error is ``|m' - c|^2`` summed over every coefficient (the image's l2
+        error: the transforms are unitary). O(nx ny^2 k) for k candidates.
+
+        Parameters
+        ----------
+        candidates : array-like of int, shape (k,)
+            Rows of the centred k-space not yet measured.
+        kspace_candidates : ndarray of complex, shape (k, nx)
+            Their values (a retrospective scan: read from the full k-space).
+        truth : ndarray of complex, shape (ny, nx)
+            The true wavelet coefficients (the oracle's knowledge).
+        chunk : int
+            Candidates per stacked product (memory: 2 nx ny chunk numbers per operand).
+
+        Returns
+        -------
+        ndarray, shape (k,)
+            In the squared units of the k-space data.
+        """
+        if self._run is None:
+            raise RuntimeError("fit the model before asking for errors after a line")
+        ny, nx = self.basis.shape
+        candidates = np.atleast_1d(np.asarray(candidates, dtype=np.intp))
+        kspace_candidates = np.asarray(kspace_candidates)
+        if kspace_candidates.shape != (candidates.shape[0], nx) or np.asarray(truth).shape != (ny, nx):
+            raise ValueError(f"need kspace_candidates of shape ({candidates.shape[0]}, {nx}) and truth of shape "
+                             f"({ny}, {nx})")
+        c, post, s = self._scale, self._run.post, self._run.hyper.noise_var
+        mean = post.mean.reshape(nx, 2 * ny)
+        error = mean - stack_columns(np.asarray(truth)).reshape(nx, 2 * ny) / c  # (nx, 2ny)
+        base = float(np.sum(error * error))
+        values = kspace_candidates @ self.scan_._UH / c  # (k, nx): the candidates' columns
+        Gt = post.factor.transpose(0, 2, 1)
+        out = np.empty(candidates.shape[0])
+        for lo in range(0, candidates.shape[0], chunk):
+            idx = slice(lo, lo + chunk)
+            a = self.scan_.Fy_Wt[candidates[idx]]  # (kc, ny)
+            R1, R2 = np.hstack([a.real, -a.imag]), np.hstack([a.imag, a.real])  # (kc, 2ny)
+            U1 = post.block_prior_var[:, :, None] * R1.T[None] - Gt @ (post.factor @ R1.T)  # V_q R1^T, (nx, 2ny, kc)
+            U2 = post.block_prior_var[:, :, None] * R2.T[None] - Gt @ (post.factor @ R2.T)
+            S11 = np.einsum("qbk,kb->qk", U1, R1) + s
+            S12 = np.einsum("qbk,kb->qk", U2, R1)
+            S22 = np.einsum("qbk,kb->qk", U2, R2) + s
+            rho1 = values[idx].real.T - mean @ R1.T  # (nx, kc)
+            rho2 = values[idx].imag.T - mean @ R2.T
+            det = S11 * S22 - S12 * S12
+            a1, a2 = (S22 * rho1 - S12 * rho2) / det, (S11 * rho2 - S12 * rho1) / det
+            step = U1 * a1[:, None, :] + U2 * a2[:, None, :]  # (nx, 2ny, kc)
+            change = 2.0 * np.einsum("qb,qbk->k", error, step) + np.einsum("qbk,qbk->k", step, step)
+            out[idx] = base + change
+        return out * c**2
+
+
 def pair_profile(basis: SeparableWavelet, images) -> np.ndarray:
     """Slab variances per pair of scales, relative to each other, from training images (never the ones to
     reconstruct): the mean squared magnitude of each pair's coefficients (halved: per real part), divided by its mean
