@@ -9,9 +9,10 @@ from sklearn.exceptions import ConvergenceWarning
 
 import adaptcs.models as models
 from adaptcs.models.registry import METHODS
+from adaptcs.mri.model import LineSpikeSlab  # public in adaptcs.mri (k-space lines, not rows)
 
 ESTIMATORS = [getattr(models, name) for name in models.__all__
-              if isinstance(getattr(models, name), type) and hasattr(getattr(models, name), "fit")]
+              if isinstance(getattr(models, name), type) and hasattr(getattr(models, name), "fit")] + [LineSpikeSlab]
 
 
 def test_every_registered_method_is_a_public_estimator():

@@ -10,6 +10,7 @@ from adaptcs.basis import make_basis
 from adaptcs.experiments import check_n_steps, run_synthetic_job
 from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES
 from adaptcs.models.registry import METHODS, PER_PROBLEM, PriorInfo, make_estimator
+from adaptcs.mri.lines import SeparableWavelet, to_kspace
 
 PRIOR = PriorInfo(p0_group=0.1, p0_coef=0.05, v0=0.5, noise_var=0.2)
 
@@ -38,7 +39,10 @@ def test_what_the_check_refuses_fit_refuses_too(method, rng):
     groups, prior, X = problem_for(method, rng)
     estimator = make_estimator(method, groups, prior, **{count: 0})
     with pytest.raises(ValueError, match=rf"'{count}' parameter of \w+ must be an int in the range \[1, inf\)\. Got 0"):
-        estimator.fit(X, rng.normal(size=5))
+        if METHODS[method].lines_only:  # X is the k-space, rows of it are lines
+            estimator.fit(X[[7, 8]], [7, 8])
+        else:
+            estimator.fit(X, rng.normal(size=5))
 
 
 @pytest.mark.parametrize("method", list(METHODS))
@@ -48,6 +52,9 @@ def test_every_method_refuses_data_no_fit_can_use_in_one_message(method, case, r
     naming the estimator; data in extreme units (y x 1e300: G-LASSO's OverflowError; X x 1e200) either fit to a
     finite estimate (the methods that rescale to unit size) or are one ValueError, never another exception."""
     groups, prior, X = problem_for(method, rng)
+    if METHODS[method].lines_only:  # lines have no rows to be zero or huge: their values in extreme units
+        lines_fit_extreme_values(method, groups, prior, X, 1e-150 if case == "zero rows" else 1e150)
+        return
     y = rng.normal(size=X.shape[0])
     X, y = {"zero rows": (0.0 * X, y), "huge values": (X, 1e300 * y), "huge rows": (1e200 * X, y)}[case]
     for hyperparameters in ("oracle", "learned"):
@@ -68,9 +75,31 @@ def test_every_method_refuses_data_no_fit_can_use_in_one_message(method, case, r
             assert np.all(np.isfinite(estimator.coef_))
 
 
+def lines_fit_extreme_values(method, groups, prior, kspace, scale):
+    """A line model fits k-space in extreme units (noise variance scale^2 of 1e300 or 1e-300) to a finite image, or
+    refuses it in one ValueError."""
+    lines = [6, 7, 8, 9]
+    for hyperparameters in ("oracle", "learned"):
+        estimator = make_estimator(method, groups, replace(prior, noise_var=prior.noise_var * scale**2),
+                                   hyperparameters=hyperparameters)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = estimator.fit(scale * kspace[lines], lines)
+        except ValueError as exc:
+            assert "\n" not in str(exc)
+        else:
+            assert np.all(np.isfinite(fit.image))
+
+
 def problem_for(method: str, rng):
     """Groups, prior knowledge and 5 rows of 8 coefficients; for a method that fits only basis scans, 5 rows that
-    select coefficients of a 4 x 4 Haar basis (16 coefficients)."""
+    select coefficients of a 4 x 4 Haar basis (16 coefficients); for a line model, a 16 x 16 k-space (its rows are
+    the lines) in place of the rows."""
+    if METHODS[method].lines_only:
+        basis = SeparableWavelet((16, 16), "haar", 2)
+        kspace = to_kspace(basis.inverse(rng.normal(size=(16, 16)))) + 0.1 * rng.normal(size=(16, 16))
+        return np.zeros(256, dtype=np.int64), replace(PRIOR, basis=basis, noise_var=0.01), kspace
     if METHODS[method].scans_only:
         basis = make_basis("haar", 4)
         return basis.groups(), replace(PRIOR, scales=basis.scales(), basis=basis), np.eye(16)[[0, 1, 5, 7, 9]]
@@ -109,7 +138,10 @@ def test_the_metadata_of_every_method_matches_its_estimator(method):
     entry = METHODS[method]
     groups, prior, X = problem_for(method, np.random.default_rng(0))
     estimator = make_estimator(method, groups, prior)
-    if entry.scans_only:  # a scan's designed rows are the coefficients of largest marginal posterior variance
+    if entry.lines_only:  # designed lines: the exact information gain of every line
+        estimator.fit(X[[7, 8]], [7, 8])
+        assert entry.designs_rows and estimator.line_gains().shape == (16,)
+    elif entry.scans_only:  # a scan's designed rows are the coefficients of largest marginal posterior variance
         assert entry.designs_rows == hasattr(estimator.fit(X, np.ones(5)), "coef_var_")
     else:
         assert entry.designs_rows == has_posterior_covariance(estimator)

@@ -2,8 +2,9 @@
 coefficient). None of the checks is excluded: every one applies and passes (scikit-learn itself skips its
 array-API check unless SCIPY_ARRAY_API is set). The samplers run short chains here (the
 checks test the interface, not the sampling; tests/test_gibbs.py tests that against exact enumeration). Methods
-that fit only basis scans (``wavelet_tree``: rows must select coefficients of its basis) are not general
-regressors and are left out; tests/test_wavelet_tree.py tests them against exact enumeration."""
+that fit only basis scans (``wavelet_tree``: rows must select coefficients of its basis) or k-space lines
+(``lines_gaussian``, ``lines_spike_slab``: they take lines, not rows) are not general regressors and are left out;
+tests/test_wavelet_tree.py and tests/test_mri_lines.py test them against exact enumeration and dense algebra."""
 
 import warnings
 
@@ -16,7 +17,7 @@ from adaptcs.models.registry import METHODS
 SHORT_CHAIN = {"n_samples": 60, "burn_in": 10, "random_state": 0}
 # every registered method's estimator with its defaults (samplers: short chains)
 ESTIMATORS = [m.estimator(**(SHORT_CHAIN if "n_samples" in m.parameter_names() else {})) for m in METHODS.values()
-              if not m.scans_only]
+              if not (m.scans_only or m.lines_only)]
 
 
 @parametrize_with_checks(ESTIMATORS)

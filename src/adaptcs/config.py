@@ -208,6 +208,12 @@ def resolve_experiment(config: dict, name: str) -> ExperimentRun:
     unknown = [m for m in entry["methods"] if m not in METHODS]
     if unknown:
         raise ValueError(f"{key}.methods has unknown {unknown}; known: {list(METHODS)}")
+    refused = [m for m in entry["methods"] if METHODS[m].lines_only != experiment.kspace_lines]
+    if refused:
+        lines = [m for m, spec in METHODS.items() if spec.lines_only]
+        raise ValueError(f"{key}.methods: {refused} cannot run on {name}: " + (
+            f"k-space lines take only the line models {lines}" if experiment.kspace_lines else
+            "they fit only Cartesian k-space lines (kind: mri)"))
     no_basis = [s for s in settings if experiment.basis(s) is None]
     refused = [m for m in entry["methods"] if METHODS[m].needs_basis]
     if no_basis and refused:

@@ -24,21 +24,32 @@ def relative_error(w_hat, w_true, norm_true: float | None = None) -> float:
     return float(np.linalg.norm(w_hat - w_true) / norm_true)
 
 
-def image_quality(w_hat, w_true, shape: tuple[int, int]) -> tuple[float, float]:
+def image_quality(w_hat, w_true, shape: tuple[int, int], region=None) -> tuple[float, float]:
     """PSNR (dB) and SSIM of an image reconstruction, with pixel values in [0, 1].
 
     The estimate is clipped to [0, 1] first (a linear estimator can leave the pixel range; the true image
-    is in it). Uses scikit-image with data range 1.
+    is in it). Uses scikit-image with data range 1. With a ``region``, both are taken inside it only (the mean
+    squared error over its pixels, SSIM's map averaged over them) and nothing is clipped: k-space lines score
+    magnitudes (never negative) over the brain, whose largest true value is 1, as
+    :func:`adaptcs.mri.replay.magnitude_scores` does.
 
     Parameters
     ----------
     w_hat, w_true : array-like, shape (h * w,)
         Row-major pixels.
     shape : (h, w)
+    region : array-like of bool, shape (h * w,), optional
+        The pixels scored (all when None).
     """
     from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
     truth = np.asarray(w_true, dtype=float).reshape(shape)
-    estimate = np.clip(np.asarray(w_hat, dtype=float), 0.0, 1.0).reshape(shape)
-    return (float(peak_signal_noise_ratio(truth, estimate, data_range=1.0)),
-            float(structural_similarity(truth, estimate, data_range=1.0)))
+    if region is None:
+        estimate = np.clip(np.asarray(w_hat, dtype=float), 0.0, 1.0).reshape(shape)
+        return (float(peak_signal_noise_ratio(truth, estimate, data_range=1.0)),
+                float(structural_similarity(truth, estimate, data_range=1.0)))
+    estimate = np.asarray(w_hat, dtype=float).reshape(shape)
+    inside = np.asarray(region, dtype=bool).reshape(shape)
+    _, ssim_map = structural_similarity(truth, estimate, data_range=1.0, full=True)
+    return (float(peak_signal_noise_ratio(truth[inside], estimate[inside], data_range=1.0)),
+            float(ssim_map[inside].mean()))

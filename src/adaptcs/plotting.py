@@ -274,6 +274,7 @@ def plot_images(summary, experiment: str, n_images: int = 6):
 def _checkpoint_images(summary, settings):
     """Rows: the truth, then each method and strategy; columns: (setting, checkpoint)."""
     variants = list(dict.fromkeys((m, s) for (_, m, s), _ in _ordered(summary)))
+    experiment = _experiment_of(next(iter(summary.values())))
     columns = []  # (setting index, checkpoint index, replicate shown)
     for setting in settings:
         jobs = [j for k, j in summary.items() if k[0] == setting]
@@ -299,8 +300,9 @@ def _checkpoint_images(summary, settings):
             i = list(job.replicate).index(replicate)
             truth = some_job.w_true[list(some_job.replicate).index(replicate)]
             estimate = job.checkpoint_coef[i, checkpoint]
-            _show(axes[r, c], estimate, None if titled else f"n = {count}\n({count / truth.size:.0%})")
-            _psnr_below(axes[r, c], estimate, truth)
+            label = experiment.checkpoint_label(count, truth.size) if experiment else f"{count / truth.size:.0%}"
+            _show(axes[r, c], estimate, None if titled else f"n = {count}\n({label})")
+            _psnr_below(axes[r, c], estimate, truth, experiment and experiment.region(setting, replicate))
             titled = True
     for r, (method, strategy) in enumerate(variants, start=1):
         axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
@@ -314,6 +316,7 @@ def _final_images(items, summary, n_images):
     fig, axes = plt.subplots(len(items) + 1, len(chosen), squeeze=False,
                              figsize=(1.5 + 1.3 * len(chosen), 1.4 * (len(items) + 1)))
     first = items[0][1]
+    experiment = _experiment_of(first)
     for c, replicate in enumerate(chosen):
         _show(axes[0, c], first.w_true[list(first.replicate).index(replicate)], None)
     axes[0, 0].text(-0.1, 0.5, "truth", transform=axes[0, 0].transAxes, ha="right", va="center")
@@ -321,7 +324,8 @@ def _final_images(items, summary, n_images):
         for c, replicate in enumerate(chosen):
             estimate = job.coef[list(job.replicate).index(replicate)]
             _show(axes[r, c], estimate, None)
-            _psnr_below(axes[r, c], estimate, first.w_true[list(first.replicate).index(replicate)])
+            _psnr_below(axes[r, c], estimate, first.w_true[list(first.replicate).index(replicate)],
+                        experiment and experiment.region(first.setting_index, replicate))
         axes[r, 0].text(-0.1, 0.5, _label(method, strategy, summary), transform=axes[r, 0].transAxes,
                         ha="right", va="center")
     return fig
@@ -432,13 +436,24 @@ def save(fig, paths) -> None:
     plt.close(fig)
 
 
-def _psnr_below(ax, estimate, truth) -> None:
-    """The PSNR of ``estimate`` against ``truth`` under its image, as the tables compute it (a failed replicate's
-    NaN image: no label)."""
+def _experiment_of(job):
+    """The experiment a job ran (from its recorded options), or None where it cannot be rebuilt here (a plugin's
+    kind that is not loaded, data that moved): figures then use the defaults."""
+    from adaptcs.experiments.registry import get_experiment
+
+    try:
+        return get_experiment(job.experiment, job.config.get("data_options"))
+    except (ValueError, OSError):
+        return None
+
+
+def _psnr_below(ax, estimate, truth, region=None) -> None:
+    """The PSNR of ``estimate`` against ``truth`` under its image, as the tables compute it (inside ``region``
+    where the experiment scores one; a failed replicate's NaN image: no label)."""
     if not np.all(np.isfinite(estimate)):
         return
     side = math.isqrt(np.asarray(truth).size)
-    ax.set_xlabel(f"{image_quality(estimate, truth, (side, side))[0]:.1f} dB", fontsize="small")
+    ax.set_xlabel(f"{image_quality(estimate, truth, (side, side), region=region)[0]:.1f} dB", fontsize="small")
 
 
 def _show(ax, pixels, title, cmap="gray"):

@@ -40,6 +40,8 @@ Datasets (R replicates, T = 1 + number of design steps, d coefficients, G groups
     the change of the posterior mean relative to the largest coefficient, or of a group probability); NaN where
     the method reports none (optional: files written before it was recorded have none).
     ``finite`` (R, T) bool: per fit, whether the estimate was finite (False from a failed fit on).
+    ``blocks_not_converged`` (R, T) int: per fit of a model whose posterior falls into independent blocks (k-space
+    lines: one per column of coefficients), the blocks that had not reached EP's fixed point (optional).
     ``failure`` (R,) bytes (UTF-8): empty, or where and how a replicate's run failed; its errors are NaN from
     there on and tables count it as failed instead of averaging it.
     (Samplers draw from a third stream, SeedSequence(experiment, setting, replicate, 2).)
@@ -99,6 +101,8 @@ _DATASETS = {
     "residual": ("1", "per fit: change one more undamped update would make (EP's fixed_point_residual_), "
                       "NaN where the method reports none"),
     "finite": ("1", "per fit: whether the estimate was finite"),
+    "blocks_not_converged": ("1", "per fit: independent blocks of the posterior (k-space lines: columns of "
+                                  "coefficients) an undamped EP update would still move; -1 where the fit has none"),
     "failure": ("text", "per replicate: empty, or where and how its run failed (UTF-8)"),
     "fitted_p0": ("1", "final fit's prior probability of a group (mean over groups); given or learned"),
     "fitted_v0": ("signal units^2", "final fit's slab variance; given or learned"),
@@ -106,7 +110,7 @@ _DATASETS = {
     "fitted_alpha": ("measurement units^2", "final fit's lasso penalty; given or chosen by cross-validation"),
 }
 FITTED = ("p0", "v0", "noise_var", "alpha")  # fitted_<name> datasets, from SequentialDesignResult.hyperparameters
-_OPTIONAL = ("group_prob", "checkpoint_n", "checkpoint_coef", "psnr", "ssim", "residual") + \
+_OPTIONAL = ("group_prob", "checkpoint_n", "checkpoint_coef", "psnr", "ssim", "residual", "blocks_not_converged") + \
     tuple(f"fitted_{n}" for n in FITTED)
 
 
@@ -144,6 +148,7 @@ class JobResult:
     residual: np.ndarray | None = None
     finite: np.ndarray | None = None
     failure: np.ndarray | None = None
+    blocks_not_converged: np.ndarray | None = None
     fitted_p0: np.ndarray | None = None
     fitted_v0: np.ndarray | None = None
     fitted_noise_var: np.ndarray | None = None
@@ -404,7 +409,7 @@ def jobs_table(jobs) -> pd.DataFrame:
     ``gss_ep+learned``), hyperparameters ("oracle" or "learned"), strategy, replicate, step,
     n_measurements, error, fit_seconds, and what each fit reported: converged (1, 0, or -1 for a method
     without a convergence test or a step never reached), n_iter (-1 where none), residual (NaN where none),
-    finite (the estimate was finite), failed (the replicate's run failed somewhere; its errors from there on are
+    finite (the estimate was finite), blocks_not_converged (only for jobs that record it), failed (the replicate's run failed somewhere; its errors from there on are
     NaN).
     """
     frames = []
@@ -421,6 +426,8 @@ def jobs_table(jobs) -> pd.DataFrame:
             "residual": np.full(R * T, np.nan) if job.residual is None else job.residual.ravel(),
             "finite": job.finite.ravel(),
             "failed": np.repeat(job.failed, T)}))
+        if job.blocks_not_converged is not None:
+            frames[-1]["blocks_not_converged"] = job.blocks_not_converged.ravel()
         final_values = ("psnr", "ssim") + tuple(f"fitted_{n}" for n in FITTED)
         for name in final_values:  # image quality and hyper-parameters of the final estimate: on the last step
             values = getattr(job, name)

@@ -53,7 +53,8 @@ def summary_table(finals: pd.DataFrame) -> pd.DataFrame:
     the best row, on the replicates neither failed; NaN for the best itself and for a row with no
     results), significant (p < 0.05); for learned rows with an oracle row of the same method and strategy
     p_vs_oracle (paired, NaN otherwise) and oracle_mean; median fitted_p0, fitted_v0, fitted_noise_var and
-    fitted_alpha over the replicates that did not fail, where the method reports them.
+    fitted_alpha over the replicates that did not fail, where the method reports them; blocks_not_converged (summed
+    over the final fits) where the jobs record it (k-space lines).
     """
     keys = ["experiment", "setting_index", "setting", "method", "strategy"]
     rows = []
@@ -77,6 +78,8 @@ def summary_table(finals: pd.DataFrame) -> pd.DataFrame:
                    "refits_stopped": int(cell["refits_stopped"].sum()) if "refits_stopped" in cell else 0,
                    "best": (method, strategy) == best,
                    "p_value": p_value, "significant": bool(p_value < ALPHA) if np.isfinite(p_value) else False}
+            if "blocks_not_converged" in cell and cell["blocks_not_converged"].notna().any():  # k-space lines
+                row["blocks_not_converged"] = int(cell["blocks_not_converged"].clip(lower=0).sum())
             for name in ("psnr", "ssim"):  # image experiments
                 if name in cell and cell.loc[~cell["failed"], name].notna().any():
                     row[name] = float(cell.loc[~cell["failed"], name].mean())
@@ -168,6 +171,9 @@ def _notes(table: pd.DataFrame, testable: bool, residuals=None) -> list[str]:
     lines += ["", f"Failed replicates (a fit raised a numerical error or gave a non-finite estimate; left out of the "
                   f"mean): {failed}. Final fits (the ones in the cells) that stopped before meeting their convergence "
                   f"test: {not_converged} of {int(table['fits'].sum())}; the cells with any say how many."]
+    if "blocks_not_converged" in table and table["blocks_not_converged"].notna().any():
+        lines[-1] += (" Independent blocks of the posterior (k-space lines: columns of coefficients) that had not "
+                      f"reached EP's fixed point in those final fits: {int(table['blocks_not_converged'].sum())}.")
     refits = int(table["refits"].sum()) if "refits" in table else 0
     if refits:
         lines[-1] += (f" Earlier refits along the curves (in a design loop, the refits that chose the next rows; "

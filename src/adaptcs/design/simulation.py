@@ -62,6 +62,9 @@ class SequentialDesignResult:
     hyperparameters : dict
         The final fit's values of those of :data:`FITTED_HYPERPARAMETERS` the estimator reports (given or
         learned; ``p0`` averaged over groups); empty if the run failed.
+    blocks_not_converged : ndarray of int, shape (T,), optional
+        Per fit of a model whose posterior falls into independent blocks (k-space lines), the blocks that had not
+        reached EP's fixed point; None for other models.
     """
 
     n_measurements: np.ndarray
@@ -80,6 +83,7 @@ class SequentialDesignResult:
     finite: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     failure: str = ""
     hyperparameters: dict = field(default_factory=dict)
+    blocks_not_converged: np.ndarray | None = None
 
     @property
     def failed(self) -> bool:

@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from adaptcs.experiments.case import Case
+from adaptcs.experiments.case import Case, case_estimator
 
 # The keys every experiment entry of a config takes (config/README.md); a kind adds its own (config_keys).
 COMMON_KEYS = ("replicates", "methods", "strategies", "hyperparameters", "n_steps")
@@ -91,6 +91,9 @@ class Experiment(ABC):
     #: Whether its measurements are images of a basis (a scan: rows select coefficients), so that methods that fit
     #: only such measurements (:attr:`adaptcs.models.registry.Method.scans_only`) can run.
     basis_scans: ClassVar[bool] = False
+    #: Whether its measurements are Cartesian k-space lines (:mod:`adaptcs.mri`), so that only the line models
+    #: (:attr:`adaptcs.models.registry.Method.lines_only`) can run, and only they.
+    kspace_lines: ClassVar[bool] = False
     #: What :meth:`calibration_problems` are, when the experiment has them (None: it has none).
     calibration: ClassVar[str | None] = None
 
@@ -182,6 +185,18 @@ class Experiment(ABC):
     @abstractmethod
     def case(self, setting: int, replicate: int) -> Case:
         """The problem of ``(setting, replicate)``: the same for every method, strategy and hyper-parameters."""
+
+    def make_estimator(self, method: str, case: Case, method_params: dict, hyperparameters: str):
+        """The estimator of ``method`` for ``case`` (:func:`adaptcs.experiments.case.case_estimator` by default)."""
+        return case_estimator(method, case, method_params, hyperparameters)
+
+    def region(self, setting: int, replicate: int) -> np.ndarray | None:
+        """The pixels an image of ``(setting, replicate)`` is scored in, shape (d,) bool (None: all of them)."""
+        return None
+
+    def checkpoint_label(self, count: int, d: int) -> str:
+        """How much ``count`` measurements of ``d`` coefficients are, for figure titles (a percentage)."""
+        return f"{count / d:.0%}"
 
     def calibration_problems(self, setting: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """Problems ``(X, y, w_true, groups)`` of the setting that are never reconstructed, on which a method may

@@ -27,6 +27,7 @@ class Case:
     problem_seed: tuple
     design_seed: tuple
     method_seed: tuple
+    region: np.ndarray | None = None  # pixels where an image is scored (k-space lines: the brain); None: all
 
 
 def case_estimator(method: str, case: Case, method_params: dict | None = None, hyperparameters: str = "oracle"):

@@ -1,5 +1,5 @@
 """Experiments by name: the built-in ones (E1-E7) and the kinds a config can name (``kind: user``, ``kind:
-replay``).
+replay``, ``kind: mri``).
 
 Adding a built-in experiment is one instance in :data:`EXPERIMENTS`; adding a kind is one class in :data:`KINDS`
 (or, from a module of your own that the config lists under ``plugins``, :func:`register_experiment` and
@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from adaptcs.experiments.base import Experiment
 from adaptcs.experiments.mnist import MNIST
+from adaptcs.experiments.mri import MRILinesExperiment
 from adaptcs.experiments.scan import ReplayExperiment
 from adaptcs.experiments.synthetic import SYNTHETIC
 from adaptcs.experiments.user import UserExperiment
 from adaptcs.experiments.wavelet import E7
 
 EXPERIMENTS: dict[str, Experiment] = {**SYNTHETIC, **MNIST, E7.name: E7}
-KINDS: dict[str, type[Experiment]] = {"user": UserExperiment, "replay": ReplayExperiment}
+KINDS: dict[str, type[Experiment]] = {"user": UserExperiment, "replay": ReplayExperiment, "mri": MRILinesExperiment}
 
 
 def register_experiment(experiment: Experiment) -> None:

@@ -18,7 +18,6 @@ import pandas as pd
 
 from adaptcs.data.synthetic import problem_rng
 from adaptcs.experiments.base import Experiment
-from adaptcs.experiments.case import case_estimator
 from adaptcs.experiments.registry import EXPERIMENTS, get_experiment
 from adaptcs.experiments.strategies import allowed_strategies, check_strategy
 from adaptcs.experiments.synthetic import SyntheticExperiment
@@ -102,7 +101,7 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
         if hyperparameters == "oracle":
             spec.check_oracle(case)
         p = case.problem
-        estimator = case_estimator(method, case, method_params, hyperparameters)
+        estimator = spec.make_estimator(method, case, method_params, hyperparameters)
         start = time.perf_counter()
         callback = _step_logger(f"{spec.name} setting {setting_index} {label}/{strategy} replicate {replicate}",
                                 steps) if progress else None
@@ -110,7 +109,8 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
         if plan.image_side is not None:
             failed = (np.nan, np.nan)
             side = plan.image_side
-            quality.append(failed if result.failed else image_quality(result.coef, p.w_true, (side, side)))
+            quality.append(failed if result.failed else image_quality(result.coef, p.w_true, (side, side),
+                                                                        region=case.region))
         if progress:
             log.info("%s setting %d %s/%s replicate %d (%d/%d): error %.3f at n=%d, %.2f s, %d of %d fits not "
                      "converged", spec.name, setting_index, label, strategy, replicate, i + 1, len(replicates),
@@ -149,6 +149,8 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
         converged=np.stack([r.converged for r in results]), n_iter=np.stack([r.n_iter for r in results]),
         residual=np.stack([r.residual for r in results]),
         finite=np.stack([r.finite for r in results]), failure=np.array([r.failure for r in results], dtype=str),
+        blocks_not_converged=None if results[0].blocks_not_converged is None
+        else np.stack([r.blocks_not_converged for r in results]),
         psnr=np.array([q[0] for q in quality]) if is_image else None,
         ssim=np.array([q[1] for q in quality]) if is_image else None,
         **{f"fitted_{name}": values if np.any(np.isfinite(values)) else None for name, values in fitted.items()},

@@ -21,9 +21,10 @@ class Strategy:
         What the rows are, for captions.
     line_style : str or tuple
         Matplotlib line style of its error curves.
-    loop : {"design", "random", "sequence", "predict"}
+    loop : {"design", "random", "sequence", "predict", "lines"}
         What :func:`adaptcs.design.run_sequential_design` does: designed rows, random rows, the rows given in
-        order, or the wavelet prediction scan (which needs the experiment's wavelet basis).
+        order, or the wavelet prediction scan (which needs the experiment's wavelet basis); "lines": a choice of
+        k-space lines that only experiments of lines make (:mod:`adaptcs.experiments.mri`).
     """
 
     name: str
@@ -42,6 +43,11 @@ class Strategy:
         return self.loop == "sequence"
 
     @property
+    def needs_kspace_lines(self) -> bool:
+        """Whether it chooses Cartesian k-space lines (only experiments of k-space lines run it)."""
+        return self.loop == "lines"
+
+    @property
     def needs_wavelet_basis(self) -> bool:
         """Whether the rows are images of a wavelet basis (the experiment must fit in one)."""
         return self.loop == "predict"
@@ -52,6 +58,16 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("random", "random rows", "--", "random"),
     Strategy("topdown", "wavelet top-down rows (coarse scales first)", "-.", "sequence"),
     Strategy("pca", "PCA rows of training images", (0, (1, 1)), "sequence"),
+    Strategy("low_to_high", "k-space lines from the lowest frequency up (the low-pass mask)", "-.", "lines"),
+    Strategy("equispaced", "centre k-space lines and equispaced ones (the fastMRI convention)", (0, (5, 2)),
+             "lines"),
+    Strategy("variable_density", "centre k-space lines and random ones of a polynomial variable density",
+             (0, (1, 1)), "lines"),
+    Strategy("jittered_density", "centre k-space lines and jittered (Poisson-like) variable-density ones",
+             (0, (3, 1)), "lines"),
+    Strategy("offline_greedy", "the greedy line order learned on training slices, then fixed", (0, (5, 1, 1, 1)),
+             "lines"),
+    Strategy("oracle_greedy", "greedy lines chosen knowing the image (a bound no scan can reach)", ":", "lines"),
     Strategy("predict", "wavelet prediction scan (coarse to fine, the details predicted largest first; Rousset et "
              "al. 2017)", (0, (3, 1, 1, 1, 1, 1)), "predict"),
 )}
@@ -65,7 +81,8 @@ def check_strategy(name: str) -> Strategy:
 
 
 def allowed_strategies(experiment) -> list[str]:
-    """The strategies an experiment can run: every adaptive one, and those it lists that need rows it supplies
-    or a wavelet basis it fits in."""
+    """The strategies an experiment can run: every adaptive one, those it lists that need rows it supplies or a
+    wavelet basis it fits in, and the choices of k-space lines if its measurements are lines."""
     return [name for name, s in STRATEGIES.items()
-            if not (s.fixed or s.needs_wavelet_basis) or name in experiment.strategies]
+            if (s.needs_kspace_lines and experiment.kspace_lines)
+            or not (s.fixed or s.needs_wavelet_basis or s.needs_kspace_lines) or name in experiment.strategies]

@@ -35,6 +35,7 @@ from adaptcs.models.matching import bg_lasso_gamma, horseshoe_tau
 from adaptcs.models.spike_slab_ep import GroupSpikeSlabEP, SpikeSlabEP
 from adaptcs.models.variational_garrote import UngroupedVariationalGarrote, VariationalGarrote
 from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
+from adaptcs.mri.model import LineSpikeSlab
 
 HYPERPARAMETERS = ("oracle", "learned")
 LEARNED_PRIOR = "prior matched to GSS-EP's learned values"  # Method.learned of methods without their own learning
@@ -129,6 +130,9 @@ class Method:
     scans_only : bool
         Whether it fits only measurements that are images of its basis (a selection of coefficients, as a basis
         scan makes); experiments whose rows are not refuse it.
+    lines_only : bool
+        Whether it fits Cartesian k-space lines (:mod:`adaptcs.mri`), the only measurements it takes and the only
+        methods those experiments take.
     """
 
     estimator: type
@@ -145,6 +149,7 @@ class Method:
     needs_basis: bool = False
     needs_training: bool = False
     scans_only: bool = False
+    lines_only: bool = False
 
     def __call__(self, groups, prior: PriorInfo, **overrides):
         params = self.from_prior(groups, prior) | self.fixed | overrides
@@ -225,6 +230,18 @@ def _wavelet_tree(groups, prior: PriorInfo) -> dict:
     return {"basis": prior.basis}
 
 
+def _kspace_lines(groups, prior: PriorInfo) -> dict:
+    """The line model of the experiment's separable wavelet, its noise variance and its training profile (when
+    the basis is not a separable wavelet, only parameters are being checked)."""
+    from adaptcs.mri.lines import SeparableWavelet
+
+    if not isinstance(prior.basis, SeparableWavelet):
+        if groups is _PLACEHOLDER_GROUPS:  # checking parameters only
+            return {"basis": SeparableWavelet((16, 16), "haar", 2), "noise_var": 1.0, "profile": None}
+        raise ValueError("the line models need the separable wavelet of a k-space experiment (kind: mri)")
+    return {"basis": prior.basis, "noise_var": prior.noise_var, "profile": prior.scale_profile}
+
+
 def _ungrouped_spike_slab(groups, prior: PriorInfo) -> dict:
     return {"p0": prior.p0_coef, "v0": prior.v0, "noise_var": prior.noise_var}
 
@@ -301,6 +318,14 @@ METHODS: dict[str, Method] = {
     "wavelet_tree_prediction": Method(WaveletTreeSpikeSlab, _wavelet_tree, grouped=False, fixed={"prediction": True},
                                       learned={"learn": ("p_on", "p_off", "v0", "noise_var")}, color="#d94801",
                                       designs_rows=True, needs_basis=True, scans_only=True),
+    # Cartesian k-space lines (kind: mri; docs/mri.md): GSS-EP with the exact block-diagonal posterior, the Re/Im
+    # of a coefficient one group, slab variances per pair of scales in the training slices' proportions. Gaussian:
+    # p0 = 0.999 and their common multiplier learned (EP converges; the design is then fixed by the profile);
+    # spike and slab: p0 and v0 learned (adaptive, but EP often stops short on lines).
+    "lines_gaussian": Method(LineSpikeSlab, _kspace_lines, grouped=False, fixed={"p0": 0.999, "learn": ("v0",)},
+                             color="#00441b", designs_rows=True, needs_basis=True, lines_only=True),
+    "lines_spike_slab": Method(LineSpikeSlab, _kspace_lines, grouped=False, fixed={"p0": 0.1, "learn": ("p0", "v0")},
+                               color="#41ab5d", designs_rows=True, needs_basis=True, lines_only=True),
     "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL, color="C1",
                     designs_rows=True),
     "g_ard": Method(GroupARD, _noise_only, learned={"learn": ("noise_var",)}, color="C3", designs_rows=True),

@@ -1,0 +1,347 @@
+"""``kind: mri``: Cartesian k-space line design on simulated single-coil k-space of brain slices (docs/mri.md).
+
+Slices are replicates, masks are strategies: ``design`` (the line of largest exact information gain, refit, repeat),
+``low_to_high``, ``equispaced``, ``variable_density`` and ``jittered_density`` (random, drawn per slice from the
+design stream), ``random`` (uniform random lines), ``offline_greedy`` (learned on the training slices, then
+fixed) and ``oracle_greedy`` (knows the image: a bound). Every mask starts from the same centre lines and is
+reconstructed by the same line model (methods ``lines_gaussian``, ``lines_spike_slab``), scored at the same line
+counts on the magnitude image inside the brain (relative error, PSNR with the reference's brain maximum as peak,
+SSIM averaged over the brain).
+
+The data are simulated (:mod:`adaptcs.mri.data`): the Colin27 T1 average (a recorded MRI volume) with a smooth
+random phase, its k-space taken on a 0.5 mm grid and cropped, complex noise added; no raw scanner k-space. The
+noise variance the models use is estimated from the readout edges of the centre lines (nothing from the truth), so
+the hyper-parameters are learned ("learned" is the only protocol).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from adaptcs.data.synthetic import GroupSparseProblem
+from adaptcs.design.simulation import SequentialDesignResult
+from adaptcs.experiments.base import Experiment, Plan
+from adaptcs.experiments.case import Case
+from adaptcs.models.registry import PriorInfo
+from adaptcs.mri.data import KSpaceSlice, colin27_kspace, colin27_slices
+from adaptcs.mri.design import (
+    centre_lines,
+    design_lines,
+    equispaced,
+    jittered_density,
+    largest_gain,
+    low_to_high,
+    variable_density,
+)
+from adaptcs.mri.greedy import offline_greedy, oracle_choice
+from adaptcs.mri.lines import SeparableWavelet
+from adaptcs.mri.model import LineFit, pair_profile
+from adaptcs.mri.noise import noise_from_readout_edges
+from adaptcs.mri.replay import magnitude_scores
+
+DATA_KEYS = ("source", "size", "wavelet", "level", "noise", "start", "counts")
+DEFAULT_STRATEGIES = ("design", "low_to_high", "equispaced", "variable_density")
+SOURCES = ("colin27",)
+
+
+@dataclass(frozen=True)
+class MRILinesExperiment(Experiment):
+    """A ``kind: mri`` experiment of the workflow config (config/README.md, "MRI k-space lines").
+
+    Attributes
+    ----------
+    name : str
+    size : int
+        Slices are ``size x size`` pixels over a 256 mm field of view; phase encodes (lines) along the first axis.
+    wavelet, level : str, int
+        The separable orthonormal wavelet (:class:`adaptcs.mri.lines.SeparableWavelet`).
+    noise : float
+        Standard deviation of the complex k-space noise, as a fraction of the image's 99th magnitude percentile.
+    start : int
+        Centre lines every mask starts with (default size / 16).
+    counts : tuple of int
+        Line counts at which every mask is scored (default size / 8 and size / 4: R = 8 and R = 4).
+    options : dict
+        ``kind: mri`` and the ``data`` block as the config gave it (recorded in result files).
+    """
+
+    config_keys = ("kind", "data")
+    has_oracle = False  # a real anatomy is not exactly sparse; the noise is estimated, the prior learned
+    has_training_images = True  # the slab-variance profile comes from the training slices
+    kspace_lines = True
+
+    name: str
+    size: int = 128
+    wavelet: str = "db4"
+    level: int = 4
+    noise: float = 0.02
+    start: int | None = None
+    counts: tuple = ()
+    strategies: tuple = DEFAULT_STRATEGIES
+    figures: tuple = ("curves", "images")
+    options: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, name: str, entry: dict, config: dict) -> MRILinesExperiment:
+        """From the config entry's ``data`` block (checked at once)."""
+        try:
+            return cls.from_options(name, {"kind": "mri", **entry.get("data", {})})
+        except ValueError as exc:
+            raise ValueError(f"experiments.{name}.data: {exc}") from None
+
+    @classmethod
+    def from_options(cls, name: str, options: dict) -> MRILinesExperiment:
+        """From the options recorded in result files: ``kind: mri`` and the ``data`` block."""
+        if re.fullmatch(r"E\d+", name):
+            raise ValueError("names E<number> are kept for built-in experiments; give an MRI experiment another name")
+        given = {"kind": "mri", **options}
+        options = {k: v for k, v in options.items() if k != "kind"}
+        unknown = set(options) - set(DATA_KEYS)
+        if unknown:
+            raise ValueError(f"{name}: unknown data option(s) {sorted(unknown)}; kind mri takes {list(DATA_KEYS)}")
+        if options.get("source", "colin27") not in SOURCES:
+            raise ValueError(f"{name}: data.source must be one of {SOURCES} (a k-space of your own: python -m "
+                             f"adaptcs mri); got {options['source']!r}")
+        size = _integer(name, options, "size", 128)
+        level = _integer(name, options, "level", 4)
+        noise = float(options.get("noise", 0.02))
+        if not noise > 0.0:
+            raise ValueError(f"{name}: data.noise must be positive; got {noise}")
+        try:
+            SeparableWavelet((size, size), options.get("wavelet", "db4"), level)
+        except ValueError as exc:
+            raise ValueError(f"{name}: data.wavelet at size {size}: {exc}") from None
+        if size % 2 or size > 512:
+            raise ValueError(f"{name}: data.size must be even and at most 512; got {size}")
+        start = _integer(name, options, "start", max(1, size // 16))
+        counts = tuple(sorted({int(c) for c in options.get("counts", (size // 8, size // 4))}))
+        if not counts or counts[0] < start or counts[-1] > size or start < 1:
+            raise ValueError(f"{name}: data.counts must lie in start..size ({start}..{size}); got {list(counts)}")
+        return cls(name=name, size=size, wavelet=options.get("wavelet", "db4"), level=level, noise=noise,
+                   start=start, counts=counts, options=given)
+
+    # --- the protocol ------------------------------------------------------------------------------------------
+
+    @property
+    def key(self) -> int:
+        """A stable number for the experiment's name (seeds the random masks)."""
+        return 3000 + zlib.crc32(self.name.encode()) % 1_000_000
+
+    @property
+    def settings(self) -> tuple:
+        """One setting: the grid, the wavelet and the noise."""
+        return ({"size": self.size, "wavelet": self.wavelet, "level": self.level, "noise": self.noise},)
+
+    @property
+    def d(self) -> int:
+        """Pixels per slice."""
+        return self.size * self.size
+
+    @property
+    def n_steps(self) -> int:
+        """Lines added after the centre ones (to the last count)."""
+        return self.counts[-1] - self.start
+
+    def check_n_steps(self, n_steps: int | None) -> int:
+        """:attr:`n_steps`; the length is set by ``data.counts``, so any other value is refused."""
+        if n_steps is not None and n_steps != self.n_steps:
+            raise ValueError(f"{self.name}: an MRI experiment runs to its last line count ({self.n_steps} lines after "
+                             "the centre ones); set data.counts instead of n_steps")
+        return self.n_steps
+
+    def checkpoints(self, setting: int, n_steps: int) -> tuple:
+        """The line counts scored."""
+        return self.counts
+
+    def image_side(self, setting: int) -> int:
+        return self.size
+
+    def basis(self, setting: int) -> SeparableWavelet:
+        return SeparableWavelet((self.size, self.size), self.wavelet, self.level)
+
+    def check_replicates(self, replicates: int, settings) -> None:
+        """One replicate per test slice."""
+        available = colin27_slices("test")[0].shape[0]
+        if replicates > available:
+            raise ValueError(f"replicates is {replicates}; the Colin27 test set has {available} slices")
+
+    def plan(self, setting: int, n_steps: int, strategy: str) -> Plan:
+        self.check_setting(setting)
+        return Plan(n_steps=n_steps, batch_size=1, checkpoints=self.counts, basis=self.basis(setting),
+                    image_side=self.size)
+
+    # --- problems ----------------------------------------------------------------------------------------------
+
+    def acquisition(self, replicate: int) -> KSpaceSlice:
+        """Test slice ``replicate``, simulated (:func:`adaptcs.mri.data.colin27_kspace`)."""
+        slices = _acquisitions(self.size, self.noise, "test")
+        if not 0 <= replicate < len(slices):
+            raise ValueError(f"{self.name}: replicate must be in 0..{len(slices) - 1} (one per test slice)")
+        return slices[replicate]
+
+    def case(self, setting: int, replicate: int) -> Case:
+        """Slice ``replicate``: the truth is the magnitude of the noise-free reference divided by its brain maximum
+        (so PSNR's peak is 1); the models are told the basis, the training profile and the noise variance estimated
+        from the readout edges of the centre lines."""
+        self.check_setting(setting)
+        acq = self.acquisition(replicate)
+        peak = float(np.abs(acq.reference)[acq.mask].max())
+        truth = (np.abs(acq.reference) / peak).ravel()
+        noise_var = noise_from_readout_edges(acq.kspace[centre_lines(self.size, self.start)])
+        problem = GroupSparseProblem(w_true=truth, groups=np.zeros(self.d, dtype=np.int64), X=np.zeros((0, self.d)),
+                                     y=np.zeros(0), noise_var=acq.noise_var)
+        basis = self.basis(setting)
+        prior = PriorInfo(p0_group=np.nan, p0_coef=np.nan, v0=np.nan, noise_var=noise_var, basis=basis,
+                          scale_profile=self.prior_profile())
+        seed = (self.key, setting, replicate)
+        return Case(problem, problem.groups, prior, seed, (*seed, 1), (*seed, 2),
+                    region=self.region(setting, replicate))
+
+    def prior_profile(self) -> np.ndarray:
+        """Slab variances per pair of scales from the training slices' noise-free references (never a test slice):
+        :func:`adaptcs.mri.model.pair_profile`."""
+        return _profile(self.size, self.wavelet, self.level, self.noise)
+
+    def make_estimator(self, method: str, case: Case, method_params: dict, hyperparameters: str):
+        """The line model, told only what :meth:`case` says (learning starts from it: there is no oracle)."""
+        from adaptcs.models.registry import make_estimator
+
+        return make_estimator(method, case.fit_groups, case.prior, hyperparameters="learned", **method_params)
+
+    def region(self, setting: int, replicate: int) -> np.ndarray:
+        """The brain: where errors, PSNR and SSIM are taken."""
+        return self.acquisition(replicate).mask.ravel()
+
+    def checkpoint_label(self, count: int, d: int) -> str:
+        """The acceleration: phase encodes over lines measured."""
+        return f"R = {self.size / count:.3g}"
+
+    def run_case(self, estimator, case: Case, replicate: int, plan: Plan, strategy: str, rng, callback=None):
+        """Measure slice ``replicate`` with ``strategy``'s lines; score every count in ``plan.checkpoints``."""
+        acq = self.acquisition(replicate)
+        ny, counts = self.size, tuple(plan.checkpoints)
+        first = centre_lines(ny, self.start)
+        fits, seconds, select = {}, {}, {}  # seconds, select: CPU to each count, fitting and choosing
+        if strategy in ("design", "oracle_greedy"):
+            choose = largest_gain if strategy == "design" else oracle_choice(acq.kspace,
+                                                                             plan.basis.forward(acq.reference))
+            timed = _TimedChoice(choose)
+            started = time.process_time()
+            run = design_lines(acq.kspace, estimator, start=first, budget=counts[-1], checkpoints=counts,
+                               choose=timed, progress=None if callback is None else
+                               lambda m, fit: callback(m - self.start, m, float("nan")))
+            ended = time.process_time()
+            for count in counts:
+                chosen = count - self.start  # choices made before the fit at ``count`` lines was read
+                reached = timed.started[chosen] if count < counts[-1] else ended
+                fits[count], select[count] = run.fits[count], float(np.sum(timed.seconds[:chosen]))
+                seconds[count] = reached - started - select[count]
+        else:
+            order = self._offline_order(estimator, counts[-1]) if strategy == "offline_greedy" else None
+            total = 0.0
+            for count in counts:
+                lines = self.fixed_lines(strategy, count, rng, order)
+                fits[count] = estimator.fit(acq.kspace[lines], lines)
+                total += fits[count].cpu_seconds
+                seconds[count], select[count] = total, 0.0
+        return _result(fits, seconds, select, counts, acq, case)
+
+    def fixed_lines(self, strategy: str, count: int, rng: np.random.Generator, order=None) -> np.ndarray:
+        """The lines of a mask that does not look at the data, ``count`` of them (``rng`` for random masks, drawn
+        per count; ``order`` the offline greedy order)."""
+        ny, start = self.size, self.start
+        if strategy == "low_to_high":
+            return low_to_high(ny, count)
+        if strategy == "equispaced":
+            return equispaced(ny, count, start)
+        if strategy == "variable_density":
+            return variable_density(ny, count, start, rng)
+        if strategy == "jittered_density":
+            return jittered_density(ny, count, start, rng)
+        if strategy == "random":
+            rest = np.setdiff1d(np.arange(ny), centre_lines(ny, start))
+            return np.sort(np.concatenate([centre_lines(ny, start), rng.choice(rest, count - start, replace=False)]))
+        if strategy == "offline_greedy":
+            return np.sort(order[:count])
+        raise ValueError(f"{self.name}: no lines for strategy {strategy!r}")
+
+    def _offline_order(self, estimator, budget: int) -> np.ndarray:
+        """The offline greedy order of the training slices under a clone of ``estimator`` (the noise of each slice
+        from its own readout edges), computed once per process."""
+        params = {k: v for k, v in estimator.get_params().items() if k not in ("basis", "noise_var", "profile")}
+        key = (self.size, self.wavelet, self.level, self.noise, self.start, budget, repr(sorted(params.items())))
+        if key not in _OFFLINE_ORDERS:
+            training = _acquisitions(self.size, self.noise, "train")
+            basis = self.basis(0)
+            first = centre_lines(self.size, self.start)
+            noises = iter([noise_from_readout_edges(a.kspace[first]) for a in training])
+            _OFFLINE_ORDERS[key] = offline_greedy(
+                [(a.kspace, basis.forward(a.reference)) for a in training],
+                lambda: type(estimator)(**{**estimator.get_params(), "noise_var": next(noises)}), start=self.start,
+                budget=budget)
+        return _OFFLINE_ORDERS[key]
+
+
+_OFFLINE_ORDERS: dict = {}
+
+
+class _TimedChoice:
+    """A ``choose`` for :func:`design_lines` that records when every choice started and its CPU time."""
+
+    def __init__(self, choose):
+        self.choose, self.started, self.seconds = choose, [], []
+
+    def __call__(self, model, candidates):
+        self.started.append(time.process_time())
+        out = self.choose(model, candidates)
+        self.seconds.append(time.process_time() - self.started[-1])
+        return out
+
+
+def _integer(name: str, options: dict, key: str, default: int) -> int:
+    value = options.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}: data.{key} must be an integer; got {value!r}")
+    return int(value)
+
+
+@functools.lru_cache(maxsize=4)
+def _acquisitions(size: int, noise: float, which: str) -> tuple:
+    return tuple(colin27_kspace(size, which=which, noise=noise))
+
+
+@functools.lru_cache(maxsize=4)
+def _profile(size: int, wavelet: str, level: int, noise: float) -> np.ndarray:
+    basis = SeparableWavelet((size, size), wavelet, level)
+    return pair_profile(basis, [a.reference for a in _acquisitions(size, noise, "train")])
+
+
+def _result(fits: dict, seconds: dict, select: dict, counts, acq: KSpaceSlice, case: Case) -> SequentialDesignResult:
+    """The fits read at each count as the job runner records a design loop (magnitude images over the brain
+    maximum; errors inside the brain; CPU seconds between counts, fitting and choosing apart)."""
+    peak = float(np.abs(acq.reference)[acq.mask].max())
+    images = np.stack([np.abs(fits[c].image).ravel() / peak for c in counts])
+    truth = case.problem.w_true.reshape(acq.mask.shape)
+    errors = np.array([magnitude_scores(im.reshape(acq.mask.shape), truth, acq.mask)[0] for im in images])
+    ordered: list[LineFit] = [fits[c] for c in counts]
+    last = ordered[-1]
+    pair_count = np.bincount(case.prior.basis.scale_pair().ravel(), minlength=last.v0.shape[0])
+    n = np.asarray(counts, dtype=np.int64)
+    return SequentialDesignResult(
+        n_measurements=n, errors=errors, fit_seconds=np.diff([seconds[c] for c in counts], prepend=0.0),
+        select_seconds=np.diff([select[c] for c in counts], prepend=0.0),
+        coef=images[-1].copy(), X=np.zeros((0, images.shape[1])), y=np.zeros(0), group_prob=None,
+        checkpoint_n=n, checkpoint_coef=images,
+        converged=np.array([int(f.converged) for f in ordered], dtype=np.int8),
+        n_iter=np.array([f.n_iter for f in ordered], dtype=np.int64),
+        residual=np.array([f.residual for f in ordered]), finite=np.all(np.isfinite(images), axis=1),
+        blocks_not_converged=np.array([f.columns_not_converged for f in ordered], dtype=np.int64),
+        hyperparameters={"p0": float(np.average(last.p0[1:], weights=pair_count[1:])),
+                         "v0": float(np.average(last.v0, weights=pair_count)),
+                         "noise_var": float(case.prior.noise_var)})
