@@ -94,8 +94,8 @@ def main() -> None:
                         help="also reconstruct every mask by L1-wavelet FISTA, its penalty (a multiple of the noise's "
                              "standard deviation) chosen on two training slices")
     parser.add_argument("--greedy", action="store_true",
-                        help="also the oracle greedy order (knows the image) and the offline greedy order learned on the "
-                             "training slices")
+                        help="also the oracle greedy order (knows the image) and the offline greedy order learned "
+                             "on the training slices")
     args = parser.parse_args()
     n = args.size
     centre = args.centre or n // 16
@@ -184,7 +184,8 @@ def main() -> None:
         print(f"\nthe same masks reconstructed by L1-wavelet FISTA (penalty {l1_factor:g} x the noise's standard "
               "deviation, chosen on 2 training slices):")
         table(l1_results, budgets)
-    print(f"CPU s per slice: { {k: round(float(np.mean(v)), 1) for k, v in cpu.items()} }; fits read not converged: {not_converged}; "
+    per_slice = {k: round(float(np.mean(v)), 1) for k, v in cpu.items()}
+    print(f"CPU s per slice: {per_slice}; fits read not converged: {not_converged}; "
           f"columns (independent blocks) not converged, of all columns of those fits: {columns}")
 
 

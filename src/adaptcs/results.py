@@ -409,8 +409,8 @@ def jobs_table(jobs) -> pd.DataFrame:
     ``gss_ep+learned``), hyperparameters ("oracle" or "learned"), strategy, replicate, step,
     n_measurements, error, fit_seconds, and what each fit reported: converged (1, 0, or -1 for a method
     without a convergence test or a step never reached), n_iter (-1 where none), residual (NaN where none),
-    finite (the estimate was finite), blocks_not_converged (only for jobs that record it), failed (the replicate's run failed somewhere; its errors from there on are
-    NaN).
+    finite (the estimate was finite), blocks_not_converged (only for jobs that record it), failed (the
+    replicate's run failed somewhere; its errors from there on are NaN).
     """
     frames = []
     for job in jobs:

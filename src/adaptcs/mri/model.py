@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-
 from numbers import Integral, Real
 
 import numpy as np
