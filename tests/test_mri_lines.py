@@ -438,3 +438,17 @@ def test_offline_greedy_and_jittered_masks():
 
     assert max(stray(jittered_density(256, 64, 16, rng)) for _ in range(20)) <= 2.0
     assert np.mean([stray(variable_density(256, 64, 16, rng)) for _ in range(20)]) > 3.0
+
+
+@pytest.mark.slow
+def test_block_fit_equals_the_dense_fit_at_its_fixed_point_32x32():
+    """Issue 48, point 1, at 32 x 32 (d = 2048 real unknowns, 8 lines): a spike-and-slab fit that reaches EP's
+    fixed point is the same on the block-diagonal and the dense path (about 20 CPU s, the dense path's)."""
+    basis, K, noise_var = _small_acquisition(32)
+    lines = np.sort(np.random.default_rng(0).choice(32, 8, replace=False))
+    fits = [LineSpikeSlab(basis, noise_var=noise_var, p0=0.5, v0=1.0, learn=(), dense_rows=dense).fit(K[lines], lines)
+            for dense in (False, True)]
+    block, dense = fits
+    assert block.converged and dense.converged and block.n_iter == dense.n_iter
+    np.testing.assert_allclose(block.coef, dense.coef, atol=1e-8 * np.max(np.abs(dense.coef)))
+    np.testing.assert_allclose(block.log_evidence, dense.log_evidence, rtol=1e-8)
