@@ -1,4 +1,5 @@
-"""Command line for people who do not use Snakemake: python -m adaptcs {run,settings,table,curves,design,replay,mri}.
+"""Command line for people who do not use Snakemake: python -m adaptcs {run,settings,table,curves,design,replay,mri,
+mri-lab}.
 
 Examples:
 
@@ -34,6 +35,13 @@ Replaying a complete basis scan in several acquisition orders:
 Designing MRI k-space lines on a fully sampled k-space (retrospectively), against fixed masks:
 
     python -m adaptcs mri kspace.npy --lines 32 64 --out mri.h5
+
+At a scanner, phase encode by phase encode (ask, measure, tell):
+
+    python -m adaptcs mri-lab init --state scan.h5 --shape 256 256
+    python -m adaptcs mri-lab next --state scan.h5          # prints the lines to measure
+    python -m adaptcs mri-lab add --state scan.h5 --lines 120 121 --readouts lines.npy
+    python -m adaptcs mri-lab estimate --state scan.h5 --out image.npy
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ from adaptcs._names import (
     REPLAY_PRIORS,
     STRATEGIES,
 )
-from adaptcs.mri.cli import add_mri_parser
+from adaptcs.mri.cli import add_mri_lab_parser, add_mri_parser
 
 # The numerical modules are imported by the commands that need them, so that --help answers at once.
 
@@ -401,7 +409,8 @@ def _add_design_parser(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m adaptcs`` (subcommands run, settings, table, curves, design, replay, mri)."""
+    """The argument parser of ``python -m adaptcs`` (subcommands run, settings, table, curves, design, replay, mri,
+    mri-lab)."""
     parser = argparse.ArgumentParser(prog="python -m adaptcs", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -448,6 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_design_parser(sub)
     _add_replay_parser(sub)
     add_mri_parser(sub)
+    add_mri_lab_parser(sub)
     return parser
 
 

@@ -43,6 +43,78 @@ def add_mri_parser(sub) -> None:
     mri.set_defaults(func=run_mri)
 
 
+def add_mri_lab_parser(sub) -> None:
+    """The ``mri-lab`` subcommand: a scanner's ask/tell loop over phase encodes (:mod:`adaptcs.mri.lab`)."""
+    lab = sub.add_parser(
+        "mri-lab", help="ask for the next k-space lines, tell their readouts, estimate the image",
+        description="A scanner's loop over Cartesian phase encodes, state in one HDF5 file: init, then repeat next "
+                    "(which lines to measure), add (their readouts), and estimate the image when you stop.")
+    steps = lab.add_subparsers(dest="step", required=True)
+    init = steps.add_parser("init", help="start a loop")
+    init.add_argument("--state", required=True, help="the state file to create")
+    init.add_argument("--shape", type=int, nargs=2, required=True, metavar=("NY", "NX"),
+                      help="phase encodes and readout samples")
+    init.add_argument("--noise-var", type=float, help="noise variance per complex sample (a noise scan); default: "
+                                                      "estimated from the readout edges of the lines told")
+    init.add_argument("--start", type=int, help="centre lines asked for first (default ny / 16)")
+    init.add_argument("--wavelet", default="db4")
+    init.add_argument("--level", type=int, default=4)
+    init.add_argument("--prior", default="gaussian", choices=["gaussian", "sparse"])
+    init.add_argument("--profile", default="colin27", choices=["colin27", "flat"])
+    nxt = steps.add_parser("next", help="the lines to measure next (printed, one per line; also --out)")
+    nxt.add_argument("--state", required=True)
+    nxt.add_argument("--batch", type=int, default=1, help="lines per request (default 1)")
+    nxt.add_argument("--out", help="also write them to this text file")
+    add = steps.add_parser("add", help="tell the readouts of measured lines")
+    add.add_argument("--state", required=True)
+    add.add_argument("--lines", type=int, nargs="+", required=True, help="phase-encode rows (centred k-space)")
+    add.add_argument("--readouts", required=True,
+                     help=".npy, complex, shape (len(lines), nx): the readout of each line, in the order of --lines")
+    est = steps.add_parser("estimate", help="the image from every line told")
+    est.add_argument("--state", required=True)
+    est.add_argument("--out", required=True, help=".npy file for the complex image (ny, nx)")
+    lab.set_defaults(func=run_mri_lab)
+
+
+def run_mri_lab(args) -> int:
+    """Run one step of the line loop."""
+    import numpy as np
+
+    from adaptcs._io import atomic_write, refuse_overwriting_inputs
+    from adaptcs.mri import lab
+
+    if args.step == "init":
+        state = lab.init(args.state, args.shape, wavelet=args.wavelet, level=args.level, prior=args.prior,
+                         profile=args.profile, start=args.start, noise_var=args.noise_var)
+        print(f"started {args.state}: {state.ny} x {state.nx}, prior {state.prior}, {state.start} centre lines first")
+    elif args.step == "next":
+        lines, about = lab.next_lines(args.state, args.batch)
+        for line in lines:
+            print(int(line))
+        if args.out:
+            refuse_overwriting_inputs({"--out": args.out}, {"--state": args.state})
+            atomic_write(args.out, lambda tmp: np.savetxt(tmp, lines, fmt="%d"))
+        if "converged" in about and not about["converged"]:
+            print(f"warning: the fit behind this choice is not at EP's fixed point ({about['columns_not_converged']} "
+                  "columns still moving)", file=sys.stderr)
+    elif args.step == "add":
+        readouts = np.load(args.readouts, allow_pickle=False)
+        state = lab.add(args.state, args.lines, readouts)
+        print(f"{state.lines.shape[0]} lines told")
+    else:
+        refuse_overwriting_inputs({"--out": args.out}, {"--state": args.state})
+        fit, about = lab.estimate(args.state)
+        def write(tmp):
+            with open(tmp, "wb") as handle:
+                np.save(handle, fit.image)
+
+        atomic_write(args.out, write)
+        print(f"{about['lines']} lines, noise variance {about['noise_var']:.4g} ({about['noise_source']}); "
+              f"converged: {about['converged']}; columns not converged: {about['columns_not_converged']}; "
+              f"{about['fit_cpu_seconds']:.1f} CPU s; wrote {args.out}")
+    return 0
+
+
 def read_kspace(path: str, dataset: str = "kspace", index: int | None = None, phase_axis: int = 0):
     """A 2-D complex k-space from .npy or HDF5, with the phase encodes along axis 0."""
     import numpy as np

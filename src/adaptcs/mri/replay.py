@@ -4,6 +4,7 @@ reconstructed by the same line model and scored against the fully sampled image 
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 
@@ -57,12 +58,35 @@ class ReplayResult:
 
 
 def default_profile(basis: SeparableWavelet) -> np.ndarray:
-    """:func:`pair_profile` of the Colin27 training slices simulated at the basis's size (no test slice)."""
+    """:func:`pair_profile` of the Colin27 training slices simulated at the basis's size (no test slice); computed
+    once per size and wavelet."""
+    return _colin27_profile(basis.shape, basis.wavelet, basis.level).copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _colin27_profile(shape: tuple, wavelet: str, level: int) -> np.ndarray:
+    basis = SeparableWavelet(shape, wavelet, level)
     try:
         references = [a.reference for a in colin27_kspace(basis.shape, which="train")]
     except ValueError as exc:
         raise ValueError(f"no Colin27 profile at size {basis.shape} ({exc}); use profile='flat'") from None
     return pair_profile(basis, references)
+
+
+def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian",
+               profile: str = "colin27") -> LineSpikeSlab:
+    """The line model the command line, the replay and the lab fit: ``prior`` "gaussian" (p0 = 0.999, one slab
+    variance learned; EP converges, design = the lines of largest prior variance) or "sparse" (p0 and v0 learned per
+    pair of scales: adaptive, but EP often stops short); slab variances per pair of scales from the Colin27
+    training slices (``profile="colin27"``) or all equal ("flat")."""
+    if prior not in PRIORS:
+        raise ValueError(f"prior must be one of {PRIORS}; got {prior!r}")
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}; got {profile!r}")
+    shape = default_profile(basis) if profile == "colin27" else None
+    if prior == "gaussian":
+        return LineSpikeSlab(basis, noise_var=noise_var, p0=0.999, learn=("v0",), profile=shape)
+    return LineSpikeSlab(basis, noise_var=noise_var, p0=0.1, learn=("p0", "v0"), profile=shape)
 
 
 def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: float | None = None,
@@ -114,13 +138,11 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
         out.noise_var, out.noise_source = noise_from_readout_edges(kspace[first]), "readout edges of the start lines"
     else:
         out.noise_var, out.noise_source = float(noise_var), "given"
-    shape = default_profile(basis) if profile == "colin27" else None
     reference = to_image(kspace)
+    line_model(basis, out.noise_var, prior, profile)  # the choices checked (and the profile cached) before any fit
 
     def model() -> LineSpikeSlab:
-        if prior == "gaussian":
-            return LineSpikeSlab(basis, noise_var=out.noise_var, p0=0.999, learn=("v0",), profile=shape)
-        return LineSpikeSlab(basis, noise_var=out.noise_var, p0=0.1, learn=("p0", "v0"), profile=shape)
+        return line_model(basis, out.noise_var, prior, profile)
 
     def add(order: str, count: int, lines: np.ndarray, fit: LineFit) -> None:
         error, psnr = magnitude_scores(fit.image, reference)

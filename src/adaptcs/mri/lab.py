@@ -1,0 +1,251 @@
+"""A scanner's loop for Cartesian lines: ask for the next phase encodes, measure them, tell their readouts.
+
+``python -m adaptcs mri-lab init|next|add|estimate`` call the functions here (docs/mri.md, "At the scanner"). The
+state is one HDF5 file holding every line told (its phase-encode index and its complex readout) and the model's
+settings; commands that change it write a complete new file next to it and rename it over the old one, under an
+exclusive lock (as :mod:`adaptcs.lab` does for rows), so an interrupted or failed command leaves the state as it
+was. Every command refits the line model from scratch on every line told and to EP's strict test, so answers
+depend only on the lines told, never on the order of the commands.
+
+Before any line is told, ``next`` asks for the centre lines (``start`` of them); after that, for the unmeasured
+lines of largest exact information gain under the posterior of the lines told (a batch: the largest gains under
+one posterior). The noise variance is the one given at ``init`` (a noise scan), or estimated from the readout
+edges of the lines told (:func:`adaptcs.mri.noise.noise_from_readout_edges`).
+
+State file layout (format ``adaptcs-mri-lines-state``, version 1)::
+
+    attrs: format, format_version, ny, nx, wavelet, level, prior, profile, start, noise_var (NaN: estimated),
+           data_sha256 (of every dataset's name, type, shape and bytes), attrs_sha256 (of the other attributes)
+    lines       (m,)     int    phase-encode rows of the centred k-space told, in the order told
+    readout_re  (m, nx)  float  real part of each line's readout (centred k-space, phase encode along y)
+    readout_im  (m, nx)  float  imaginary part
+    asked       (k,)     int    every line ``next`` asked for, in order
+    log         (j,)     bytes  one JSON line (UTF-8) per command that changed the state
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from adaptcs._io import as_text, atomic_write, attrs_digest, data_digest, fixed_text
+from adaptcs.lab import StateError, locked
+from adaptcs.mri.design import centre_lines
+from adaptcs.mri.lines import SeparableWavelet
+from adaptcs.mri.model import LineFit
+from adaptcs.mri.noise import noise_from_readout_edges
+from adaptcs.mri.replay import PRIORS, PROFILES, line_model
+
+STATE_FORMAT = "adaptcs-mri-lines-state"
+STATE_VERSION = 1
+
+
+@dataclass
+class LineState:
+    """Everything a line loop has told and asked (see the module docstring for the file layout)."""
+
+    ny: int
+    nx: int
+    wavelet: str = "db4"
+    level: int = 4
+    prior: str = "gaussian"
+    profile: str = "colin27"
+    start: int = 16
+    noise_var: float = float("nan")
+    lines: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    readouts: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=complex))
+    asked: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    log: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.readouts.shape == (0, 0):
+            self.readouts = np.zeros((0, self.nx), dtype=complex)
+
+    @property
+    def basis(self) -> SeparableWavelet:
+        return SeparableWavelet((self.ny, self.nx), self.wavelet, self.level)
+
+    def noise(self) -> tuple[float, str]:
+        """The noise variance per complex sample and where it came from."""
+        if np.isfinite(self.noise_var):
+            return self.noise_var, "given"
+        return noise_from_readout_edges(self.readouts), f"readout edges of the {self.lines.shape[0]} lines told"
+
+    def fit(self) -> tuple[LineFit, object]:
+        """The line model fitted from scratch, to the strict test, on every line told."""
+        if not self.lines.size:
+            raise StateError("no line has been told yet: measure the lines `next` asks for and `add` them")
+        noise_var, _ = self.noise()
+        model = line_model(self.basis, noise_var, self.prior, self.profile)
+        return model.fit(self.readouts, self.lines), model
+
+
+def init(state_path, shape, *, wavelet: str = "db4", level: int = 4, prior: str = "gaussian",
+         profile: str = "colin27", start: int | None = None, noise_var: float | None = None) -> LineState:
+    """Start a new loop (StateError if the state file exists or a setting is wrong; nothing is written then)."""
+    path = Path(state_path)
+    ny, nx = (int(shape[0]), int(shape[1]))
+    problems = []
+    if prior not in PRIORS:
+        problems.append(f"prior must be one of {PRIORS}")
+    if profile not in PROFILES:
+        problems.append(f"profile must be one of {PROFILES}")
+    if noise_var is not None and not (np.isfinite(noise_var) and noise_var > 0):
+        problems.append(f"the noise variance must be positive; got {noise_var}")
+    start = max(1, ny // 16) if start is None else int(start)
+    if not 1 <= start <= ny:
+        problems.append(f"start must lie in 1..{ny}; got {start}")
+    try:
+        SeparableWavelet((ny, nx), wavelet, level)
+    except ValueError as exc:
+        problems.append(str(exc))
+    if problems:
+        raise StateError(f"{path}: " + "; ".join(problems))
+    state = LineState(ny=ny, nx=nx, wavelet=wavelet, level=int(level), prior=prior, profile=profile, start=start,
+                      noise_var=float("nan") if noise_var is None else float(noise_var))
+    with locked(path, creating=True):
+        if path.exists():
+            raise StateError(f"{path} exists already: a loop is under way there (choose another file)")
+        _record(state, "init", {"shape": [ny, nx], "wavelet": wavelet, "level": level, "prior": prior,
+                                "profile": profile, "start": start, "noise_var": noise_var})
+        save_state(path, state)
+    return state
+
+
+def next_lines(state_path, batch: int = 1) -> tuple[np.ndarray, dict]:
+    """The lines to measure next and what the fit behind the choice says (converged, columns not converged,
+    the gains in nats); the request is recorded in the state."""
+    if batch < 1:
+        raise StateError(f"batch must be a positive integer; got {batch}")
+    with locked(state_path):
+        state = load_state(state_path)
+        if not state.lines.size:
+            lines = centre_lines(state.ny, state.start)
+            about = {"why": f"the {state.start} centre lines come first"}
+        else:
+            fit, model = state.fit()
+            candidates = np.setdiff1d(np.arange(state.ny), state.lines)
+            if not candidates.size:
+                raise StateError("every line has been measured")
+            gains = model.line_gains(candidates)
+            best = np.argsort(-gains, kind="stable")[:batch]
+            lines = candidates[best]
+            about = {"why": "largest exact information gain", "gains": gains[best].tolist(),
+                     "converged": fit.converged, "columns_not_converged": fit.columns_not_converged,
+                     "fit_cpu_seconds": fit.cpu_seconds}
+        state.asked = np.concatenate([state.asked, lines])
+        _record(state, "next", {"lines": lines.tolist(), **{k: v for k, v in about.items() if k != "why"}})
+        save_state(state_path, state)
+    return lines, about
+
+
+def add(state_path, lines, readouts) -> LineState:
+    """Tell the readouts (complex, shape (k, nx), centred k-space) of phase-encode rows ``lines`` (k,)."""
+    lines = np.atleast_1d(np.asarray(lines))
+    readouts = np.atleast_2d(np.asarray(readouts))
+    with locked(state_path):
+        state = load_state(state_path)
+        if lines.ndim != 1 or not np.issubdtype(lines.dtype, np.integer):
+            raise StateError(f"lines must be integers (phase-encode rows); got {lines!r}")
+        if readouts.shape != (lines.shape[0], state.nx) or not np.iscomplexobj(readouts):
+            raise StateError(f"the readouts must be complex with shape ({lines.shape[0]}, {state.nx}) (one per line "
+                             f"told); got {readouts.dtype} {readouts.shape}")
+        if not np.all(np.isfinite(readouts)):
+            raise StateError("the readouts hold NaN or inf: leave the line out and measure it again")
+        if np.any((lines < 0) | (lines >= state.ny)):
+            raise StateError(f"lines must be rows of the centred k-space, 0..{state.ny - 1}; got {lines.tolist()}")
+        again = np.intersect1d(lines, state.lines).tolist() + [int(v) for v in lines if np.sum(lines == v) > 1]
+        if again:
+            raise StateError(f"line(s) {sorted(set(again))} told already: a line is measured once")
+        state.lines = np.concatenate([state.lines, lines.astype(np.int64)])
+        state.readouts = np.concatenate([state.readouts, readouts.astype(complex)])
+        _record(state, "add", {"lines": lines.tolist()})
+        save_state(state_path, state)
+    return state
+
+
+def estimate(state_path) -> tuple[LineFit, dict]:
+    """The posterior mean image of every line told, and what the fit says (read-only)."""
+    state = load_state(state_path)
+    fit, _ = state.fit()
+    noise_var, source = state.noise()
+    return fit, {"lines": int(state.lines.shape[0]), "converged": fit.converged,
+                 "columns_not_converged": fit.columns_not_converged, "noise_var": noise_var, "noise_source": source,
+                 "fit_cpu_seconds": fit.cpu_seconds}
+
+
+def _record(state: LineState, command: str, details: dict) -> None:
+    stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    state.log.append(json.dumps({"command": command, "time": stamp, **details}, sort_keys=True, default=str))
+
+
+def _arrays(state: LineState) -> dict:
+    return {"lines": state.lines.astype(np.int64), "readout_re": np.ascontiguousarray(state.readouts.real),
+            "readout_im": np.ascontiguousarray(state.readouts.imag), "asked": state.asked.astype(np.int64),
+            "log": np.array([line.encode() for line in state.log], dtype=np.bytes_)}
+
+
+def save_state(path, state: LineState) -> Path:
+    """Write the whole state (with checksums) to a new file and rename it over ``path``."""
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w", libver=("v110", "latest")) as f:
+        for name in ("wavelet", "prior", "profile"):
+            f.attrs[name] = fixed_text(getattr(state, name))
+        f.attrs["format"] = fixed_text(STATE_FORMAT)
+        f.attrs["format_version"] = STATE_VERSION
+        for name in ("ny", "nx", "level", "start"):
+            f.attrs[name] = int(getattr(state, name))
+        f.attrs["noise_var"] = float(state.noise_var)
+        arrays = _arrays(state)
+        for name, value in arrays.items():
+            f.create_dataset(name, data=value, fletcher32=value.size > 0)
+        f.attrs["data_sha256"] = fixed_text(data_digest(arrays))
+        f.attrs["attrs_sha256"] = fixed_text(attrs_digest(f.attrs))
+    data = buffer.getvalue()
+
+    def write(tmp):
+        Path(tmp).write_bytes(data)
+
+    try:
+        return atomic_write(path, write)
+    except OSError as exc:
+        raise StateError(f"{path}: cannot write the state ({exc.strerror or exc}); the state file is unchanged") \
+            from None
+
+
+def load_state(path) -> LineState:
+    """Read and check a state file (StateError if it is not one or is damaged)."""
+    path = Path(path)
+    if not path.is_file():
+        raise StateError(f"{path}: no such state file (start one with `python -m adaptcs mri-lab init`)")
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            if as_text(f.attrs.get("format", "")) != STATE_FORMAT:
+                raise StateError(f"{path}: not a line-loop state file")
+            if int(f.attrs["format_version"]) != STATE_VERSION:
+                raise StateError(f"{path}: state format version {f.attrs['format_version']}; this adaptcs reads "
+                                 f"{STATE_VERSION}")
+            arrays = {name: f[name][()] for name in ("lines", "readout_re", "readout_im", "asked", "log")}
+            if as_text(f.attrs["data_sha256"]) != data_digest(arrays) or \
+                    as_text(f.attrs["attrs_sha256"]) != attrs_digest(f.attrs):
+                raise StateError(f"{path}: the state fails its checksum (damaged); restore it from a copy")
+            state = LineState(ny=int(f.attrs["ny"]), nx=int(f.attrs["nx"]), wavelet=as_text(f.attrs["wavelet"]),
+                              level=int(f.attrs["level"]), prior=as_text(f.attrs["prior"]),
+                              profile=as_text(f.attrs["profile"]), start=int(f.attrs["start"]),
+                              noise_var=float(f.attrs["noise_var"]), lines=arrays["lines"],
+                              readouts=(arrays["readout_re"] + 1j * arrays["readout_im"]).reshape(-1,
+                                                                                                  int(f.attrs["nx"])),
+                              asked=arrays["asked"], log=[as_text(v) for v in arrays["log"]])
+    except StateError:
+        raise
+    except (OSError, KeyError, ValueError, TypeError) as exc:
+        raise StateError(f"{path}: cannot read this state file ({type(exc).__name__}: {exc})") from None
+    if state.readouts.shape != (state.lines.shape[0], state.nx):
+        raise StateError(f"{path}: the state's lines and readouts do not fit together")
+    return state
