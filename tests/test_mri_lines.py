@@ -300,13 +300,13 @@ def test_command_line_replays_a_user_kspace(tmp_path, capsys):
     assert main(["--quiet", "mri", str(tmp_path / "k.npy"), "--lines", "4", "8", "--level", "2",
                  "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "| design |" in printed and "| variable-density |" in printed
+    assert "| design |" in printed and "| variable_density |" in printed
     with h5py.File(out) as f:
         assert f.attrs["noise_source"] == "readout edges of the start lines"
         lines = f["design/8/lines"][()]
         assert lines.shape == (8,) and f["design/8/mask"][()].sum() == 8
         assert set(f["design_lines"][()][:2]) == set(centre_lines(32, 2))
-        assert f["design/8/image"].shape == (32, 32) and f["low-to-high/4"].attrs["converged"]
+        assert f["design/8/image"].shape == (32, 32) and f["low_to_high/4"].attrs["converged"]
         # the scores are those of the image written, against the fully sampled image
         ref = np.abs(to_image(acq.kspace))
         err = np.linalg.norm(np.abs(f["equispaced/8/image"][()]) - ref) / np.linalg.norm(ref)
@@ -362,11 +362,11 @@ def test_line_mask_func_gives_fastmri_style_masks():
     assert mask.shape == (64, 1) and mask.sum() == 16 and low == 4
     assert (kspace * mask).shape == kspace.shape
     np.testing.assert_array_equal(np.flatnonzero(mask), equispaced(64, 16, 4))
-    a, _ = LineMaskFunc("variable-density", 16, 4)((64, 40), seed=3)
-    b, _ = LineMaskFunc("variable-density", 16, 4)((64, 40), seed=3)
+    a, _ = LineMaskFunc("variable_density", 16, 4)((64, 40), seed=3)
+    b, _ = LineMaskFunc("variable_density", 16, 4)((64, 40), seed=3)
     np.testing.assert_array_equal(a, b)
     assert set(centre_lines(64, 4)) <= set(np.flatnonzero(a).tolist())
-    mask, low = LineMaskFunc("low-to-high", 8, 8)((64, 40))
+    mask, low = LineMaskFunc("low_to_high", 8, 8)((64, 40))
     np.testing.assert_array_equal(np.flatnonzero(mask), centre_lines(64, 8))
     assert low == 8
     with pytest.raises(ValueError, match="kind"):

@@ -58,6 +58,8 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("random", "random rows", "--", "random"),
     Strategy("topdown", "wavelet top-down rows (coarse scales first)", "-.", "sequence"),
     Strategy("pca", "PCA rows of training images", (0, (1, 1)), "sequence"),
+    Strategy("predict", "wavelet prediction scan (coarse to fine, the details predicted largest first; Rousset et "
+             "al. 2017)", (0, (3, 1, 1, 1, 1, 1)), "predict"),
     Strategy("low_to_high", "k-space lines from the lowest frequency up (the low-pass mask)", "-.", "lines"),
     Strategy("equispaced", "centre k-space lines and equispaced ones (the fastMRI convention)", (0, (5, 2)),
              "lines"),
@@ -68,8 +70,6 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("offline_greedy", "the greedy line order learned on training slices, then fixed", (0, (5, 1, 1, 1)),
              "lines"),
     Strategy("oracle_greedy", "greedy lines chosen knowing the image (a bound no scan can reach)", ":", "lines"),
-    Strategy("predict", "wavelet prediction scan (coarse to fine, the details predicted largest first; Rousset et "
-             "al. 2017)", (0, (3, 1, 1, 1, 1, 1)), "predict"),
 )}
 
 

@@ -157,11 +157,11 @@ class LineMaskFunc:
 
     Parameters
     ----------
-    kind : {"low-to-high", "equispaced", "variable-density"}
+    kind : {"low_to_high", "equispaced", "variable_density"}
     count : int
         Lines in the mask, centre included.
     centre : int
-        Centre lines (for "equispaced" and "variable-density"; low-to-high is all centre).
+        Centre lines (for "equispaced" and "variable_density"; low_to_high is all centre).
 
     Calling it with a k-space ``shape`` ``(..., ny, nx)`` (phase encodes along axis -2, this package's convention;
     fastMRI puts them along the last axis, so transpose for its files) returns a boolean mask of shape ``(ny, 1)``
@@ -169,7 +169,7 @@ class LineMaskFunc:
     seeds a local Generator (variable density only); the same seed gives the same mask.
     """
 
-    KINDS = ("low-to-high", "equispaced", "variable-density")
+    KINDS = ("low_to_high", "equispaced", "variable_density")
 
     def __init__(self, kind: str, count: int, centre: int):
         if kind not in self.KINDS:
@@ -182,7 +182,7 @@ class LineMaskFunc:
         ny = int(shape[-2])
         if self.count > ny:
             raise ValueError(f"a mask of {self.count} lines does not fit {ny} phase encodes")
-        if self.kind == "low-to-high":
+        if self.kind == "low_to_high":
             lines, low = low_to_high(ny, self.count), self.count
         elif self.kind == "equispaced":
             lines, low = equispaced(ny, self.count, self.centre), self.centre

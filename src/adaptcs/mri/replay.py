@@ -159,8 +159,8 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
         for count in counts:
             add("design", count, run.lines[:count], run.fits[count])
     rng = np.random.default_rng(seed)
-    fixed = {"low-to-high": lambda c: low_to_high(ny, c), "equispaced": lambda c: equispaced(ny, c, start),
-             "variable-density": lambda c: variable_density(ny, c, start, rng)}
+    fixed = {"low_to_high": lambda c: low_to_high(ny, c), "equispaced": lambda c: equispaced(ny, c, start),
+             "variable_density": lambda c: variable_density(ny, c, start, rng)}
     for order in (o for o in orders if o != "design"):
         for count in counts:
             lines = fixed[order](count)
