@@ -81,6 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--slices", type=int, default=4)
+    parser.add_argument("--only", type=int, nargs="+", help="run only these of the first --slices slices")
     parser.add_argument("--centre", type=int, default=None, help="centre lines to start from (default size / 16)")
     parser.add_argument("--budgets", type=int, nargs="+", default=None, help="default size / 8 and size / 4")
     parser.add_argument("--noise", type=float, default=0.02)
@@ -103,6 +104,8 @@ def main() -> None:
     basis = SeparableWavelet((n, n), "db4", args.level)
     learn = {"none": (), "v0": ("v0",), "p0v0": ("p0", "v0")}[args.learn]
     acquisitions = colin27_kspace(n, noise=args.noise)[: args.slices]
+    indices = list(range(len(acquisitions))) if args.only is None else args.only  # --only: a share of the slices
+    acquisitions = [acquisitions[i] for i in indices]  # (to run them in several processes; same draws per slice)
     profile = None
     if args.profile:
         profile = pair_profile(basis, [a.reference for a in colin27_kspace(n, which="train", noise=args.noise)])
@@ -136,7 +139,7 @@ def main() -> None:
                 profile=profile), start=centre, budget=max(budgets))
             print(f"offline greedy order on {len(training)} training slices ({time.process_time() - start:.0f} CPU s): "
                   f"{offline[centre:].tolist()}", flush=True)
-        for s, acq in enumerate(acquisitions):
+        for s, acq in zip(indices, acquisitions, strict=True):
             def model(noise_var=acq.noise_var):
                 return LineSpikeSlab(basis, noise_var=noise_var, p0=args.p0, learn=learn, profile=profile)
             start = time.process_time()
@@ -159,7 +162,7 @@ def main() -> None:
                     record("oracle greedy", b, oracle.fits[b], acq)
                     if l1_factor is not None:
                         l1_record(l1_results, "oracle greedy", b, [oracle.lines[:b]], acq, basis, l1_factor)
-            rng = np.random.default_rng(s)
+            rng = np.random.default_rng(s)  # the slice's index among the first --slices, wherever it runs
             for b in budgets:
                 masks = {"low-to-high": [low_to_high(n, b)], "equispaced": [equispaced(n, b, centre)],
                          "variable density": [variable_density(n, b, centre, rng) for _ in range(args.vd_draws)],

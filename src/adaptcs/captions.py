@@ -16,8 +16,7 @@ from adaptcs.tables import ALPHA, MIN_TEST_REPLICATES
 _FIGURES = {
     "errors": "Final relative error ||w_hat - w|| / ||w|| of every method (box: quartiles, points: replicates; with "
               "several settings, mean +- sample standard deviation against the setting)",
-    "curves": "Mean relative error against the number of measurement rows (band: 25 %-75 % of the replicates), "
-              "{rows}",
+    "curves": "Mean {error} against the number of {measurements} (band: 25 %-75 % of the replicates), {rows}",
     "example": "The true signal of the first replicate and every method's final reconstruction of it",
     "group_probs": "Posterior probability that each group (for ungrouped methods, each coefficient) is active, for "
                    "the first replicate; grey bars mark the truly active groups",
@@ -33,7 +32,7 @@ def _rows_words(run: ExperimentRun) -> str:
     """The strategies of the run as the curves figure draws them, and what distinguishes its settings."""
     def drawn(strategy: str) -> str:
         line = _LINE_NAMES.get(STRATEGIES[strategy].line_style, "dotted")  # a dash tuple: a fine dotted line
-        return f"{STRATEGIES[strategy].description}, {line}"
+        return f"{run.experiment.strategy_description(strategy)}, {line}"
 
     words = "for " + "; ".join(drawn(s) for s in run.strategies)
     note = run.experiment.settings_note(run.settings)
@@ -68,15 +67,19 @@ def figure_caption(run: ExperimentRun, kind: str) -> str:
     """The caption of ``results/figures/<experiment>_<kind>.png``."""
     if kind not in _FIGURES:
         raise ValueError(f"no caption for figure kind {kind!r}; known: {sorted(_FIGURES)}")
-    what = _FIGURES[kind].format(rows=_rows_words(run))
+    experiment = run.experiment
+    what = _FIGURES[kind].format(rows=_rows_words(run), error=experiment.error_words,
+                                 measurements=experiment.measurement_words)
     if kind == "images" and _keeps_checkpoints(run):
-        what += " at several numbers of rows (one replicate per setting; the last checkpoints of a long run)"
+        what += (f" at several numbers of {experiment.measurement_words} (one replicate per setting; the last "
+                 "checkpoints of a long run)")
     return f"{run.experiment.name}: {what}. Run: {_run_words(run)}."
 
 
 def table_caption(run: ExperimentRun) -> str:
     """The caption of ``results/tables/<experiment>.html``."""
-    return (f"{run.experiment.name}: final relative error per method and strategy (mean +- sample standard "
-            "deviation over the replicates that did not fail; image experiments add PSNR and SSIM). Bold: best in "
-            "its column; a dagger marks rows not significantly different from the best (paired Wilcoxon signed-rank "
-            f"test, p >= {ALPHA}), shown only from {MIN_TEST_REPLICATES} replicates. Run: {_run_words(run)}.")
+    return (f"{run.experiment.name}: final {run.experiment.error_words} per method and strategy (mean +- sample "
+            "standard deviation over the replicates that did not fail; image experiments add PSNR and SSIM). Bold: "
+            "best in its column; a dagger marks rows not significantly different from the best (paired Wilcoxon "
+            f"signed-rank test, p >= {ALPHA}), shown only from {MIN_TEST_REPLICATES} replicates. "
+            f"Run: {_run_words(run)}.")

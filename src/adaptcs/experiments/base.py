@@ -94,6 +94,9 @@ class Experiment(ABC):
     #: Whether its measurements are Cartesian k-space lines (:mod:`adaptcs.mri`), so that only the line models
     #: (:attr:`adaptcs.models.registry.Method.lines_only`) can run, and only they.
     kspace_lines: ClassVar[bool] = False
+    #: What its measurements are called in captions, and what its errors measure.
+    measurement_words: ClassVar[str] = "measurement rows"
+    error_words: ClassVar[str] = "relative error"
     #: What :meth:`calibration_problems` are, when the experiment has them (None: it has none).
     calibration: ClassVar[str | None] = None
 
@@ -193,6 +196,12 @@ class Experiment(ABC):
     def region(self, setting: int, replicate: int) -> np.ndarray | None:
         """The pixels an image of ``(setting, replicate)`` is scored in, shape (d,) bool (None: all of them)."""
         return None
+
+    def strategy_description(self, strategy: str) -> str:
+        """What a strategy's measurements are, for captions (the strategy's own description by default)."""
+        from adaptcs.experiments.strategies import STRATEGIES
+
+        return STRATEGIES[strategy].description
 
     def checkpoint_label(self, count: int, d: int) -> str:
         """How much ``count`` measurements of ``d`` coefficients are, for figure titles (a percentage)."""

@@ -75,6 +75,8 @@ class MRILinesExperiment(Experiment):
     has_oracle = False  # a real anatomy is not exactly sparse; the noise is estimated, the prior learned
     has_training_images = True  # the slab-variance profile comes from the training slices
     kspace_lines = True
+    measurement_words = "k-space lines"
+    error_words = "relative error of the magnitude in the brain"
 
     name: str
     size: int = 128
@@ -217,6 +219,12 @@ class MRILinesExperiment(Experiment):
     def region(self, setting: int, replicate: int) -> np.ndarray:
         """The brain: where errors, PSNR and SSIM are taken."""
         return self.acquisition(replicate).mask.ravel()
+
+    def strategy_description(self, strategy: str) -> str:
+        """Lines, not rows: what ``design`` and ``random`` choose here."""
+        own = {"design": "designed lines (largest exact information gain under the line model's posterior)",
+               "random": "centre k-space lines and uniformly random ones"}
+        return own.get(strategy) or super().strategy_description(strategy)
 
     def checkpoint_label(self, count: int, d: int) -> str:
         """The acceleration: phase encodes over lines measured."""
