@@ -29,8 +29,8 @@ def test_captions_describe_the_run_they_belong_to():
     e7 = figure_caption(runs["E7"], "curves")
     assert "wavelet top-down rows (coarse scales first), dash-dot" in e7 and "PCA rows of training images, dotted" in e7
     assert "learned (from the measurements alone)" in e7
-    assert "at several numbers of rows" in figure_caption(runs["E5"], "images")
-    assert "at several numbers of rows" not in figure_caption(runs["E4"], "images")
+    assert "at several numbers of measurement rows" in figure_caption(runs["E5"], "images")
+    assert "at several numbers of measurement rows" not in figure_caption(runs["E4"], "images")
     assert "colour bar" in figure_caption(runs["E4"], "importance")
     assert "shown only from 6 replicates" in table_caption(runs["E1"])
     with pytest.raises(ValueError, match="no caption for figure kind"):
