@@ -10,9 +10,11 @@ from sklearn.exceptions import ConvergenceWarning
 import adaptcs.models as models
 from adaptcs.models.registry import METHODS
 from adaptcs.mri.model import LineSpikeSlab  # public in adaptcs.mri (k-space lines, not rows)
+from adaptcs.mri.phase import PhaseLineGaussian
 
 ESTIMATORS = [getattr(models, name) for name in models.__all__
-              if isinstance(getattr(models, name), type) and hasattr(getattr(models, name), "fit")] + [LineSpikeSlab]
+              if isinstance(getattr(models, name), type) and hasattr(getattr(models, name), "fit")] + [LineSpikeSlab,
+                                                                                          PhaseLineGaussian]
 
 
 def test_every_registered_method_is_a_public_estimator():

@@ -27,6 +27,9 @@ def test_every_method_checks_its_parameters_without_data(method):
         with pytest.raises(ValueError, match=r"'warm_start' parameter of \w+ must be an instance of 'bool'"):
             spec.check_params({"warm_start": "yes"})
     count = "max_iter" if "max_iter" in spec.parameter_names() else "n_samples"
+    if count not in spec.parameter_names():  # a closed-form fit (lines_phase) has no iteration count to refuse
+        assert spec.lines_only
+        return
     message = rf"'{count}' parameter of \w+ must be an int in the range \[1, inf\)\. Got -1"
     with pytest.raises(ValueError, match=message):
         spec.check_params({count: -1})
@@ -36,7 +39,17 @@ def test_every_method_checks_its_parameters_without_data(method):
 def test_what_the_check_refuses_fit_refuses_too(method, rng):
     """The data-free check is the one fit uses: a value it refuses makes fit fail the same way."""
     count = "max_iter" if "max_iter" in METHODS[method].parameter_names() else "n_samples"
+    if count not in METHODS[method].parameter_names():  # closed form: the check refuses a negative noise variance
+        count = "noise_var"
     groups, prior, X = problem_for(method, rng)
+    if count == "noise_var":
+        estimator = make_estimator(method, groups, prior)
+        estimator.noise_var = -1.0
+        with pytest.raises(ValueError, match=r"'noise_var' parameter of \w+ must be a float in the range \(0.0, inf\)"):
+            estimator.fit(X[[7, 8]], [7, 8])
+        with pytest.raises(ValueError, match=r"'noise_var' parameter"):
+            METHODS[method].check_params({"noise_var": -1.0})
+        return
     estimator = make_estimator(method, groups, prior, **{count: 0})
     with pytest.raises(ValueError, match=rf"'{count}' parameter of \w+ must be an int in the range \[1, inf\)\. Got 0"):
         if METHODS[method].lines_only:  # X is the k-space, rows of it are lines

@@ -4,14 +4,15 @@ a second). ``tests/test_cli.py`` checks that every tuple here equals its registr
 EXPERIMENTS = ("E1", "E2", "E3", "E4", "E5", "E6", "E7")  # adaptcs.experiments.EXPERIMENTS
 # adaptcs.models.registry.METHODS
 METHODS = ("gss_ep", "gss_ep_scales", "gss_ep_profile", "wavelet_tree", "wavelet_tree_prediction", "lines_gaussian",
-           "lines_spike_slab", "ss_ep", "g_ard", "g_lasso", "gss_mcmc", "g_hs", "bg_lasso", "vg", "vg_ungrouped",
-           "flas", "flas_ungrouped")
+           "lines_spike_slab", "lines_phase", "ss_ep", "g_ard", "g_lasso", "gss_mcmc", "g_hs", "bg_lasso", "vg",
+           "vg_ungrouped", "flas", "flas_ungrouped")
 STRATEGIES = ("design", "random", "topdown", "pca", "predict", "low_to_high", "equispaced", "variable_density",
               "jittered_density", "offline_greedy", "oracle_greedy")  # adaptcs.experiments.STRATEGIES
 HYPERPARAMETERS = ("oracle", "learned")  # adaptcs.models.registry.HYPERPARAMETERS
 MNIST_SOURCES = ("auto", "download", "embedded", "path")  # adaptcs.data.mnist.SOURCES
 BASES = ("haar", "db2", "db4", "bior2.2", "bior4.4", "dct")  # adaptcs.basis.BASES
 MRI_ORDERS = ("design", "low_to_high", "equispaced", "variable_density")  # python -m adaptcs mri (strategy names)
+MRI_PRIORS = ("gaussian", "sparse", "phase")  # adaptcs.mri.replay.PRIORS
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")  # adaptcs.design.basis_scan.REPLAY_ORDERS
 REPLAY_PRIORS = ("tree", "prediction", "scales")  # adaptcs.replay.PRIORS
 

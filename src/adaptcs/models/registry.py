@@ -36,6 +36,7 @@ from adaptcs.models.spike_slab_ep import GroupSpikeSlabEP, SpikeSlabEP
 from adaptcs.models.variational_garrote import UngroupedVariationalGarrote, VariationalGarrote
 from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 from adaptcs.mri.model import LineSpikeSlab
+from adaptcs.mri.phase import PhaseLineGaussian
 
 HYPERPARAMETERS = ("oracle", "learned")
 LEARNED_PRIOR = "prior matched to GSS-EP's learned values"  # Method.learned of methods without their own learning
@@ -242,6 +243,19 @@ def _kspace_lines(groups, prior: PriorInfo) -> dict:
     return {"basis": prior.basis, "noise_var": prior.noise_var, "profile": prior.scale_profile}
 
 
+def _kspace_phase(groups, prior: PriorInfo) -> dict:
+    """The phase-aware line model of the experiment's wavelet: its noise variance and the Colin27 training slices'
+    profile per y-scale (when the basis is not a separable wavelet, only parameters are being checked)."""
+    from adaptcs.mri.lines import SeparableWavelet
+    from adaptcs.mri.replay import colin27_magnitude_profile
+
+    if not isinstance(prior.basis, SeparableWavelet):
+        if groups is _PLACEHOLDER_GROUPS:  # checking parameters only
+            return {"basis": SeparableWavelet((16, 16), "haar", 2), "noise_var": 1.0, "profile": None}
+        raise ValueError("the line models need the separable wavelet of a k-space experiment (kind: mri)")
+    return {"basis": prior.basis, "noise_var": prior.noise_var, "profile": colin27_magnitude_profile(prior.basis)}
+
+
 def _ungrouped_spike_slab(groups, prior: PriorInfo) -> dict:
     return {"p0": prior.p0_coef, "v0": prior.v0, "noise_var": prior.noise_var}
 
@@ -326,6 +340,10 @@ METHODS: dict[str, Method] = {
                              color="#00441b", designs_rows=True, needs_basis=True, lines_only=True),
     "lines_spike_slab": Method(LineSpikeSlab, _kspace_lines, grouped=False, fixed={"p0": 0.1, "learn": ("p0", "v0")},
                                color="#41ab5d", designs_rows=True, needs_basis=True, lines_only=True),
+    # The image's phase estimated from the centre lines, the real part of the phase-corrected image a Gaussian per
+    # y-scale: exact (no EP), and the design skips lines that the other side of k-space tells.
+    "lines_phase": Method(PhaseLineGaussian, _kspace_phase, grouped=False, color="#006d2c", designs_rows=True,
+                          needs_basis=True, lines_only=True),
     "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL, color="C1",
                     designs_rows=True),
     "g_ard": Method(GroupARD, _noise_only, learned={"learn": ("noise_var",)}, color="C3", designs_rows=True),

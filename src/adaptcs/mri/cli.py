@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from adaptcs._names import MRI_ORDERS as ORDERS
+from adaptcs._names import MRI_PRIORS as PRIORS
 
 
 def add_mri_parser(sub) -> None:
@@ -31,9 +32,11 @@ def add_mri_parser(sub) -> None:
                           "field of view along the readout")
     mri.add_argument("--wavelet", default="db4", help="orthogonal PyWavelets wavelet (default db4)")
     mri.add_argument("--level", type=int, default=4, help="wavelet levels (default 4)")
-    mri.add_argument("--prior", default="gaussian", choices=["gaussian", "sparse"],
+    mri.add_argument("--prior", default="gaussian", choices=list(PRIORS),
                      help="gaussian (default): EP converges, design = lines of largest prior variance; sparse: "
-                          "spike-and-slab with learned values, adaptive but EP often stops short (docs/mri.md)")
+                          "spike-and-slab with learned values, adaptive but EP often stops short; phase: the image's "
+                          "phase estimated from the centre lines, exact Gaussian, the design skips lines the other "
+                          "side of k-space tells (docs/mri.md)")
     mri.add_argument("--profile", default="colin27", choices=["colin27", "flat"],
                      help="slab variances per pair of scales from the Colin27 training slices (default) or all equal")
     mri.add_argument("--orders", nargs="+", default=list(ORDERS), choices=list(ORDERS))
@@ -59,7 +62,7 @@ def add_mri_lab_parser(sub) -> None:
     init.add_argument("--start", type=int, help="centre lines asked for first (default ny / 16)")
     init.add_argument("--wavelet", default="db4")
     init.add_argument("--level", type=int, default=4)
-    init.add_argument("--prior", default="gaussian", choices=["gaussian", "sparse"])
+    init.add_argument("--prior", default="gaussian", choices=list(PRIORS), help="the line model (as for mri)")
     init.add_argument("--profile", default="colin27", choices=["colin27", "flat"])
     nxt = steps.add_parser("next", help="the lines to measure next (printed, one per line; also --out)")
     nxt.add_argument("--state", required=True)

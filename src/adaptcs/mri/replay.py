@@ -18,7 +18,7 @@ from adaptcs.mri.model import LineFit, LineSpikeSlab, pair_profile
 from adaptcs.mri.noise import noise_from_readout_edges
 
 log = logging.getLogger(__name__)
-PRIORS = ("gaussian", "sparse")  # p0 = 0.999 with v0 learned; p0 and v0 learned
+PRIORS = ("gaussian", "sparse", "phase")  # p0 = 0.999 with v0 learned; p0 and v0 learned; the phase-aware Gaussian
 PROFILES = ("colin27", "flat")
 
 
@@ -73,16 +73,35 @@ def _colin27_profile(shape: tuple, wavelet: str, level: int) -> np.ndarray:
     return pair_profile(basis, references)
 
 
-def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian",
-               profile: str = "colin27") -> LineSpikeSlab:
+def colin27_magnitude_profile(basis: SeparableWavelet) -> np.ndarray:
+    """:func:`adaptcs.mri.phase.magnitude_profile` of the Colin27 training slices at the basis's size (no test
+    slice); computed once per size and wavelet."""
+    return _colin27_magnitude_profile(basis.shape, basis.wavelet, basis.level).copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _colin27_magnitude_profile(shape: tuple, wavelet: str, level: int) -> np.ndarray:
+    from adaptcs.mri.phase import magnitude_profile
+
+    return magnitude_profile(wavelet, level, [np.abs(a.reference) for a in colin27_kspace(shape, which="train")])
+
+
+def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian", profile: str = "colin27"):
     """The line model the command line, the replay and the lab fit: ``prior`` "gaussian" (p0 = 0.999, one slab
-    variance learned; EP converges, design = the lines of largest prior variance) or "sparse" (p0 and v0 learned per
-    pair of scales: adaptive, but EP often stops short); slab variances per pair of scales from the Colin27
-    training slices (``profile="colin27"``) or all equal ("flat")."""
+    variance learned; EP converges, design = the lines of largest prior variance), "sparse" (p0 and v0 learned per
+    pair of scales: adaptive, but EP often stops short) or "phase" (:class:`adaptcs.mri.phase.PhaseLineGaussian`:
+    the image's phase estimated from the centre lines, exact, and the design then skips lines the conjugate side
+    tells); slab variances per (pair of) scales from the Colin27 training slices (``profile="colin27"``) or all
+    equal ("flat")."""
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}; got {prior!r}")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}; got {profile!r}")
+    if prior == "phase":
+        from adaptcs.mri.phase import PhaseLineGaussian
+
+        shape = colin27_magnitude_profile(basis) if profile == "colin27" else None
+        return PhaseLineGaussian(basis, noise_var=noise_var, profile=shape)
     shape = default_profile(basis) if profile == "colin27" else None
     if prior == "gaussian":
         return LineSpikeSlab(basis, noise_var=noise_var, p0=0.999, learn=("v0",), profile=shape)

@@ -1,0 +1,223 @@
+"""A line model that knows the image's phase: exact Gaussian posterior, column by column of pixels.
+
+An MR image is a real magnitude times a smooth phase, ``x = exp(i phi) m``, so k-space is nearly conjugate
+symmetric and the lines at +ky and -ky tell much the same (partial-Fourier reconstructions use this). A model whose
+real and imaginary parts are independent (:class:`adaptcs.mri.model.LineSpikeSlab`) cannot see it, and its design
+takes lines on both sides of the centre. Here the phase ``phi`` is estimated from the low-frequency lines measured
+(the zero-filled image of the central ``ny / 16`` lines) and the unknowns are the y-wavelet coefficients of
+``exp(-i phi) x`` along each column of pixels: a real part ``a`` with slab variances per y-scale and an imaginary
+part ``b`` (what the phase estimate misses) with ``eps`` times those variances. Every column x is then measured by
+its own matrix ``S F_y diag(exp(i phi_x)) W_y^T`` (the phase varies along x), independently of the others: the
+posterior is exactly block diagonal over the nx columns, Gaussian (no EP, always at its fixed point), and the
+information gain of every line is exact, as in :mod:`adaptcs.mri.model`.
+
+Prior variance of ``a`` at y-scale s in column x: ``v * p_s * w_x``, ``p_s`` the y-scale profile of training
+magnitudes (or flat), ``w_x`` the column's share of the low-resolution image's energy (plus a floor), ``v`` learned
+by maximum evidence; ``eps`` learned from a grid. Units as in :mod:`adaptcs.mri.model` (noise variance per
+complex sample).
+"""
+
+from __future__ import annotations
+
+import time
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval
+
+from adaptcs.models._base import with_blas_limit
+from adaptcs.mri.design import centre_lines
+from adaptcs.mri.lines import SeparableWavelet, centred_dft, to_image
+from adaptcs.mri.model import LineFit
+
+EPS_GRID = (1e-3, 1e-2, 1e-1)  # imaginary-part variance over the real part's, chosen by evidence
+COLUMN_FLOOR = 0.02  # added to every column's energy share: no column is assumed empty
+LOG_V_SPAN = 12.0  # v is searched within exp(+-span) of its moment estimate
+
+
+def magnitude_profile(wavelet: str, level: int, magnitudes) -> np.ndarray:
+    """Second moment of the y-wavelet coefficients of training magnitudes per y-scale, relative to its mean over the
+    coefficients: shape (level + 1,)."""
+    magnitudes = np.asarray(magnitudes, dtype=np.float64)
+    ny, nx = magnitudes.shape[1:]
+    basis = SeparableWavelet((ny, nx), wavelet, level)
+    coef = np.einsum("ij,kjx->kix", basis.Wy, magnitudes)
+    moment = np.array([np.mean(coef[:, basis.scale_y == s, :] ** 2) for s in range(level + 1)])
+    if not np.all(moment > 0):
+        raise ValueError("the training magnitudes have no energy at some y-scale: no profile")
+    return moment / float(np.mean(moment[basis.scale_y]))
+
+
+class PhaseLineGaussian(BaseEstimator):
+    """The phase-aware Gaussian line model (module docstring); the interface of
+    :class:`adaptcs.mri.model.LineSpikeSlab` that :func:`adaptcs.mri.design.design_lines` uses.
+
+    Parameters
+    ----------
+    basis : SeparableWavelet
+        Only its y-wavelet is used (columns are pixels along x).
+    noise_var : float
+        Noise variance per complex k-space sample.
+    profile : ndarray, shape (level + 1,), optional
+        Relative variances per y-scale (:func:`magnitude_profile` of training magnitudes); None: all equal.
+    band : int, optional
+        The central lines the phase is estimated from (those of them measured); default ny / 16.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from adaptcs.mri.data import colin27_kspace
+    >>> from adaptcs.mri.design import centre_lines
+    >>> from adaptcs.mri.lines import SeparableWavelet
+    >>> from adaptcs.mri.phase import PhaseLineGaussian
+    >>> acq = colin27_kspace(32)[0]  # a simulated 32 x 32 slice with a smooth phase
+    >>> lines = centre_lines(32, 8)
+    >>> model = PhaseLineGaussian(SeparableWavelet((32, 32), "db2", 2), noise_var=acq.noise_var)
+    >>> fit = model.fit(acq.kspace[lines], lines)  # exact: always at its fixed point
+    >>> fit.converged, fit.image.shape
+    (True, (32, 32))
+    >>> gains = model.line_gains()
+    >>> bool(gains[lines].max() < gains.max())
+    True
+    """
+
+    _parameter_constraints = {
+        "basis": [SeparableWavelet],
+        "noise_var": [Interval(Real, 0, None, closed="neither")],
+        "profile": ["array-like", None],
+        "band": [Interval(Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(self, basis: SeparableWavelet, *, noise_var: float, profile=None, band: int | None = None):
+        if not noise_var > 0.0 or not np.isfinite(noise_var):
+            raise ValueError(f"noise_var must be positive and finite; got {noise_var}")
+        self.basis, self.noise_var, self.profile, self.band = basis, noise_var, profile, band
+        ny, nx = basis.shape
+        self._profile = np.ones(basis.level + 1) if profile is None else np.asarray(profile, dtype=np.float64)
+        if self._profile.shape != (basis.level + 1,) or not np.all(self._profile > 0):
+            raise ValueError(f"profile must hold {basis.level + 1} positive values (one per y-scale)")
+        self._band = centre_lines(ny, max(1, ny // 16) if band is None else int(band))
+        self._Fx_conj = np.conj(centred_dft(nx))
+        self._rows_key = None  # the band lines the phase (and so the rows) came from
+        self._rows = None  # (nx, ny, ny) complex: row ky of column x's matrix F_y P_x W_y^T
+        self._state = None  # (v, eps) of the last fit
+        self._post = None
+        self.fit_ = None
+
+    # --- the operator --------------------------------------------------------------------------------------------
+
+    def _prepare(self, kspace_lines: np.ndarray, lines: np.ndarray) -> None:
+        """Estimate the phase from the measured band lines and build every column's candidate rows (cached while
+        those lines stay the same)."""
+        in_band = np.isin(lines, self._band)
+        key = tuple(sorted(lines[in_band].tolist()))
+        if key == self._rows_key:
+            return
+        if not key:
+            raise ValueError(f"no line of the central band ({self._band[0]}..{self._band[-1]}) is measured: the phase "
+                             "cannot be estimated; measure the centre lines first")
+        ny, nx = self.basis.shape
+        low = np.zeros((ny, nx), complex)
+        low[lines[in_band]] = kspace_lines[in_band]
+        image = to_image(low)
+        self.phase_ = np.angle(image)  # (ny, nx)
+        energy = np.mean(np.abs(image) ** 2, axis=0)
+        self.column_weight_ = energy / energy.mean() + COLUMN_FLOOR  # (nx,)
+        modulated = np.exp(1j * self.phase_).T[:, :, None] * self.basis.Wy.T[None, :, :]  # (nx, ny, ny): P_x W_y^T
+        self._rows = np.matmul(centred_dft(ny)[None], modulated)  # (nx, ny, ny)
+        self._rows_key = key
+
+    def _real_rows(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Real-form rows of lines ``index`` in every column: (nx, k, 2ny) for the real and the imaginary part."""
+        M = self._rows[:, index, :]
+        return np.concatenate([M.real, -M.imag], axis=2), np.concatenate([M.imag, M.real], axis=2)
+
+    # --- fitting -------------------------------------------------------------------------------------------------
+
+    @with_blas_limit
+    def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False) -> LineFit:
+        """The exact posterior on the measured lines; ``v`` and ``eps`` learned by maximum evidence (``warm``: kept
+        from the last fit, as a design loop's refits between read fits do)."""
+        started = time.process_time()
+        self._validate_params()
+        lines = np.asarray(lines, dtype=np.intp)
+        kspace_lines = np.asarray(kspace_lines)
+        ny, nx = self.basis.shape
+        if kspace_lines.shape != (lines.shape[0], nx) or not np.all(np.isfinite(kspace_lines)):
+            raise ValueError(f"kspace_lines must be finite with shape ({lines.shape[0]}, {nx})")
+        if np.unique(lines).shape[0] != lines.shape[0] or np.any((lines < 0) | (lines >= ny)):
+            raise ValueError(f"lines must be distinct rows of the centred k-space, 0..{ny - 1}")
+        self._prepare(kspace_lines, lines)
+        hybrid = kspace_lines @ self._Fx_conj  # (m, nx): every line transformed along the readout
+        z = np.concatenate([hybrid.real, hybrid.imag], axis=0).T  # (nx, 2m)
+        R = np.concatenate(self._real_rows(lines), axis=1)  # (nx, 2m, 2ny)
+        s = self.noise_var / 2.0
+        shape = np.concatenate([self._profile[self.basis.scale_y]] * 2)  # (2ny,)
+        if warm and self._state is not None:
+            v, eps = self._state
+        else:
+            v, eps = self._learn(R, z, s, shape)
+        evidence, post = self._posterior(R, z, s, v, eps, shape)
+        self._state, self._post = (v, eps), post
+        coef = post["mean"][:, :ny].T + 1j * post["mean"][:, ny:].T  # (ny, nx): y-wavelet coefficients per column
+        image = np.exp(1j * self.phase_) * (self.basis.Wy.T @ coef)
+        self.fit_ = LineFit(coef=coef, image=image, p0=np.ones(self._profile.shape[0]), v0=v * self._profile,
+                            converged=True, residual=0.0, log_evidence=evidence, n_iter=0,
+                            cpu_seconds=time.process_time() - started, reasons=[], columns_not_converged=0)
+        self.eps_ = eps
+        return self.fit_
+
+    def _prior_var(self, v: float, eps: float, shape: np.ndarray) -> np.ndarray:
+        """(nx, 2ny): the prior variances of every column's real and imaginary parts."""
+        ny = self.basis.shape[0]
+        scale = np.concatenate([np.ones(ny), np.full(ny, eps)])
+        return v * self.column_weight_[:, None] * (shape * scale)[None, :]
+
+    def _posterior(self, R, z, s, v, eps, shape) -> tuple[float, dict]:
+        lam = self._prior_var(v, eps, shape)  # (nx, 2ny)
+        scaled = R * np.sqrt(lam)[:, None, :]
+        K = np.matmul(scaled, scaled.transpose(0, 2, 1))
+        K[:, np.arange(K.shape[1]), np.arange(K.shape[1])] += s
+        chol = np.linalg.cholesky(K)
+        white = np.linalg.solve(chol, z[:, :, None])[:, :, 0]  # C^{-1} z, (nx, 2m)
+        factor = np.linalg.solve(chol, R * lam[:, None, :])  # G = C^{-1} R Lambda, (nx, 2m, 2ny)
+        mean = np.einsum("xrb,xr->xb", factor, white)
+        log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
+        evidence = -0.5 * (np.sum(white * white) + log_det + z.size * np.log(2 * np.pi))
+        return float(evidence), {"mean": mean, "factor": factor, "prior_var": lam}
+
+    def _learn(self, R, z, s, shape) -> tuple[float, float]:
+        """``v`` by a bounded search on log v around its moment estimate, for each ``eps`` of :data:`EPS_GRID`; the
+        pair of largest evidence."""
+        power = np.mean(np.sum(R * R, axis=2)) * np.mean(self._prior_var(1.0, 0.0, shape)[:, : shape.shape[0] // 2])
+        start = max(float(np.mean(z * z)) - s, 1e-3 * float(np.mean(z * z))) / max(power, 1e-300)
+        best = None
+        for eps in EPS_GRID:
+            result = minimize_scalar(lambda t, eps=eps: -self._posterior(R, z, s, np.exp(t), eps, shape)[0],
+                                     bounds=(np.log(start) - LOG_V_SPAN, np.log(start) + LOG_V_SPAN),
+                                     method="bounded", options={"xatol": 1e-3})
+            if best is None or result.fun < best[0]:
+                best = (result.fun, float(np.exp(result.x)), eps)
+        return best[1], best[2]
+
+    # --- design --------------------------------------------------------------------------------------------------
+
+    @with_blas_limit
+    def line_gains(self, candidates=None) -> np.ndarray:
+        """Exact information gain (nats) of each candidate line under the last fit:
+        ``sum_x 1/2 log det(I_2 + B_x V_x B_x^T / s)``."""
+        if self._post is None:
+            raise RuntimeError("fit the model before asking for line gains")
+        ny = self.basis.shape[0]
+        candidates = np.arange(ny) if candidates is None else np.atleast_1d(np.asarray(candidates, dtype=np.intp))
+        B1, B2 = self._real_rows(candidates)  # (nx, k, 2ny)
+        G, lam = self._post["factor"], self._post["prior_var"]
+        GB1, GB2 = np.matmul(G, B1.transpose(0, 2, 1)), np.matmul(G, B2.transpose(0, 2, 1))  # (nx, 2m, k)
+        q11 = np.einsum("xkb,xb->xk", B1 * B1, lam) - np.einsum("xrk,xrk->xk", GB1, GB1)
+        q12 = np.einsum("xkb,xb->xk", B1 * B2, lam) - np.einsum("xrk,xrk->xk", GB1, GB2)
+        q22 = np.einsum("xkb,xb->xk", B2 * B2, lam) - np.einsum("xrk,xrk->xk", GB2, GB2)
+        s = self.noise_var / 2.0
+        det = (1.0 + q11 / s) * (1.0 + q22 / s) - (q12 / s) ** 2
+        return 0.5 * np.sum(np.log(det), axis=0)

@@ -1,0 +1,107 @@
+"""The phase-aware line model (adaptcs.mri.phase): its operator against the FFT, its posterior, evidence and line
+gains against dense linear algebra, its learned values at their optimum."""
+
+import numpy as np
+import pytest
+
+from adaptcs.mri.data import colin27_kspace
+from adaptcs.mri.design import centre_lines, design_lines
+from adaptcs.mri.lines import SeparableWavelet, to_kspace
+from adaptcs.mri.phase import PhaseLineGaussian, magnitude_profile
+
+N = 16
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    rng = np.random.default_rng(0)
+    basis = SeparableWavelet((N, N), "haar", 2)
+    y, x = np.mgrid[:N, :N] / N
+    image = (1.0 + rng.uniform(size=(N, N))) * np.exp(1j * (1.5 * np.cos(2 * np.pi * x) + y))
+    K = to_kspace(image) + 0.05 * (rng.normal(size=(N, N)) + 1j * rng.normal(size=(N, N)))
+    lines = np.array([6, 7, 8, 9, 3, 12])
+    model = PhaseLineGaussian(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4)
+    fit = model.fit(K[lines], lines)
+    return basis, K, lines, model, fit
+
+
+def dense(model, lines):
+    """Every column's real-form rows as one block-diagonal matrix, and the prior variances, densely."""
+    R = np.concatenate(model._real_rows(lines), axis=1)  # (nx, 2m, 2ny)
+    X = np.zeros((N * R.shape[1], N * R.shape[2]))
+    for c in range(N):
+        X[c * R.shape[1]:(c + 1) * R.shape[1], c * R.shape[2]:(c + 1) * R.shape[2]] = R[c]
+    return X, model._post["prior_var"].ravel()
+
+
+def test_the_rows_are_the_fft_of_the_phased_wavelet_image(fitted):
+    basis, _, lines, model, _ = fitted
+    rng = np.random.default_rng(1)
+    coef = rng.normal(size=(N, N)) + 1j * rng.normal(size=(N, N))  # y-wavelet coefficients, column by column
+    image = np.exp(1j * model.phase_) * (basis.Wy.T @ coef)
+    hybrid = to_kspace(image) @ np.conj(np.fft.fftshift(np.fft.fft(np.fft.ifftshift(np.eye(N)), norm="ortho")))
+    for c in range(N):
+        np.testing.assert_allclose(model._rows[c] @ coef[:, c], hybrid[:, c], atol=1e-12)
+
+
+def test_posterior_and_evidence_equal_dense_gaussian_algebra(fitted):
+    _, K, lines, model, fit = fitted
+    X, lam = dense(model, lines)
+    s = model.noise_var / 2
+    hybrid = K[lines] @ np.conj(np.fft.fftshift(np.fft.fft(np.fft.ifftshift(np.eye(N)), norm="ortho")))
+    z = np.concatenate([hybrid.real, hybrid.imag], axis=0).T.ravel()
+    mean = np.linalg.solve(X.T @ X / s + np.diag(1 / lam), X.T @ z / s)
+    np.testing.assert_allclose(model._post["mean"].ravel(), mean, atol=1e-10 * np.abs(mean).max())
+    cov = X @ np.diag(lam) @ X.T + s * np.eye(z.shape[0])
+    evidence = -0.5 * (z @ np.linalg.solve(cov, z) + np.linalg.slogdet(cov)[1] + z.shape[0] * np.log(2 * np.pi))
+    assert fit.log_evidence == pytest.approx(evidence, rel=1e-10)
+    assert fit.converged and fit.columns_not_converged == 0
+
+
+def test_line_gains_equal_dense_log_determinants(fitted):
+    _, _, lines, model, _ = fitted
+    X, lam = dense(model, lines)
+    s = model.noise_var / 2
+    V = np.linalg.inv(X.T @ X / s + np.diag(1 / lam))
+    gains = model.line_gains()
+    for ky in range(N):
+        B, _ = dense(model, np.array([ky]))
+        expected = 0.5 * np.linalg.slogdet(np.eye(B.shape[0]) + B @ V @ B.T / s)[1]
+        assert gains[ky] == pytest.approx(expected, rel=1e-9)
+
+
+def test_learned_slab_variance_is_at_the_evidence_maximum(fitted):
+    _, K, lines, model, fit = fitted
+    v, eps = model._state
+    R = np.concatenate(model._real_rows(lines), axis=1)
+    hybrid = K[lines] @ model._Fx_conj
+    z = np.concatenate([hybrid.real, hybrid.imag], axis=0).T
+    shape = np.concatenate([model._profile[model.basis.scale_y]] * 2)
+    best = model._posterior(R, z, model.noise_var / 2, v, eps, shape)[0]
+    for factor in (0.97, 1.03):
+        assert model._posterior(R, z, model.noise_var / 2, v * factor, eps, shape)[0] < best
+    assert best == pytest.approx(fit.log_evidence)
+
+
+def test_the_phase_comes_from_the_band_and_the_band_must_be_measured():
+    basis = SeparableWavelet((N, N), "haar", 2)
+    model = PhaseLineGaussian(basis, noise_var=1e-3, band=4)
+    K = to_kspace(np.exp(0.7j) * np.ones((N, N)))
+    model.fit(K[[6, 7, 8, 9]], [6, 7, 8, 9])
+    np.testing.assert_allclose(model.phase_, 0.7, atol=1e-9)  # a constant phase, recovered exactly
+    with pytest.raises(ValueError, match="central band"):
+        PhaseLineGaussian(basis, noise_var=1e-3, band=4).fit(K[[0, 1]], [0, 1])
+    with pytest.raises(ValueError, match="distinct"):
+        model.fit(K[[6, 6]], [6, 6])
+
+
+def test_design_with_the_phase_skips_the_conjugate_side_on_a_simulated_slice():
+    """On a simulated 64 x 64 slice, a smoothly phased brain: the designed lines are mostly on one side of the
+    centre (the other side is nearly the conjugate of the first), unlike the phase-blind model's."""
+    acq = colin27_kspace(64)[3]
+    basis = SeparableWavelet((64, 64), "db4", 3)
+    profile = magnitude_profile("db4", 3, [np.abs(a.reference) for a in colin27_kspace(64, which="train")])
+    run = design_lines(acq.kspace, PhaseLineGaussian(basis, noise_var=acq.noise_var, profile=profile),
+                       start=centre_lines(64, 4), budget=16)
+    offsets = run.lines[4:] - 32
+    assert max(np.sum(offsets > 0), np.sum(offsets < 0)) >= 10
