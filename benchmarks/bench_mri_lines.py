@@ -33,6 +33,7 @@ from adaptcs.mri.greedy import offline_greedy, oracle_choice
 from adaptcs.mri.l1 import l1_wavelet
 from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.model import LineSpikeSlab, pair_profile
+from adaptcs.mri.phase import PhaseLineGaussian, magnitude_profile
 from adaptcs.mri.replay import magnitude_scores
 
 L1_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -94,6 +95,10 @@ def main() -> None:
     parser.add_argument("--l1", action="store_true",
                         help="also reconstruct every mask by L1-wavelet FISTA, its penalty (a multiple of the noise's "
                              "standard deviation) chosen on two training slices")
+    parser.add_argument("--model", choices=("line", "phase"), default="line",
+                        help="line: GSS-EP on lines (--p0, --learn, --profile); phase: the phase-aware Gaussian "
+                             "(adaptcs.mri.phase, its y-scale profile from the training slices), with low-to-high "
+                             "also reconstructed by the phase-blind Gaussian line model for comparison")
     parser.add_argument("--greedy", action="store_true",
                         help="also the oracle greedy order (knows the image) and the offline greedy order learned "
                              "on the training slices")
@@ -106,8 +111,12 @@ def main() -> None:
     acquisitions = colin27_kspace(n, noise=args.noise)[: args.slices]
     indices = list(range(len(acquisitions))) if args.only is None else args.only  # --only: a share of the slices
     acquisitions = [acquisitions[i] for i in indices]  # (to run them in several processes; same draws per slice)
+    if args.model == "phase" and args.greedy:
+        parser.error("--greedy needs the line model (its one-step error update)")
+    y_profile = magnitude_profile("db4", args.level, [np.abs(a.reference) for a in colin27_kspace(
+        n, which="train", noise=args.noise)]) if args.model == "phase" else None
     profile = None
-    if args.profile:
+    if args.profile or args.model == "phase":
         profile = pair_profile(basis, [a.reference for a in colin27_kspace(n, which="train", noise=args.noise)])
     results: dict[str, dict[int, list]] = {}
     l1_results: dict[str, dict[int, list]] = {}
@@ -141,6 +150,8 @@ def main() -> None:
                   f"{offline[centre:].tolist()}", flush=True)
         for s, acq in zip(indices, acquisitions, strict=True):
             def model(noise_var=acq.noise_var):
+                if args.model == "phase":
+                    return PhaseLineGaussian(basis, noise_var=noise_var, profile=y_profile)
                 return LineSpikeSlab(basis, noise_var=noise_var, p0=args.p0, learn=learn, profile=profile)
             start = time.process_time()
             run = design_lines(acq.kspace, model(), start=centre_lines(n, centre), budget=max(budgets),
@@ -169,6 +180,12 @@ def main() -> None:
                          "jittered density": [jittered_density(n, b, centre, rng) for _ in range(args.vd_draws)]}
                 if offline is not None:
                     masks["offline greedy"] = [offline[:b]]
+                if args.model == "phase":  # the same low-pass lines under the phase-blind Gaussian line model
+                    fit = LineSpikeSlab(basis, noise_var=acq.noise_var, p0=0.999, learn=("v0",),
+                                        profile=profile).fit(acq.kspace[masks["low-to-high"][0]],
+                                                             masks["low-to-high"][0])
+                    results.setdefault("low-to-high, phase-blind", {}).setdefault(b, []).append(scores(fit.image, acq))
+                    count("low-to-high, phase-blind", fit)
                 for name, draws in masks.items():
                     vals = []
                     for lines in draws:
@@ -178,8 +195,8 @@ def main() -> None:
                     results.setdefault(name, {}).setdefault(b, []).append(tuple(np.mean(vals, axis=0)))
                     if l1_factor is not None:
                         l1_record(l1_results, name, b, draws, acq, basis, l1_factor)
-    print(f"\n{n} x {n}, {len(acquisitions)} simulated Colin27 slices, noise {args.noise}, learn={args.learn}, "
-          f"p0={args.p0}, profile={args.profile}, "
+    print(f"\n{n} x {n}, {len(acquisitions)} simulated Colin27 slices, noise {args.noise}, model {args.model}, "
+          f"learn={args.learn}, p0={args.p0}, profile={args.profile}, "
           f"start {centre} centre lines; relative error / PSNR dB of the magnitude in the brain, mean +- s.e.; "
           "paired PSNR difference design - mask [slices design won by more than 0.01 dB, ties]")
     table(results, budgets)

@@ -114,3 +114,11 @@ def test_the_config_layer_keeps_line_models_and_experiments_together():
         resolve_experiment(too_many, "brain")
     with pytest.raises(ValueError, match="set data.counts"):
         get_experiment("brain", DATA).check_n_steps(3)
+
+
+def test_the_phase_aware_model_runs_as_a_workflow_method():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        phase = run_job("brain", 0, "lines_phase", "design", [0], data_options=DATA, hyperparameters="learned")
+    assert np.all(phase.converged == 1) and np.all(np.isfinite(phase.errors)) and np.all(phase.errors < 1)
+    np.testing.assert_array_equal(phase.blocks_not_converged, 0)

@@ -339,7 +339,11 @@ def _result(fits: dict, seconds: dict, select: dict, counts, acq: KSpaceSlice, c
     errors = np.array([magnitude_scores(im.reshape(acq.mask.shape), truth, acq.mask)[0] for im in images])
     ordered: list[LineFit] = [fits[c] for c in counts]
     last = ordered[-1]
-    pair_count = np.bincount(case.prior.basis.scale_pair().ravel(), minlength=last.v0.shape[0])
+    basis = case.prior.basis
+    if last.v0.shape[0] == basis.level + 1:  # values per y-scale (the phase-aware model)
+        counts_per_class = np.bincount(basis.scale_y, minlength=last.v0.shape[0])
+    else:  # per pair of scales, the coarsest pair always on
+        counts_per_class = np.bincount(basis.scale_pair().ravel(), minlength=last.v0.shape[0])
     n = np.asarray(counts, dtype=np.int64)
     return SequentialDesignResult(
         n_measurements=n, errors=errors, fit_seconds=np.diff([seconds[c] for c in counts], prepend=0.0),
@@ -350,6 +354,6 @@ def _result(fits: dict, seconds: dict, select: dict, counts, acq: KSpaceSlice, c
         n_iter=np.array([f.n_iter for f in ordered], dtype=np.int64),
         residual=np.array([f.residual for f in ordered]), finite=np.all(np.isfinite(images), axis=1),
         blocks_not_converged=np.array([f.columns_not_converged for f in ordered], dtype=np.int64),
-        hyperparameters={"p0": float(np.average(last.p0[1:], weights=pair_count[1:])),
-                         "v0": float(np.average(last.v0, weights=pair_count)),
+        hyperparameters={"p0": float(np.average(last.p0[1:], weights=counts_per_class[1:])),
+                         "v0": float(np.average(last.v0, weights=counts_per_class)),
                          "noise_var": float(case.prior.noise_var)})
