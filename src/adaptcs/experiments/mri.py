@@ -4,9 +4,9 @@ Slices are replicates, masks are strategies: ``design`` (the line of largest exa
 ``low_to_high``, ``equispaced``, ``variable_density`` and ``jittered_density`` (random, drawn per slice from the
 design stream), ``random`` (uniform random lines), ``offline_greedy`` (learned on the training slices, then
 fixed) and ``oracle_greedy`` (knows the image: a bound). Every mask starts from the same centre lines and is
-reconstructed by the same line model (methods ``lines_gaussian``, ``lines_spike_slab``), scored at the same line
-counts on the magnitude image inside the brain (relative error, PSNR with the reference's brain maximum as peak,
-SSIM averaged over the brain).
+reconstructed by the same line model (methods ``lines_gaussian``, ``lines_phase``, ``lines_spike_slab``), scored
+at the same line counts on the magnitude image inside the brain (relative error, PSNR with the reference's brain
+maximum as peak, SSIM averaged over the brain).
 
 The data are simulated (:mod:`adaptcs.mri.data`): the Colin27 T1 average (a recorded MRI volume) with a smooth
 random phase, its k-space taken on a 0.5 mm grid and cropped, complex noise added; no raw scanner k-space. The
