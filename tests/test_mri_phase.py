@@ -105,3 +105,14 @@ def test_design_with_the_phase_skips_the_conjugate_side_on_a_simulated_slice():
                        start=centre_lines(64, 4), budget=16)
     offsets = run.lines[4:] - 32
     assert max(np.sum(offsets > 0), np.sum(offsets < 0)) >= 10
+
+
+def test_a_design_loop_reads_fits_that_learned_on_all_their_lines():
+    acq = colin27_kspace(32)[1]
+    basis = SeparableWavelet((32, 32), "db2", 2)
+    run = design_lines(acq.kspace, PhaseLineGaussian(basis, noise_var=acq.noise_var), start=centre_lines(32, 4),
+                       budget=10, checkpoints=(7,))
+    for count in (7, 10):
+        lines = run.lines[:count]
+        cold = PhaseLineGaussian(basis, noise_var=acq.noise_var).fit(acq.kspace[lines], lines)
+        np.testing.assert_allclose(run.fits[count].image, cold.image, rtol=1e-9, atol=1e-12)

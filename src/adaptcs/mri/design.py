@@ -118,7 +118,8 @@ def design_lines(kspace: np.ndarray, model: LineSpikeSlab, *, start: np.ndarray,
     budget : int
         Lines at the end, start included.
     checkpoints : iterable of int
-        Line counts at which the fit is taken to EP's strict test and kept (the last count always is).
+        Line counts at which the fit is taken to EP's strict test and kept (the last count always is); a model
+        whose warm refits keep their hyper-parameters (``relearn_when_read = True``) is refitted from scratch there.
     progress : callable, optional
         ``progress(n_lines, fit)`` after every refit.
     choose : callable
@@ -131,10 +132,11 @@ def design_lines(kspace: np.ndarray, model: LineSpikeSlab, *, start: np.ndarray,
         raise ValueError(f"budget must lie in {len(lines)}..{ny}; got {budget}")
     keep = set(int(c) for c in checkpoints if len(lines) <= c <= budget) | {budget}
     out = DesignRun(lines=np.array(lines))
-    fit = model.fit(kspace[lines], lines)
+    fit, cold = model.fit(kspace[lines], lines), True
+    relearn = getattr(model, "relearn_when_read", False)
     while True:
         if len(lines) in keep:
-            if not fit.converged:
+            if not fit.converged or (relearn and not cold):
                 fit = model.fit(kspace[lines], lines)  # a fit that is read: from scratch, to the strict test
             out.fits[len(lines)] = fit
         if len(lines) == budget:
@@ -143,7 +145,7 @@ def design_lines(kspace: np.ndarray, model: LineSpikeSlab, *, start: np.ndarray,
         best, score = choose(model, candidates)
         lines.append(int(candidates[best]))
         out.gains.append(score)
-        fit = model.fit(kspace[lines], lines, warm=True)
+        fit, cold = model.fit(kspace[lines], lines, warm=True), False
         out.refits += 1
         out.refits_stopped += int(not fit.converged)
         if progress is not None:

@@ -83,6 +83,10 @@ class PhaseLineGaussian(BaseEstimator):
     True
     """
 
+    #: Warm refits keep ``v`` and ``eps`` (learning them costs some 25 evidence evaluations): a design loop refits
+    #: from scratch where a fit is read (:func:`adaptcs.mri.design.design_lines`).
+    relearn_when_read = True
+
     _parameter_constraints = {
         "basis": [SeparableWavelet],
         "noise_var": [Interval(Real, 0, None, closed="neither")],
