@@ -116,3 +116,23 @@ def test_a_design_loop_reads_fits_that_learned_on_all_their_lines():
         lines = run.lines[:count]
         cold = PhaseLineGaussian(basis, noise_var=acq.noise_var).fit(acq.kspace[lines], lines)
         np.testing.assert_allclose(run.fits[count].image, cold.image, rtol=1e-9, atol=1e-12)
+
+
+def test_the_command_line_and_the_lab_take_the_phase_prior(tmp_path, capsys):
+    import h5py
+
+    from adaptcs.cli import main
+    from adaptcs.mri import lab
+
+    acq = colin27_kspace(32)[1]
+    np.save(tmp_path / "k.npy", acq.kspace)
+    assert main(["--quiet", "mri", str(tmp_path / "k.npy"), "--lines", "4", "8", "--level", "2", "--prior", "phase",
+                 "--out", str(tmp_path / "m.h5")]) == 0
+    with h5py.File(tmp_path / "m.h5") as f:
+        assert f.attrs["prior"] == "phase" and f["design/8"].attrs["converged"]
+    state = tmp_path / "s.h5"
+    lab.init(state, (32, 32), wavelet="db2", level=2, prior="phase", start=4)
+    first, _ = lab.next_lines(state)
+    lab.add(state, first, acq.kspace[first])
+    chosen, about = lab.next_lines(state)
+    assert about["converged"] and chosen[0] not in first
