@@ -143,7 +143,11 @@ class PhaseLineGaussian(BaseEstimator):
     @with_blas_limit
     def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False) -> LineFit:
         """The exact posterior on the measured lines; ``v`` and ``eps`` learned by maximum evidence (``warm``: kept
-        from the last fit, as a design loop's refits between read fits do)."""
+        from the last fit, as a design loop's refits between read fits do).
+
+        Returns a :class:`LineFit` whose ``coef`` (ny, nx) are the y-wavelet coefficients of the phase-corrected
+        image ``exp(-i phi) x``, column by column of pixels (not separable wavelet coefficients), ``image`` the
+        posterior mean image, ``v0`` the slab variance per y-scale and ``p0`` ones (no spike)."""
         started = time.process_time()
         self._validate_params()
         lines = np.asarray(lines, dtype=np.intp)
