@@ -122,3 +122,15 @@ def test_the_phase_aware_model_runs_as_a_workflow_method():
         phase = run_job("brain", 0, "lines_phase", "design", [0], data_options=DATA, hyperparameters="learned")
     assert np.all(phase.converged == 1) and np.all(np.isfinite(phase.errors)) and np.all(phase.errors < 1)
     np.testing.assert_array_equal(phase.blocks_not_converged, 0)
+
+
+def test_the_greedy_orders_run_only_with_models_that_have_their_error_update():
+    config = {"experiments": {"brain": {"kind": "mri", "data": {"size": 32, "level": 2, "counts": [4, 8]},
+                                        "replicates": 1, "methods": ["lines_gaussian", "lines_phase"],
+                                        "strategies": ["design", "offline_greedy", "oracle_greedy"]}}}
+    run = resolve_experiment(config, "brain")
+    assert run.strategies_of("lines_gaussian") == ["design", "offline_greedy", "oracle_greedy"]
+    assert run.strategies_of("lines_phase") == ["design"]
+    with pytest.raises(ValueError, match="one-step error update"):
+        run_job("brain", 0, "lines_phase", "oracle_greedy", [0], data_options=DATA, hyperparameters="learned")
+

@@ -92,9 +92,10 @@ def lines_fit_extreme_values(method, groups, prior, kspace, scale):
     """A line model fits k-space in extreme units (noise variance scale^2 of 1e300 or 1e-300) to a finite image, or
     refuses it in one ValueError."""
     lines = [6, 7, 8, 9]
+    short = {"max_iter": 30} if "max_iter" in METHODS[method].parameter_names() else {}  # finite, not converged
     for hyperparameters in ("oracle", "learned"):
         estimator = make_estimator(method, groups, replace(prior, noise_var=prior.noise_var * scale**2),
-                                   hyperparameters=hyperparameters)
+                                   hyperparameters=hyperparameters, **short)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -51,9 +51,12 @@ class ExperimentRun:
     n_steps: int
 
     def strategies_of(self, method: str) -> list[str]:
-        """The strategies ``method`` runs: all, but those that need a posterior covariance only if it has one."""
+        """The strategies ``method`` runs: all, but those that need a posterior covariance only if it has one, and
+        the greedy line orders only if it has their one-step error update (``errors_after_line``)."""
         designs = METHODS[method].designs_rows
-        return [s for s in self.strategies if designs or not STRATEGIES[s].needs_covariance]
+        updates = hasattr(METHODS[method].estimator, "errors_after_line")
+        return [s for s in self.strategies if (designs or not STRATEGIES[s].needs_covariance)
+                and (updates or not STRATEGIES[s].needs_error_update)]
 
     def as_dict(self) -> dict:
         """The resolved entry as ``effective_config.yaml`` records it."""

@@ -236,6 +236,9 @@ class MRILinesExperiment(Experiment):
         ny, counts = self.size, tuple(plan.checkpoints)
         first = centre_lines(ny, self.start)
         fits, seconds, select = {}, {}, {}  # seconds, select: CPU to each count, fitting and choosing
+        if strategy in ("offline_greedy", "oracle_greedy") and not hasattr(estimator, "errors_after_line"):
+            raise ValueError(f"{strategy} needs the one-step error update (errors_after_line), which "
+                             f"{type(estimator).__name__} does not have; run it with lines_gaussian")
         if strategy in ("design", "oracle_greedy"):
             choose = largest_gain if strategy == "design" else oracle_choice(acq.kspace,
                                                                              plan.basis.forward(acq.reference))
