@@ -342,7 +342,7 @@ METHODS: dict[str, Method] = {
                                color="#41ab5d", designs_rows=True, needs_basis=True, lines_only=True),
     # The image's phase estimated from the centre lines, the real part of the phase-corrected image a Gaussian per
     # y-scale: exact (no EP), and the design skips lines that the other side of k-space tells.
-    "lines_phase": Method(PhaseLineGaussian, _kspace_phase, grouped=False, color="#006d2c", designs_rows=True,
+    "lines_phase": Method(PhaseLineGaussian, _kspace_phase, grouped=False, color="#ce1256", designs_rows=True,
                           needs_basis=True, lines_only=True),
     "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL, color="C1",
                     designs_rows=True),
