@@ -389,9 +389,10 @@ def test_errors_after_a_line_equal_dense_gaussian_conditioning():
     shift = run.post.eta - SharedBlockRows(model.scan_.real_block(), n).rmatvec(
         stack_columns(model.scan_.column_data(K[lines])) / c) / s  # the sites' natural means
     rng = np.random.default_rng(7)
-    truth = basis.forward(to_image(K)) + 0.05 * _complex(rng, (n, n))
+    image = to_image(K) + 0.05 * _complex(rng, (n, n))
+    truth = basis.forward(image)
     candidates = np.setdiff1d(np.arange(n), lines)
-    errors = model.errors_after_line(candidates, K[candidates], truth, chunk=3)
+    errors = model.errors_after_line(candidates, K[candidates], image, chunk=3)
     expected = []
     for ky in candidates:
         both = np.append(lines, ky)
@@ -403,22 +404,22 @@ def test_errors_after_a_line_equal_dense_gaussian_conditioning():
                                ).real)
     np.testing.assert_allclose(errors, expected, rtol=1e-9)
     # a greedy oracle takes the line of smallest error
-    choose = oracle_choice(K, truth)
+    choose = oracle_choice(K, image)
     assert choose(model, candidates)[0] == int(np.argmin(expected))
 
 
 def test_offline_greedy_and_jittered_masks():
     basis, K, noise_var = _small_acquisition()
-    truth = basis.forward(to_image(K))
+    image = to_image(K)
 
     def make():
         return LineSpikeSlab(basis, noise_var=noise_var, p0=0.999, learn=())
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        order = offline_greedy([(K, truth)], make, start=4, budget=7)
+        order = offline_greedy([(K, image)], make, start=4, budget=7)
         # one training slice: offline greedy is the oracle on it
-        run = design_lines(K, make(), start=centre_lines(16, 4), budget=7, choose=oracle_choice(K, truth))
+        run = design_lines(K, make(), start=centre_lines(16, 4), budget=7, choose=oracle_choice(K, image))
     np.testing.assert_array_equal(order, run.lines)
     with pytest.raises(ValueError, match="training slice"):
         offline_greedy([], make, start=4, budget=7)

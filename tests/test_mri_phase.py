@@ -136,3 +136,27 @@ def test_the_command_line_and_the_lab_take_the_phase_prior(tmp_path, capsys):
     lab.add(state, first, acq.kspace[first])
     chosen, about = lab.next_lines(state)
     assert about["converged"] and chosen[0] not in first
+
+
+def test_errors_after_a_line_equal_a_dense_refit_with_that_line(fitted):
+    """The greedy orders' one-step update: the exact posterior mean with the line added (v, eps and the phase held),
+    by dense algebra, scored in image space against an image."""
+    basis, K, lines, model, _ = fitted
+    s = model.noise_var / 2
+    rng = np.random.default_rng(5)
+    image = np.fft.fftshift(np.fft.ifft2(np.fft.ifftshift(K), norm="ortho")) + 0.05 * rng.normal(size=(N, N))
+    candidates = np.setdiff1d(np.arange(N), lines)
+    errors = model.errors_after_line(candidates, K[candidates], image, chunk=3)
+    Fx_conj = np.conj(np.fft.fftshift(np.fft.fft(np.fft.ifftshift(np.eye(N)), norm="ortho")))
+    expected = []
+    for ky in candidates:
+        both = np.append(lines, ky)
+        X, lam = dense(model, both)
+        hybrid = K[both] @ Fx_conj
+        z = np.concatenate([hybrid.real, hybrid.imag], axis=0).T.ravel()
+        mean = np.linalg.solve(X.T @ X / s + np.diag(1 / lam), X.T @ z / s).reshape(N, 2 * N)
+        estimate = np.exp(1j * model.phase_) * (basis.Wy.T @ (mean[:, :N].T + 1j * mean[:, N:].T))
+        expected.append(np.sum(np.abs(estimate - image) ** 2))
+    np.testing.assert_allclose(errors, expected, rtol=1e-9)
+    with pytest.raises(ValueError, match="image of shape"):
+        model.errors_after_line(candidates, K[candidates], image[:-1])

@@ -51,12 +51,9 @@ class ExperimentRun:
     n_steps: int
 
     def strategies_of(self, method: str) -> list[str]:
-        """The strategies ``method`` runs: all, but those that need a posterior covariance only if it has one, and
-        the greedy line orders only if it has their one-step error update (``errors_after_line``)."""
+        """The strategies ``method`` runs: all, but those that need a posterior covariance only if it has one."""
         designs = METHODS[method].designs_rows
-        updates = hasattr(METHODS[method].estimator, "errors_after_line")
-        return [s for s in self.strategies if (designs or not STRATEGIES[s].needs_covariance)
-                and (updates or not STRATEGIES[s].needs_error_update)]
+        return [s for s in self.strategies if designs or not STRATEGIES[s].needs_covariance]
 
     def as_dict(self) -> dict:
         """The resolved entry as ``effective_config.yaml`` records it."""

@@ -236,12 +236,8 @@ class MRILinesExperiment(Experiment):
         ny, counts = self.size, tuple(plan.checkpoints)
         first = centre_lines(ny, self.start)
         fits, seconds, select = {}, {}, {}  # seconds, select: CPU to each count, fitting and choosing
-        if strategy in ("offline_greedy", "oracle_greedy") and not hasattr(estimator, "errors_after_line"):
-            raise ValueError(f"{strategy} needs the one-step error update (errors_after_line), which "
-                             f"{type(estimator).__name__} does not have; run it with lines_gaussian")
         if strategy in ("design", "oracle_greedy"):
-            choose = largest_gain if strategy == "design" else oracle_choice(acq.kspace,
-                                                                             plan.basis.forward(acq.reference))
+            choose = largest_gain if strategy == "design" else oracle_choice(acq.kspace, acq.reference)
             timed = _TimedChoice(choose)
             started = time.process_time()
             run = design_lines(acq.kspace, estimator, start=first, budget=counts[-1], checkpoints=counts,
@@ -289,11 +285,10 @@ class MRILinesExperiment(Experiment):
         key = (self.size, self.wavelet, self.level, self.noise, self.start, budget, repr(sorted(params.items())))
         if key not in _OFFLINE_ORDERS:
             training = _acquisitions(self.size, self.noise, "train")
-            basis = self.basis(0)
             first = centre_lines(self.size, self.start)
             noises = iter([noise_from_readout_edges(a.kspace[first]) for a in training])
             _OFFLINE_ORDERS[key] = offline_greedy(
-                [(a.kspace, basis.forward(a.reference)) for a in training],
+                [(a.kspace, a.reference) for a in training],
                 lambda: type(estimator)(**{**estimator.get_params(), "noise_var": next(noises)}), start=self.start,
                 budget=budget)
         return _OFFLINE_ORDERS[key]

@@ -25,16 +25,12 @@ class Strategy:
         What :func:`adaptcs.design.run_sequential_design` does: designed rows, random rows, the rows given in
         order, or the wavelet prediction scan (which needs the experiment's wavelet basis); "lines": a choice of
         k-space lines that only experiments of lines make (:mod:`adaptcs.experiments.mri`).
-    needs_error_update : bool
-        Whether it scores lines by the error after one Gaussian update (the greedy orders): only models with
-        ``errors_after_line`` run it.
     """
 
     name: str
     description: str
     line_style: str | tuple
     loop: str
-    needs_error_update: bool = False
 
     @property
     def needs_covariance(self) -> bool:
@@ -72,9 +68,8 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("jittered_density", "centre k-space lines and jittered (Poisson-like) variable-density ones",
              (0, (3, 1)), "lines"),
     Strategy("offline_greedy", "the greedy line order learned on training slices, then fixed", (0, (5, 1, 1, 1)),
-             "lines", needs_error_update=True),
-    Strategy("oracle_greedy", "greedy lines chosen knowing the image (a bound no scan can reach)", ":", "lines",
-             needs_error_update=True),
+             "lines"),
+    Strategy("oracle_greedy", "greedy lines chosen knowing the image (a bound no scan can reach)", ":", "lines"),
 )}
 
 

@@ -3,9 +3,9 @@ use) and the offline greedy mask learned on training slices and then fixed (the 
 offline designs and of learning-based CS, Gözcü et al. 2018: what a user can deploy today).
 
 Both score a candidate line by the error of the posterior mean after one Gaussian update of the current fit
-(:meth:`adaptcs.mri.model.LineSpikeSlab.errors_after_line`), then refit with the chosen line, as the design loop
-does. The error is the l2 error of the complex image (equal to the coefficients' error: the transforms are
-unitary), not the magnitude error the tables report.
+(``errors_after_line`` of :class:`adaptcs.mri.model.LineSpikeSlab` or
+:class:`adaptcs.mri.phase.PhaseLineGaussian`), then refit with the chosen line, as the design loop does. The error
+is the l2 error of the complex image, not the magnitude error the tables report.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from adaptcs.mri.design import centre_lines
 from adaptcs.mri.model import LineSpikeSlab
 
 
-def oracle_choice(kspace: np.ndarray, truth: np.ndarray) -> Callable:
+def oracle_choice(kspace: np.ndarray, image: np.ndarray) -> Callable:
     """A ``choose`` for :func:`adaptcs.mri.design.design_lines`: the candidate whose values (read from the full
-    ``kspace``, (ny, nx)) leave the smallest error against the true coefficients ``truth`` (ny, nx); its score is
-    that squared error."""
+    ``kspace``, (ny, nx)) leave the smallest error against the true complex ``image`` (ny, nx); its score is that
+    squared error."""
 
     def choose(model: LineSpikeSlab, candidates: np.ndarray) -> tuple[int, float]:
-        errors = model.errors_after_line(candidates, kspace[candidates], truth)
+        errors = model.errors_after_line(candidates, kspace[candidates], image)
         best = int(np.argmin(errors))
         return best, float(errors[best])
 
@@ -38,11 +38,12 @@ def offline_greedy(training: Sequence[tuple[np.ndarray, np.ndarray]], make_model
 
     Parameters
     ----------
-    training : sequence of (kspace, truth)
-        Fully sampled centred k-space (ny, nx) and true wavelet coefficients (ny, nx) of each training slice (never
-        a slice the mask is then used on).
+    training : sequence of (kspace, image)
+        Fully sampled centred k-space (ny, nx) and true complex image (ny, nx) of each training slice (never a
+        slice the mask is then used on).
     make_model : callable
-        A new :class:`LineSpikeSlab` (one per training slice).
+        A new line model with ``errors_after_line`` (one per training slice): :class:`LineSpikeSlab` or
+        :class:`adaptcs.mri.phase.PhaseLineGaussian`.
     start : int
         Centre lines every order starts with.
     budget : int
@@ -62,13 +63,13 @@ def offline_greedy(training: Sequence[tuple[np.ndarray, np.ndarray]], make_model
     if not start <= budget <= ny:
         raise ValueError(f"budget must lie in {start}..{ny}; got {budget}")
     models = [make_model() for _ in training]
-    energy = [float(np.sum(np.abs(truth) ** 2)) for _, truth in training]
+    energy = [float(np.sum(np.abs(image) ** 2)) for _, image in training]
     for model, (kspace, _) in zip(models, training, strict=True):
         model.fit(kspace[lines], lines)
     while len(lines) < budget:
         candidates = np.setdiff1d(np.arange(ny), lines)
-        score = sum(model.errors_after_line(candidates, kspace[candidates], truth) / e
-                    for model, (kspace, truth), e in zip(models, training, energy, strict=True))
+        score = sum(model.errors_after_line(candidates, kspace[candidates], image) / e
+                    for model, (kspace, image), e in zip(models, training, energy, strict=True))
         lines.append(int(candidates[int(np.argmin(score))]))
         for model, (kspace, _) in zip(models, training, strict=True):
             model.fit(kspace[lines], lines, warm=True)

@@ -36,7 +36,8 @@ from adaptcs.models._ep import (
     warn_not_converged,
 )
 from adaptcs.models._scaling import power_of_two_scale
-from adaptcs.mri.lines import LineScan, SeparableWavelet, real_form, stack_columns, unstack_columns
+from adaptcs.mri.column_gaussian import errors_after_lines, gains_of_lines
+from adaptcs.mri.lines import LineScan, SeparableWavelet, stack_columns, unstack_columns
 
 LEARN = ("p0", "v0")  # the noise variance is estimated from k-space, not learned (docs/mri.md)
 
@@ -280,30 +281,25 @@ class LineSpikeSlab(BaseEstimator):
         candidates = np.arange(ny) if candidates is None else np.atleast_1d(np.asarray(candidates, dtype=np.intp))
         if candidates.ndim != 1 or np.any((candidates < 0) | (candidates >= ny)):
             raise ValueError(f"candidates must be rows of the centred k-space, 0..{ny - 1}")
-        rows = self.scan_.Fy_Wt[candidates]  # (k, ny) complex
-        blocks = real_form(rows)  # (2k, 2ny): rows k and k + len(candidates) belong to candidate k
-        k = candidates.shape[0]
-        R1, R2 = blocks[:k], blocks[k:]
+        R1, R2 = self._candidate_rows(candidates)
         post = self._run.post
-        GR1, GR2 = np.matmul(post.factor, R1.T), np.matmul(post.factor, R2.T)  # (nx, 2m, k)
-        L = post.block_prior_var  # (nx, 2ny)
-        q11 = L @ (R1 * R1).T - np.einsum("qrk,qrk->qk", GR1, GR1)
-        q12 = L @ (R1 * R2).T - np.einsum("qrk,qrk->qk", GR1, GR2)
-        q22 = L @ (R2 * R2).T - np.einsum("qrk,qrk->qk", GR2, GR2)
-        s = self._run.hyper.noise_var  # per real part, unit-size (V is unit-size too)
-        det = (1.0 + q11 / s) * (1.0 + q22 / s) - (q12 / s) ** 2
-        return 0.5 * np.sum(np.log(det), axis=0)
+        return gains_of_lines(post.factor, post.block_prior_var, R1, R2, self._run.hyper.noise_var)
+
+    def _candidate_rows(self, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The real rows of candidate lines in coefficient space, the same in every column: 2 x (1, k, 2ny)."""
+        a = self.scan_.Fy_Wt[candidates]  # (k, ny) complex
+        return np.hstack([a.real, -a.imag])[None], np.hstack([a.imag, a.real])[None]
 
 
     @with_blas_limit
-    def errors_after_line(self, candidates, kspace_candidates: np.ndarray, truth: np.ndarray,
+    def errors_after_line(self, candidates, kspace_candidates: np.ndarray, image: np.ndarray,
                           chunk: int = 16) -> np.ndarray:
-        """Squared error of the posterior mean after measuring each candidate line with the given values, one
+        """Squared error of the posterior mean image after measuring each candidate line with the given values, one
         Gaussian update of the last fit (its sites held): what a greedy oracle that knows the image minimises.
 
         ``m' = m + V B^T (B V B^T + s2/2 I)^{-1} (z - B m)`` per column (B the real form of the line's row, z its
-        values in coefficient columns); the error is ``|m' - c|^2`` summed over every coefficient (the image's l2
-        error: the transforms are unitary). O(nx ny^2 k) for k candidates.
+        values in coefficient columns; :func:`adaptcs.mri.column_gaussian.errors_after_lines`); the error is the
+        image's l2 error (the transforms are unitary). O(nx ny^2 k) for k candidates.
 
         Parameters
         ----------
@@ -311,8 +307,8 @@ class LineSpikeSlab(BaseEstimator):
             Rows of the centred k-space not yet measured.
         kspace_candidates : ndarray of complex, shape (k, nx)
             Their values (a retrospective scan: read from the full k-space).
-        truth : ndarray of complex, shape (ny, nx)
-            The true wavelet coefficients (the oracle's knowledge).
+        image : ndarray of complex, shape (ny, nx)
+            The true image (the oracle's knowledge).
         chunk : int
             Candidates per stacked product (memory: 2 nx ny chunk numbers per operand).
 
@@ -326,32 +322,18 @@ class LineSpikeSlab(BaseEstimator):
         ny, nx = self.basis.shape
         candidates = np.atleast_1d(np.asarray(candidates, dtype=np.intp))
         kspace_candidates = np.asarray(kspace_candidates)
-        if kspace_candidates.shape != (candidates.shape[0], nx) or np.asarray(truth).shape != (ny, nx):
-            raise ValueError(f"need kspace_candidates of shape ({candidates.shape[0]}, {nx}) and truth of shape "
+        if kspace_candidates.shape != (candidates.shape[0], nx) or np.asarray(image).shape != (ny, nx):
+            raise ValueError(f"need kspace_candidates of shape ({candidates.shape[0]}, {nx}) and image of shape "
                              f"({ny}, {nx})")
         c, post, s = self._scale, self._run.post, self._run.hyper.noise_var
         mean = post.mean.reshape(nx, 2 * ny)
-        error = mean - stack_columns(np.asarray(truth)).reshape(nx, 2 * ny) / c  # (nx, 2ny)
-        base = float(np.sum(error * error))
+        truth = stack_columns(self.basis.forward(np.asarray(image))).reshape(nx, 2 * ny) / c
         values = kspace_candidates @ self.scan_._UH / c  # (k, nx): the candidates' columns
-        Gt = post.factor.transpose(0, 2, 1)
         out = np.empty(candidates.shape[0])
         for lo in range(0, candidates.shape[0], chunk):
             idx = slice(lo, lo + chunk)
-            a = self.scan_.Fy_Wt[candidates[idx]]  # (kc, ny)
-            R1, R2 = np.hstack([a.real, -a.imag]), np.hstack([a.imag, a.real])  # (kc, 2ny)
-            U1 = post.block_prior_var[:, :, None] * R1.T[None] - Gt @ (post.factor @ R1.T)  # V_q R1^T, (nx, 2ny, kc)
-            U2 = post.block_prior_var[:, :, None] * R2.T[None] - Gt @ (post.factor @ R2.T)
-            S11 = np.einsum("qbk,kb->qk", U1, R1) + s
-            S12 = np.einsum("qbk,kb->qk", U2, R1)
-            S22 = np.einsum("qbk,kb->qk", U2, R2) + s
-            rho1 = values[idx].real.T - mean @ R1.T  # (nx, kc)
-            rho2 = values[idx].imag.T - mean @ R2.T
-            det = S11 * S22 - S12 * S12
-            a1, a2 = (S22 * rho1 - S12 * rho2) / det, (S11 * rho2 - S12 * rho1) / det
-            step = U1 * a1[:, None, :] + U2 * a2[:, None, :]  # (nx, 2ny, kc)
-            change = 2.0 * np.einsum("qb,qbk->k", error, step) + np.einsum("qbk,qbk->k", step, step)
-            out[idx] = base + change
+            R1, R2 = self._candidate_rows(candidates[idx])
+            out[idx] = errors_after_lines(mean, truth, post.factor, post.block_prior_var, R1, R2, values[idx], s)
         return out * c**2
 
 

@@ -28,6 +28,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
 
 from adaptcs.models._base import with_blas_limit
+from adaptcs.mri.column_gaussian import errors_after_lines, gains_of_lines
 from adaptcs.mri.design import centre_lines
 from adaptcs.mri.lines import SeparableWavelet, centred_dft, to_image
 from adaptcs.mri.model import LineFit
@@ -69,7 +70,8 @@ class PhaseLineGaussian(BaseEstimator):
     --------
     >>> import numpy as np
     >>> from adaptcs.mri.data import colin27_kspace
-    >>> from adaptcs.mri.design import centre_lines
+    >>> from adaptcs.mri.column_gaussian import errors_after_lines, gains_of_lines
+from adaptcs.mri.design import centre_lines
     >>> from adaptcs.mri.lines import SeparableWavelet
     >>> from adaptcs.mri.phase import PhaseLineGaussian
     >>> acq = colin27_kspace(32)[0]  # a simulated 32 x 32 slice with a smooth phase
@@ -231,11 +233,46 @@ class PhaseLineGaussian(BaseEstimator):
         ny = self.basis.shape[0]
         candidates = np.arange(ny) if candidates is None else np.atleast_1d(np.asarray(candidates, dtype=np.intp))
         B1, B2 = self._real_rows(candidates)  # (nx, k, 2ny)
-        G, lam = self._post["factor"], self._post["prior_var"]
-        GB1, GB2 = np.matmul(G, B1.transpose(0, 2, 1)), np.matmul(G, B2.transpose(0, 2, 1))  # (nx, 2m, k)
-        q11 = np.einsum("xkb,xb->xk", B1 * B1, lam) - np.einsum("xrk,xrk->xk", GB1, GB1)
-        q12 = np.einsum("xkb,xb->xk", B1 * B2, lam) - np.einsum("xrk,xrk->xk", GB1, GB2)
-        q22 = np.einsum("xkb,xb->xk", B2 * B2, lam) - np.einsum("xrk,xrk->xk", GB2, GB2)
-        s = self.noise_var / 2.0
-        det = (1.0 + q11 / s) * (1.0 + q22 / s) - (q12 / s) ** 2
-        return 0.5 * np.sum(np.log(det), axis=0)
+        return gains_of_lines(self._post["factor"], self._post["prior_var"], B1, B2, self.noise_var / 2.0)
+
+    @with_blas_limit
+    def errors_after_line(self, candidates, kspace_candidates: np.ndarray, image: np.ndarray,
+                          chunk: int = 16) -> np.ndarray:
+        """Squared error of the posterior mean image after measuring each candidate line with the given values, one
+        exact Gaussian update of the last fit (``v``, ``eps`` and the phase kept): what a greedy oracle that knows
+        the image minimises (:func:`adaptcs.mri.column_gaussian.errors_after_lines`).
+
+        Parameters
+        ----------
+        candidates : array-like of int, shape (k,)
+            Rows of the centred k-space not yet measured.
+        kspace_candidates : ndarray of complex, shape (k, nx)
+            Their values.
+        image : ndarray of complex, shape (ny, nx)
+            The true image.
+        chunk : int
+            Candidates per stacked product.
+
+        Returns
+        -------
+        ndarray, shape (k,)
+            The image's squared l2 error (the phase and the y-wavelet are unitary), in the k-space data's units.
+        """
+        if self._post is None:
+            raise RuntimeError("fit the model before asking for errors after a line")
+        ny, nx = self.basis.shape
+        candidates = np.atleast_1d(np.asarray(candidates, dtype=np.intp))
+        kspace_candidates = np.asarray(kspace_candidates)
+        if kspace_candidates.shape != (candidates.shape[0], nx) or np.asarray(image).shape != (ny, nx):
+            raise ValueError(f"need kspace_candidates of shape ({candidates.shape[0]}, {nx}) and image of shape "
+                             f"({ny}, {nx})")
+        coef = self.basis.Wy @ (np.exp(-1j * self.phase_) * np.asarray(image))  # (ny, nx), this model's unknowns
+        truth = np.concatenate([coef.real, coef.imag], axis=0).T  # (nx, 2ny)
+        values = kspace_candidates @ self._Fx_conj  # (k, nx): each line transformed along the readout
+        out = np.empty(candidates.shape[0])
+        for lo in range(0, candidates.shape[0], chunk):
+            idx = slice(lo, lo + chunk)
+            R1, R2 = self._real_rows(candidates[idx])
+            out[idx] = errors_after_lines(self._post["mean"], truth, self._post["factor"], self._post["prior_var"],
+                                          R1, R2, values[idx], self.noise_var / 2.0)
+        return out
