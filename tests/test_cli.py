@@ -23,9 +23,10 @@ def test_the_command_lines_names_are_the_registries():
     assert _names.MNIST_SOURCES == tuple(SOURCES) and _names.BASES == tuple(BASES)
     assert _names.REPLAY_ORDERS == tuple(REPLAY_ORDERS) and _names.REPLAY_PRIORS == tuple(PRIORS)
     assert _names.method_order() == list(METHODS)
+    from adaptcs.mri.design import FIXED_MASKS
     from adaptcs.mri.replay import PRIORS as MRI_PRIORS
 
-    assert _names.MRI_PRIORS == MRI_PRIORS
+    assert _names.MRI_PRIORS == MRI_PRIORS and _names.MRI_ORDERS == ("design", *FIXED_MASKS)
 
 
 def test_help_imports_nothing_numerical():

@@ -298,10 +298,15 @@ def test_command_line_replays_a_user_kspace(tmp_path, capsys):
     np.save(tmp_path / "k.npy", acq.kspace)
     out = tmp_path / "mri.h5"
     assert main(["--quiet", "mri", str(tmp_path / "k.npy"), "--lines", "4", "8", "--level", "2",
-                 "--out", str(out)]) == 0
+                 "--out", str(out), "--masks", str(tmp_path / "masks")]) == 0
     printed = capsys.readouterr().out
-    assert "| design |" in printed and "| variable_density |" in printed
+    assert "| design |" in printed and "| variable_density |" in printed and "| jittered_density |" in printed
     with h5py.File(out) as f:
+        for order in ("design", "low_to_high", "equispaced", "variable_density", "jittered_density"):
+            for count in (4, 8):
+                saved = np.load(tmp_path / "masks" / f"{order}-{count}.npy")
+                assert saved.dtype == bool and saved.sum() == count
+                np.testing.assert_array_equal(saved, f[f"{order}/{count}/mask"][()])
         assert f.attrs["noise_source"] == "readout edges of the start lines"
         lines = f["design/8/lines"][()]
         assert lines.shape == (8,) and f["design/8/mask"][()].sum() == 8
@@ -366,6 +371,9 @@ def test_line_mask_func_gives_fastmri_style_masks():
     b, _ = LineMaskFunc("variable_density", 16, 4)((64, 40), seed=3)
     np.testing.assert_array_equal(a, b)
     assert set(centre_lines(64, 4)) <= set(np.flatnonzero(a).tolist())
+    jittered, low = LineMaskFunc("jittered_density", 16, 4)((64, 40), seed=3)
+    np.testing.assert_array_equal(np.flatnonzero(jittered), jittered_density(64, 16, 4, np.random.default_rng(3)))
+    assert low == 4
     mask, low = LineMaskFunc("low_to_high", 8, 8)((64, 40))
     np.testing.assert_array_equal(np.flatnonzero(mask), centre_lines(64, 8))
     assert low == 8

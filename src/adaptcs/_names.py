@@ -11,7 +11,8 @@ STRATEGIES = ("design", "random", "topdown", "pca", "predict", "low_to_high", "e
 HYPERPARAMETERS = ("oracle", "learned")  # adaptcs.models.registry.HYPERPARAMETERS
 MNIST_SOURCES = ("auto", "download", "embedded", "path")  # adaptcs.data.mnist.SOURCES
 BASES = ("haar", "db2", "db4", "bior2.2", "bior4.4", "dct")  # adaptcs.basis.BASES
-MRI_ORDERS = ("design", "low_to_high", "equispaced", "variable_density")  # python -m adaptcs mri (strategy names)
+# python -m adaptcs mri (strategy names; adaptcs.mri.design.FIXED_MASKS and "design")
+MRI_ORDERS = ("design", "low_to_high", "equispaced", "variable_density", "jittered_density")
 MRI_PRIORS = ("gaussian", "sparse", "phase")  # adaptcs.mri.replay.PRIORS
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")  # adaptcs.design.basis_scan.REPLAY_ORDERS
 REPLAY_PRIORS = ("tree", "prediction", "scales")  # adaptcs.replay.PRIORS

@@ -30,15 +30,7 @@ from adaptcs.experiments.base import Experiment, Plan
 from adaptcs.experiments.case import Case
 from adaptcs.models.registry import PriorInfo
 from adaptcs.mri.data import KSpaceSlice, colin27_kspace, colin27_slices
-from adaptcs.mri.design import (
-    centre_lines,
-    design_lines,
-    equispaced,
-    jittered_density,
-    largest_gain,
-    low_to_high,
-    variable_density,
-)
+from adaptcs.mri.design import FIXED_MASKS, centre_lines, design_lines, fixed_mask, largest_gain
 from adaptcs.mri.greedy import offline_greedy, oracle_choice
 from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.model import LineFit, pair_profile
@@ -263,14 +255,8 @@ class MRILinesExperiment(Experiment):
         """The lines of a mask that does not look at the data, ``count`` of them (``rng`` for random masks, drawn
         per count; ``order`` the offline greedy order)."""
         ny, start = self.size, self.start
-        if strategy == "low_to_high":
-            return low_to_high(ny, count)
-        if strategy == "equispaced":
-            return equispaced(ny, count, start)
-        if strategy == "variable_density":
-            return variable_density(ny, count, start, rng)
-        if strategy == "jittered_density":
-            return jittered_density(ny, count, start, rng)
+        if strategy in FIXED_MASKS:
+            return fixed_mask(strategy, ny, count, start, rng)
         if strategy == "random":
             rest = np.setdiff1d(np.arange(ny), centre_lines(ny, start))
             return np.sort(np.concatenate([centre_lines(ny, start), rng.choice(rest, count - start, replace=False)]))

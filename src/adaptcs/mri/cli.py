@@ -42,6 +42,9 @@ def add_mri_parser(sub) -> None:
     mri.add_argument("--orders", nargs="+", default=list(ORDERS), choices=list(ORDERS))
     mri.add_argument("--seed", type=int, default=0, help="seed of the variable-density draw")
     mri.add_argument("--out", required=True, help="HDF5 file to write (atomically)")
+    mri.add_argument("--masks", metavar="DIR",
+                     help="also write every mask as DIR/<order>-<lines>.npy: booleans, one per phase encode (a "
+                          "fastMRI column mask for --phase-axis 1)")
     mri.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
     mri.set_defaults(func=run_mri)
 
@@ -144,6 +147,24 @@ def read_kspace(path: str, dataset: str = "kspace", index: int | None = None, ph
     return np.ascontiguousarray(data if phase_axis == 0 else data.T)
 
 
+def write_masks(folder: Path, masks: dict, ny: int) -> None:
+    """Every mask as ``folder/<order>-<count>.npy``: a boolean array of shape (ny,), True on the lines measured."""
+    import numpy as np
+
+    from adaptcs._io import atomic_write
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for (order, count), lines in masks.items():
+        mask = np.zeros(ny, bool)
+        mask[lines] = True
+
+        def save(tmp, mask=mask):
+            with open(tmp, "wb") as handle:
+                np.save(handle, mask)
+
+        atomic_write(folder / f"{order}-{count}.npy", save)
+
+
 def run_mri(args) -> int:
     """Run the replay and write its HDF5 file; prints the table."""
     import h5py
@@ -180,6 +201,8 @@ def run_mri(args) -> int:
                 group.attrs.update(row)
 
     atomic_write(args.out, write)
+    if args.masks:
+        write_masks(Path(args.masks), result.masks, kspace.shape[0])
     print(f"noise variance {result.noise_var:.4g} ({result.noise_source}); relative error / PSNR (dB) of the "
           "magnitude against the fully sampled image:")
     counts = sorted({r["lines"] for r in result.rows})
@@ -192,5 +215,5 @@ def run_mri(args) -> int:
     if unconverged:
         print(f"warning: {len(unconverged)} of {len(result.rows)} reconstructions are not at EP's fixed point "
               "(attribute converged and columns_not_converged in the file)", file=sys.stderr)
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out}" + (f" and the masks in {args.masks}/" if args.masks else ""))
     return 0

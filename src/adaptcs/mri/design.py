@@ -73,6 +73,23 @@ def jittered_density(ny: int, count: int, centre: int, rng: np.random.Generator,
     return np.sort(np.concatenate([middle, np.array(picks, dtype=np.intp)]))
 
 
+#: The fixed masks by name (the workflow's strategy names), each ``mask(ny, count, centre, rng)``.
+FIXED_MASKS = {
+    "low_to_high": lambda ny, count, centre, rng: low_to_high(ny, count),
+    "equispaced": lambda ny, count, centre, rng: equispaced(ny, count, centre),
+    "variable_density": variable_density,
+    "jittered_density": jittered_density,
+}
+
+
+def fixed_mask(kind: str, ny: int, count: int, centre: int, rng: np.random.Generator) -> np.ndarray:
+    """The lines of fixed mask ``kind`` (:data:`FIXED_MASKS`), sorted, shape (count,); ``rng`` draws the random
+    ones."""
+    if kind not in FIXED_MASKS:
+        raise ValueError(f"unknown mask {kind!r}; choose from {sorted(FIXED_MASKS)}")
+    return np.sort(FIXED_MASKS[kind](ny, count, centre, rng))
+
+
 @dataclass
 class DesignRun:
     """A design loop's outcome: the lines in the order measured and the fit after each checkpoint.
@@ -159,19 +176,19 @@ class LineMaskFunc:
 
     Parameters
     ----------
-    kind : {"low_to_high", "equispaced", "variable_density"}
+    kind : {"low_to_high", "equispaced", "variable_density", "jittered_density"}
     count : int
         Lines in the mask, centre included.
     centre : int
-        Centre lines (for "equispaced" and "variable_density"; low_to_high is all centre).
+        Centre lines (low_to_high is all centre).
 
     Calling it with a k-space ``shape`` ``(..., ny, nx)`` (phase encodes along axis -2, this package's convention;
     fastMRI puts them along the last axis, so transpose for its files) returns a boolean mask of shape ``(ny, 1)``
     that broadcasts against the k-space, and the number of low-frequency lines, as fastMRI's masks do. ``seed``
-    seeds a local Generator (variable density only); the same seed gives the same mask.
+    seeds a local Generator (the random masks); the same seed gives the same mask.
     """
 
-    KINDS = ("low_to_high", "equispaced", "variable_density")
+    KINDS = tuple(FIXED_MASKS)
 
     def __init__(self, kind: str, count: int, centre: int):
         if kind not in self.KINDS:
@@ -184,12 +201,8 @@ class LineMaskFunc:
         ny = int(shape[-2])
         if self.count > ny:
             raise ValueError(f"a mask of {self.count} lines does not fit {ny} phase encodes")
-        if self.kind == "low_to_high":
-            lines, low = low_to_high(ny, self.count), self.count
-        elif self.kind == "equispaced":
-            lines, low = equispaced(ny, self.count, self.centre), self.centre
-        else:
-            lines, low = variable_density(ny, self.count, self.centre, np.random.default_rng(seed)), self.centre
+        lines = fixed_mask(self.kind, ny, self.count, self.centre, np.random.default_rng(seed))
+        low = self.count if self.kind == "low_to_high" else self.centre
         mask = np.zeros((ny, 1), bool)
         mask[lines] = True
         return mask, low

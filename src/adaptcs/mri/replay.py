@@ -12,7 +12,7 @@ import numpy as np
 
 from adaptcs._names import MRI_ORDERS as ORDERS
 from adaptcs.mri.data import colin27_kspace
-from adaptcs.mri.design import centre_lines, design_lines, equispaced, low_to_high, variable_density
+from adaptcs.mri.design import centre_lines, design_lines, fixed_mask
 from adaptcs.mri.lines import SeparableWavelet, to_image
 from adaptcs.mri.model import LineFit, LineSpikeSlab, pair_profile
 from adaptcs.mri.noise import noise_from_readout_edges
@@ -127,9 +127,10 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
         Noise variance per complex sample (a noise scan); default: :func:`noise_from_readout_edges` of the start
         lines.
     wavelet, level : the separable wavelet (:class:`SeparableWavelet`).
-    prior : {"gaussian", "sparse"}
+    prior : {"gaussian", "sparse", "phase"}
         gaussian: p0 = 0.999 and one slab variance learned (EP converges on lines; design = the lines of largest
-        prior variance); sparse: p0 and v0 learned per pair of scales (adaptive, but EP often stops short).
+        prior variance); sparse: p0 and v0 learned per pair of scales (adaptive, but EP often stops short); phase:
+        :class:`adaptcs.mri.phase.PhaseLineGaussian`.
     profile : {"colin27", "flat"}
         Slab variances per pair of scales in the proportions of the Colin27 training slices, or all equal.
     seed : int
@@ -178,10 +179,8 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
         for count in counts:
             add("design", count, run.lines[:count], run.fits[count])
     rng = np.random.default_rng(seed)
-    fixed = {"low_to_high": lambda c: low_to_high(ny, c), "equispaced": lambda c: equispaced(ny, c, start),
-             "variable_density": lambda c: variable_density(ny, c, start, rng)}
     for order in (o for o in orders if o != "design"):
         for count in counts:
-            lines = fixed[order](count)
+            lines = fixed_mask(order, ny, count, start, rng)
             add(order, count, lines, model().fit(kspace[lines], lines))
     return out
