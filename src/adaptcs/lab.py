@@ -354,26 +354,20 @@ def _state_arrays(state: LabState) -> dict:
     return arrays
 
 
-def save_state(path, state: LabState) -> Path:
-    """Write the whole state (with checksums) to a new file, flush it, and rename it over ``path``."""
+def write_state_file(path, attrs: dict, arrays: dict) -> Path:
+    """Write a checksummed HDF5 state to a new file, flush it, and rename it over ``path`` (also the line loop's,
+    :mod:`adaptcs.mri.lab`).
+
+    Text attributes are fixed-length strings (never in the unchecksummed global heap, see ``fixed_text``), every
+    dataset carries Fletcher-32 (which needs chunked storage, so at least one element), and ``data_sha256`` /
+    ``attrs_sha256`` cover the datasets and the other attributes. StateError if it cannot be written; the old file is
+    then untouched.
+    """
     buffer = io.BytesIO()
     with h5py.File(buffer, "w", libver=("v110", "latest")) as f:  # v110: checksummed object headers
-        model = state.estimator()
-        estimator = {name: value for name, value in model.get_params().items()
-                     if name not in ("groups", "scales", "basis")}  # the basis's, saved as basis, side and level
-        text = {"format": STATE_FORMAT, "strategy": state.strategy, "row_constraint": state.row_constraint,
-                "given": json.dumps(state.given, sort_keys=True), "basis": state.basis_name,
-                "estimator": json.dumps({"class": type(model).__name__, **estimator}, sort_keys=True, default=str)}
-        for name, value in text.items():
-            f.attrs[name] = fixed_text(value)  # never in the unchecksummed global heap (see fixed_text)
-        f.attrs["format_version"] = STATE_VERSION
-        f.attrs["row_norm"] = np.nan if state.row_norm is None else state.row_norm
-        f.attrs["seed"] = state.seed
-        f.attrs["side"] = state.side
-        f.attrs["level"] = state.level
-        arrays = _state_arrays(state)
+        for name, value in attrs.items():
+            f.attrs[name] = fixed_text(value) if isinstance(value, str) else value
         for name, value in arrays.items():
-            # Fletcher-32 needs chunked storage, which needs at least one element
             f.create_dataset(name, data=value, fletcher32=value.size > 0)
         f.attrs["data_sha256"] = fixed_text(data_digest(arrays))
         f.attrs["attrs_sha256"] = fixed_text(attrs_digest(f.attrs))
@@ -388,6 +382,19 @@ def save_state(path, state: LabState) -> Path:
     except OSError as exc:  # a full disk, a file-size limit: the old state is untouched
         raise StateError(f"{path}: cannot write the state ({exc.strerror or exc}); the state file is unchanged and "
                          "nothing was recorded") from None
+
+
+def save_state(path, state: LabState) -> Path:
+    """Write the whole state (with checksums) to a new file, flush it, and rename it over ``path``."""
+    model = state.estimator()
+    estimator = {name: value for name, value in model.get_params().items()
+                 if name not in ("groups", "scales", "basis")}  # the basis's, saved as basis, side and level
+    attrs = {"format": STATE_FORMAT, "strategy": state.strategy, "row_constraint": state.row_constraint,
+             "given": json.dumps(state.given, sort_keys=True), "basis": state.basis_name,
+             "estimator": json.dumps({"class": type(model).__name__, **estimator}, sort_keys=True, default=str),
+             "format_version": STATE_VERSION, "row_norm": np.nan if state.row_norm is None else state.row_norm,
+             "seed": state.seed, "side": state.side, "level": state.level}
+    return write_state_file(path, attrs, _state_arrays(state))
 
 
 def load_state(path) -> LabState:

@@ -26,7 +26,6 @@ State file layout (format ``adaptcs-mri-lines-state``, version 1)::
 from __future__ import annotations
 
 import datetime
-import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +33,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from adaptcs._io import as_text, atomic_write, attrs_digest, data_digest, fixed_text
-from adaptcs.lab import StateError, locked
+from adaptcs._io import as_text, attrs_digest, data_digest
+from adaptcs.lab import StateError, locked, write_state_file
 from adaptcs.mri.design import centre_lines
 from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.model import LineFit
@@ -193,30 +192,10 @@ def _arrays(state: LineState) -> dict:
 
 def save_state(path, state: LineState) -> Path:
     """Write the whole state (with checksums) to a new file and rename it over ``path``."""
-    buffer = io.BytesIO()
-    with h5py.File(buffer, "w", libver=("v110", "latest")) as f:
-        for name in ("wavelet", "prior", "profile"):
-            f.attrs[name] = fixed_text(getattr(state, name))
-        f.attrs["format"] = fixed_text(STATE_FORMAT)
-        f.attrs["format_version"] = STATE_VERSION
-        for name in ("ny", "nx", "level", "start"):
-            f.attrs[name] = int(getattr(state, name))
-        f.attrs["noise_var"] = float(state.noise_var)
-        arrays = _arrays(state)
-        for name, value in arrays.items():
-            f.create_dataset(name, data=value, fletcher32=value.size > 0)
-        f.attrs["data_sha256"] = fixed_text(data_digest(arrays))
-        f.attrs["attrs_sha256"] = fixed_text(attrs_digest(f.attrs))
-    data = buffer.getvalue()
-
-    def write(tmp):
-        Path(tmp).write_bytes(data)
-
-    try:
-        return atomic_write(path, write)
-    except OSError as exc:
-        raise StateError(f"{path}: cannot write the state ({exc.strerror or exc}); the state file is unchanged") \
-            from None
+    attrs = {name: getattr(state, name) for name in ("wavelet", "prior", "profile")}
+    attrs.update({"format": STATE_FORMAT, "format_version": STATE_VERSION, "noise_var": float(state.noise_var)})
+    attrs.update({name: int(getattr(state, name)) for name in ("ny", "nx", "level", "start")})
+    return write_state_file(path, attrs, _arrays(state))
 
 
 def load_state(path) -> LineState:
