@@ -70,8 +70,7 @@ class PhaseLineGaussian(BaseEstimator):
     --------
     >>> import numpy as np
     >>> from adaptcs.mri.data import colin27_kspace
-    >>> from adaptcs.mri.column_gaussian import errors_after_lines, gains_of_lines
-from adaptcs.mri.design import centre_lines
+    >>> from adaptcs.mri.design import centre_lines
     >>> from adaptcs.mri.lines import SeparableWavelet
     >>> from adaptcs.mri.phase import PhaseLineGaussian
     >>> acq = colin27_kspace(32)[0]  # a simulated 32 x 32 slice with a smooth phase
