@@ -55,7 +55,8 @@ def table(results: dict, budgets) -> None:
             se = lambda v: v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else float("nan")  # noqa: E731
             print(f"{b:4d} lines {name:17s} err {vals[:, 0].mean():.4f} +- {se(vals[:, 0]):.4f}  "
                   f"PSNR {vals[:, 1].mean():6.2f}  design-this {diff.mean():+.2f} +- {se(diff):.2f} "
-                  f"[{int(np.sum(diff > TIE_DB))}/{len(diff)}, ties {int(np.sum(np.abs(diff) <= TIE_DB))}]")
+                  f"[{int(np.sum(diff > TIE_DB))}/{len(diff)}, ties {int(np.sum(np.abs(diff) <= TIE_DB))}]  "
+                  f"per slice {np.round(diff, 3).tolist()}")  # runs split by --only pool exactly
 
 
 def l1_record(results: dict, name: str, budget: int, draws, acq, basis, factor: float) -> None:
