@@ -411,6 +411,8 @@ def test_errors_after_a_line_equal_dense_gaussian_conditioning():
         expected.append(np.sum((unstack_columns(mean * c, n) - truth) * np.conj(unstack_columns(mean * c, n) - truth)
                                ).real)
     np.testing.assert_allclose(errors, expected, rtol=1e-9)
+    images = model.images_after_line(candidates, K[candidates])  # the mean images of the same updates
+    np.testing.assert_allclose(np.sum(np.abs(images - image) ** 2, axis=(1, 2)), expected, rtol=1e-9)
     # a greedy oracle takes the line of smallest error
     choose = oracle_choice(K, image)
     assert choose(model, candidates)[0] == int(np.argmin(expected))

@@ -6,6 +6,7 @@ import pytest
 
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines
+from adaptcs.mri.greedy import oracle_choice
 from adaptcs.mri.lines import SeparableWavelet, to_kspace
 from adaptcs.mri.phase import PhaseLineGaussian, magnitude_profile
 
@@ -160,3 +161,13 @@ def test_errors_after_a_line_equal_a_dense_refit_with_that_line(fitted):
     np.testing.assert_allclose(errors, expected, rtol=1e-9)
     with pytest.raises(ValueError, match="image of shape"):
         model.errors_after_line(candidates, K[candidates], image[:-1])
+    # the mean images themselves, and the oracle of the magnitude error inside a region, from the same dense refits
+    images = model.images_after_line(candidates, K[candidates])
+    np.testing.assert_allclose(np.sum(np.abs(images - image) ** 2, axis=(1, 2)), expected, rtol=1e-9)
+    region = np.zeros((N, N), bool)
+    region[4:12, 3:13] = True
+    by_magnitude = [np.sum((np.abs(images[j])[region] - np.abs(image)[region]) ** 2) for j in range(len(candidates))]
+    best, score = oracle_choice(K, image, region=region, chunk=4)(model, candidates)
+    assert best == int(np.argmin(by_magnitude)) and score == pytest.approx(min(by_magnitude), rel=1e-12)
+    with pytest.raises(ValueError, match="region"):
+        oracle_choice(K, image, region=region[:-1])

@@ -3,8 +3,9 @@
 Slices are replicates, masks are strategies: ``design`` (the line of largest exact information gain, refit, repeat),
 ``low_to_high``, ``equispaced``, ``variable_density`` and ``jittered_density`` (random, drawn per slice from the
 design stream), ``random`` (uniform random lines), ``offline_greedy`` (learned on the training slices, then
-fixed) and ``oracle_greedy`` (knows the image: a bound). Every mask starts from the same centre lines and is
-reconstructed by the same line model (methods ``lines_gaussian``, ``lines_phase``, ``lines_spike_slab``), scored
+fixed) and ``oracle_greedy`` (knows the image: a greedy bound on the magnitude error in the brain). Every mask
+starts from the same centre lines and is reconstructed by the same line model (methods ``lines_gaussian``,
+``lines_phase``, ``lines_spike_slab``), scored
 at the same line counts on the magnitude image inside the brain (relative error, PSNR with the reference's brain
 maximum as peak, SSIM averaged over the brain).
 
@@ -229,7 +230,7 @@ class MRILinesExperiment(Experiment):
         first = centre_lines(ny, self.start)
         fits, seconds, select = {}, {}, {}  # seconds, select: CPU to each count, fitting and choosing
         if strategy in ("design", "oracle_greedy"):
-            choose = largest_gain if strategy == "design" else oracle_choice(acq.kspace, acq.reference)
+            choose = largest_gain if strategy == "design" else oracle_choice(acq.kspace, acq.reference, acq.mask)
             timed = _TimedChoice(choose)
             started = time.process_time()
             run = design_lines(acq.kspace, estimator, start=first, budget=counts[-1], checkpoints=counts,

@@ -49,10 +49,33 @@ def gains_of_lines(factor: np.ndarray, prior_var: np.ndarray, R1: np.ndarray, R2
     return 0.5 * np.sum(np.log(det), axis=0)
 
 
+def _steps(mean, factor, prior_var, R1, R2, values, s) -> np.ndarray:
+    """``V B^T (B V B^T + s I_2)^{-1} (z - B m)`` for every column and candidate: (nq, b, k)."""
+    nq, b = mean.shape
+    k = values.shape[0]
+    R1, R2 = np.broadcast_to(R1, (nq, k, b)), np.broadcast_to(R2, (nq, k, b))
+    U1, U2 = _times_cov(factor, prior_var, R1), _times_cov(factor, prior_var, R2)  # (nq, b, k)
+    S11 = np.einsum("qbk,qkb->qk", U1, R1) + s
+    S12 = np.einsum("qbk,qkb->qk", U2, R1)
+    S22 = np.einsum("qbk,qkb->qk", U2, R2) + s
+    rho1 = values.real.T - np.einsum("qb,qkb->qk", mean, R1)  # (nq, k)
+    rho2 = values.imag.T - np.einsum("qb,qkb->qk", mean, R2)
+    det = S11 * S22 - S12 * S12
+    a1, a2 = (S22 * rho1 - S12 * rho2) / det, (S11 * rho2 - S12 * rho1) / det
+    return U1 * a1[:, None, :] + U2 * a2[:, None, :]
+
+
+def means_after_lines(mean: np.ndarray, factor: np.ndarray, prior_var: np.ndarray, R1: np.ndarray, R2: np.ndarray,
+                      values: np.ndarray, s: float) -> np.ndarray:
+    """The posterior mean after measuring each candidate line alone, ``m' = m + V B^T (B V B^T + s I_2)^{-1}
+    (z - B m)`` per column: shape (nq, b, k). Arguments as in :func:`errors_after_lines`."""
+    return mean[:, :, None] + _steps(mean, factor, prior_var, R1, R2, values, s)
+
+
 def errors_after_lines(mean: np.ndarray, truth: np.ndarray, factor: np.ndarray, prior_var: np.ndarray,
                        R1: np.ndarray, R2: np.ndarray, values: np.ndarray, s: float) -> np.ndarray:
-    """Squared error ``sum_q |m'_q - c_q|^2`` of the posterior mean after measuring each candidate line alone:
-    ``m' = m + V B^T (B V B^T + s I_2)^{-1} (z - B m)`` per column.
+    """Squared error ``sum_q |m'_q - c_q|^2`` of the posterior mean after measuring each candidate line alone
+    (:func:`means_after_lines`), without forming the new means.
 
     Parameters
     ----------
@@ -67,18 +90,7 @@ def errors_after_lines(mean: np.ndarray, truth: np.ndarray, factor: np.ndarray, 
     -------
     ndarray, shape (k,)
     """
-    nq, b = mean.shape
-    k = values.shape[0]
-    R1, R2 = np.broadcast_to(R1, (nq, k, b)), np.broadcast_to(R2, (nq, k, b))
     error = mean - truth
-    U1, U2 = _times_cov(factor, prior_var, R1), _times_cov(factor, prior_var, R2)  # (nq, b, k)
-    S11 = np.einsum("qbk,qkb->qk", U1, R1) + s
-    S12 = np.einsum("qbk,qkb->qk", U2, R1)
-    S22 = np.einsum("qbk,qkb->qk", U2, R2) + s
-    rho1 = values.real.T - np.einsum("qb,qkb->qk", mean, R1)  # (nq, k)
-    rho2 = values.imag.T - np.einsum("qb,qkb->qk", mean, R2)
-    det = S11 * S22 - S12 * S12
-    a1, a2 = (S22 * rho1 - S12 * rho2) / det, (S11 * rho2 - S12 * rho1) / det
-    step = U1 * a1[:, None, :] + U2 * a2[:, None, :]  # (nq, b, k)
+    step = _steps(mean, factor, prior_var, R1, R2, values, s)  # (nq, b, k)
     change = 2.0 * np.einsum("qb,qbk->k", error, step) + np.einsum("qbk,qbk->k", step, step)
     return float(np.sum(error * error)) + change

@@ -18,13 +18,29 @@ from adaptcs.mri.design import centre_lines
 from adaptcs.mri.model import LineSpikeSlab
 
 
-def oracle_choice(kspace: np.ndarray, image: np.ndarray) -> Callable:
+def oracle_choice(kspace: np.ndarray, image: np.ndarray, region: np.ndarray | None = None,
+                  chunk: int = 16) -> Callable:
     """A ``choose`` for :func:`adaptcs.mri.design.design_lines`: the candidate whose values (read from the full
     ``kspace``, (ny, nx)) leave the smallest error against the true complex ``image`` (ny, nx); its score is that
-    squared error."""
+    squared error.
+
+    Without ``region`` the error is the complex image's over the whole field of view (``errors_after_line``, no
+    image formed); with ``region`` (boolean, (ny, nx)) it is the error of the *magnitude* inside it, what the
+    tables report (``images_after_line``, ``chunk`` candidates at a time).
+    """
+    if region is not None:
+        region = np.asarray(region, dtype=bool)
+        if region.shape != np.shape(image):
+            raise ValueError(f"region must have the image's shape {np.shape(image)}; got {region.shape}")
+        target = np.abs(image)[region]
 
     def choose(model: LineSpikeSlab, candidates: np.ndarray) -> tuple[int, float]:
-        errors = model.errors_after_line(candidates, kspace[candidates], image)
+        if region is None:
+            errors = model.errors_after_line(candidates, kspace[candidates], image)
+        else:
+            errors = np.concatenate([
+                np.sum((np.abs(model.images_after_line(part, kspace[part]))[:, region] - target) ** 2, axis=1)
+                for part in np.array_split(candidates, max(1, -(-candidates.shape[0] // chunk)))])
         best = int(np.argmin(errors))
         return best, float(errors[best])
 

@@ -36,7 +36,7 @@ from adaptcs.models._ep import (
     warn_not_converged,
 )
 from adaptcs.models._scaling import power_of_two_scale
-from adaptcs.mri.column_gaussian import errors_after_lines, gains_of_lines
+from adaptcs.mri.column_gaussian import errors_after_lines, gains_of_lines, means_after_lines
 from adaptcs.mri.lines import LineScan, SeparableWavelet, stack_columns, unstack_columns
 
 LEARN = ("p0", "v0")  # the noise variance is estimated from k-space, not learned (docs/mri.md)
@@ -335,6 +335,24 @@ class LineSpikeSlab(BaseEstimator):
             R1, R2 = self._candidate_rows(candidates[idx])
             out[idx] = errors_after_lines(mean, truth, post.factor, post.block_prior_var, R1, R2, values[idx], s)
         return out * c**2
+
+    @with_blas_limit
+    def images_after_line(self, candidates, kspace_candidates: np.ndarray) -> np.ndarray:
+        """The posterior mean image after measuring each candidate line alone with the given values (one Gaussian
+        update of the last fit, its sites held, as :meth:`errors_after_line`): shape (k, ny, nx), complex."""
+        if self._run is None:
+            raise RuntimeError("fit the model before asking for images after a line")
+        ny, nx = self.basis.shape
+        candidates = np.atleast_1d(np.asarray(candidates, dtype=np.intp))
+        kspace_candidates = np.asarray(kspace_candidates)
+        if kspace_candidates.shape != (candidates.shape[0], nx):
+            raise ValueError(f"need kspace_candidates of shape ({candidates.shape[0]}, {nx})")
+        c, post = self._scale, self._run.post
+        R1, R2 = self._candidate_rows(candidates)
+        new = means_after_lines(post.mean.reshape(nx, 2 * ny), post.factor, post.block_prior_var, R1, R2,
+                                kspace_candidates @ self.scan_._UH / c, self._run.hyper.noise_var)  # (nx, 2ny, k)
+        return np.stack([self.basis.inverse(unstack_columns(new[:, :, j].reshape(-1) * c, ny))
+                         for j in range(candidates.shape[0])])
 
 
 def pair_profile(basis: SeparableWavelet, images) -> np.ndarray:

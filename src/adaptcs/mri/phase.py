@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
 
 from adaptcs.models._base import with_blas_limit
-from adaptcs.mri.column_gaussian import errors_after_lines, gains_of_lines
+from adaptcs.mri.column_gaussian import errors_after_lines, gains_of_lines, means_after_lines
 from adaptcs.mri.design import centre_lines
 from adaptcs.mri.lines import SeparableWavelet, centred_dft, to_image
 from adaptcs.mri.model import LineFit
@@ -275,3 +275,21 @@ class PhaseLineGaussian(BaseEstimator):
             out[idx] = errors_after_lines(self._post["mean"], truth, self._post["factor"], self._post["prior_var"],
                                           R1, R2, values[idx], self.noise_var / 2.0)
         return out
+
+    @with_blas_limit
+    def images_after_line(self, candidates, kspace_candidates: np.ndarray) -> np.ndarray:
+        """The posterior mean image after measuring each candidate line alone with the given values (one exact
+        Gaussian update of the last fit, as :meth:`errors_after_line`): shape (k, ny, nx), complex."""
+        if self._post is None:
+            raise RuntimeError("fit the model before asking for images after a line")
+        ny, nx = self.basis.shape
+        candidates = np.atleast_1d(np.asarray(candidates, dtype=np.intp))
+        kspace_candidates = np.asarray(kspace_candidates)
+        if kspace_candidates.shape != (candidates.shape[0], nx):
+            raise ValueError(f"need kspace_candidates of shape ({candidates.shape[0]}, {nx})")
+        R1, R2 = self._real_rows(candidates)
+        new = means_after_lines(self._post["mean"], self._post["factor"], self._post["prior_var"], R1, R2,
+                                kspace_candidates @ self._Fx_conj, self.noise_var / 2.0)  # (nx, 2ny, k)
+        coef = new[:, :ny, :] + 1j * new[:, ny:, :]  # (nx, ny, k): y-wavelet coefficients per column
+        images = np.einsum("ij,xjk->kix", self.basis.Wy.T, coef)  # (k, ny, nx)
+        return np.exp(1j * self.phase_)[None] * images
