@@ -1,13 +1,15 @@
 """What the greedy oracle minimises and what the tables report are not the same (docs/mri.md).
 
-The oracle greedy order (:func:`adaptcs.mri.greedy.oracle_choice`) takes, one step ahead, the line that leaves the
-smallest l2 error of the *complex* image over the whole field of view; the tables score the *magnitude* inside the
-brain. On the simulated Colin27 test slices with the phase-aware model this prints, per slice and in the mean,
-both errors of the designed and the oracle order at the last count, and how many of the chosen lines lie on the
-negative-ky side of the centre (a one-sided, partial-Fourier acquisition takes nearly all there); and the same for
-the greedy oracle of the reported error (``oracle_choice(..., region=brain)``: the magnitude inside the brain).
+The greedy oracle (:func:`adaptcs.mri.greedy.oracle_choice`) takes, one step ahead, the line that leaves the
+smallest error against the true image: of the *complex* image over the whole field of view (``complex``), or of
+the *magnitude* inside the brain, what the tables score (``brain``). On the simulated Colin27 test slices with the
+phase-aware model this prints, per slice and in the mean, both errors of the designed and the oracle orders at every
+budget, how many chosen lines lie on the negative-ky side of the centre (a one-sided, partial-Fourier acquisition
+takes nearly all there), and the paired PSNR difference oracle - design in the brain (the same reference and peak:
+``20 log10(err_design / err_oracle)``).
 
-Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_mri_oracle_criterion.py --size 128 --budget 32``.
+Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_mri_oracle_criterion.py --size 128 --budgets 32`` (all
+three orders), or ``--size 256 --budgets 32 64 --orders design brain --only 0 1 2 3`` (a share of the slices).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from adaptcs.mri.greedy import oracle_choice
 from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.phase import PhaseLineGaussian, magnitude_profile
 
+ORDERS = ("design", "complex", "brain")
+
 
 def relative(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
@@ -32,38 +36,55 @@ def relative(a: np.ndarray, b: np.ndarray) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=128)
-    parser.add_argument("--budget", type=int, default=32)
+    parser.add_argument("--budgets", type=int, nargs="+", default=[32])
     parser.add_argument("--level", type=int, default=4)
     parser.add_argument("--noise", type=float, default=0.02)
+    parser.add_argument("--orders", nargs="+", choices=ORDERS, default=list(ORDERS))
+    parser.add_argument("--only", type=int, nargs="+", help="run only these of the 8 test slices")
     args = parser.parse_args()
-    n, start = args.size, args.size // 16
+    n, start, budgets = args.size, args.size // 16, sorted(args.budgets)
+    orders = ["design"] + [o for o in args.orders if o != "design"]
     basis = SeparableWavelet((n, n), "db4", args.level)
     profile = magnitude_profile("db4", args.level, [np.abs(a.reference) for a in colin27_kspace(
         n, which="train", noise=args.noise)])
-    table = {"design": [], "oracle": [], "oracle of the magnitude in the brain": []}
+    slices = colin27_kspace(n, noise=args.noise)
+    slices = slices if args.only is None else [slices[i] for i in args.only]
+    table = {(o, b): [] for o in orders for b in budgets}  # (complex error, magnitude error in brain, lines ky < 0)
     with threadpool_limits(1):
-        for acq in colin27_kspace(n, noise=args.noise):
+        for acq in slices:
             cells = []
-            orders = (("design", largest_gain), ("oracle", oracle_choice(acq.kspace, acq.reference)),
-                      ("oracle of the magnitude in the brain", oracle_choice(acq.kspace, acq.reference, acq.mask)))
-            for name, choose in orders:
+            for order in orders:
+                choose = largest_gain if order == "design" else oracle_choice(
+                    acq.kspace, acq.reference, acq.mask if order == "brain" else None)
                 started = time.process_time()
                 run = design_lines(acq.kspace, PhaseLineGaussian(basis, noise_var=acq.noise_var, profile=profile),
-                                   start=centre_lines(n, start), budget=args.budget, choose=choose)
-                image = run.fits[args.budget].image
-                row = (relative(image, acq.reference),
-                       relative(np.abs(image)[acq.mask], np.abs(acq.reference)[acq.mask]),
-                       int(np.sum(run.lines[start:] < n // 2)))
-                table[name].append(row)
-                cells.append(f"{name}: complex {row[0]:.4f}, magnitude in brain {row[1]:.4f}, {row[2]} of "
-                             f"{args.budget - start} lines at ky < 0 ({time.process_time() - started:.1f} CPU s)")
-            print(f"{acq.name}: " + "; ".join(cells), flush=True)
-    print(f"\n{n} x {n}, {len(table['design'])} simulated slices, phase-aware model, {args.budget} lines from {start}: "
-          "mean relative error, complex image over the field of view / magnitude in the brain")
-    for name, rows in table.items():
-        rows = np.array(rows, dtype=float)
-        print(f"  {name:36s} {rows[:, 0].mean():.4f} / {rows[:, 1].mean():.4f}; lines at ky < 0: "
-              f"{rows[:, 2].mean():.1f} of {args.budget - start}")
+                                   start=centre_lines(n, start), budget=budgets[-1], checkpoints=budgets,
+                                   choose=choose)
+                seconds = time.process_time() - started
+                for b in budgets:
+                    image = run.fits[b].image
+                    table[order, b].append((relative(image, acq.reference),
+                                            relative(np.abs(image)[acq.mask], np.abs(acq.reference)[acq.mask]),
+                                            int(np.sum(run.lines[start:b] < n // 2))))
+                last = table[order, budgets[-1]][-1]
+                cells.append(f"{order}: complex {last[0]:.4f}, brain {last[1]:.4f}, {last[2]} of "
+                             f"{budgets[-1] - start} at ky < 0 ({seconds:.1f} CPU s)")
+            print(f"{acq.name} ({budgets[-1]} lines): " + "; ".join(cells), flush=True)
+    print(f"\n{n} x {n}, {len(slices)} simulated slices, phase-aware model, from {start} centre lines: relative error "
+          "of the complex image over the field of view / of the magnitude in the brain; PSNR oracle - design in the "
+          "brain, mean +- s.e. [slices the oracle won], per slice")
+    for b in budgets:
+        design = np.array(table["design", b], dtype=float)
+        for order in orders:
+            rows = np.array(table[order, b], dtype=float)
+            line = (f"{b:4d} lines {order:7s} {rows[:, 0].mean():.4f} / {rows[:, 1].mean():.4f}; lines at ky < 0: "
+                    f"{rows[:, 2].mean():.1f} of {b - start}")
+            if order != "design":
+                diff = 20 * np.log10(design[:, 1] / rows[:, 1])
+                se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else float("nan")
+                line += (f"; oracle - design {diff.mean():+.2f} +- {se:.2f} dB [{int(np.sum(diff > 0))}/{len(diff)}] "
+                         f"per slice {np.round(diff, 3).tolist()}")
+            print(line)
 
 
 if __name__ == "__main__":
