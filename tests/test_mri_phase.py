@@ -159,7 +159,7 @@ def test_errors_after_a_line_equal_a_dense_refit_with_that_line(fitted):
         estimate = np.exp(1j * model.phase_) * (basis.Wy.T @ (mean[:, :N].T + 1j * mean[:, N:].T))
         expected.append(np.sum(np.abs(estimate - image) ** 2))
     np.testing.assert_allclose(errors, expected, rtol=1e-9)
-    with pytest.raises(ValueError, match="image of shape"):
+    with pytest.raises(ValueError, match="an image of shape"):
         model.errors_after_line(candidates, K[candidates], image[:-1])
     # the mean images themselves, and the oracle of the magnitude error inside a region, from the same dense refits
     images = model.images_after_line(candidates, K[candidates])

@@ -13,6 +13,20 @@ from __future__ import annotations
 import numpy as np
 
 
+def checked_candidates(candidates, kspace_candidates, shape: tuple[int, int], image=None):
+    """Candidate lines as an int array (k,) and their values as an array (k, nx), checked against the image
+    ``shape`` (ny, nx) (and ``image``, if given, too); ValueError naming what does not fit."""
+    ny, nx = shape
+    candidates = np.atleast_1d(np.asarray(candidates, dtype=np.intp))
+    kspace_candidates = np.asarray(kspace_candidates)
+    if kspace_candidates.shape != (candidates.shape[0], nx):
+        raise ValueError(f"need kspace_candidates of shape ({candidates.shape[0]}, {nx}); got "
+                         f"{kspace_candidates.shape}")
+    if image is not None and np.shape(image) != (ny, nx):
+        raise ValueError(f"need an image of shape ({ny}, {nx}); got {np.shape(image)}")
+    return candidates, kspace_candidates
+
+
 def _times_cov(factor: np.ndarray, prior_var: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``V_q R^T`` for every column: (nq, b, k)."""
     rows_t = rows.transpose(0, 2, 1)

@@ -36,7 +36,12 @@ from adaptcs.models._ep import (
     warn_not_converged,
 )
 from adaptcs.models._scaling import power_of_two_scale
-from adaptcs.mri.column_gaussian import errors_after_lines, gains_of_lines, means_after_lines
+from adaptcs.mri.column_gaussian import (
+    checked_candidates,
+    errors_after_lines,
+    gains_of_lines,
+    means_after_lines,
+)
 from adaptcs.mri.lines import LineScan, SeparableWavelet, stack_columns, unstack_columns
 
 LEARN = ("p0", "v0")  # the noise variance is estimated from k-space, not learned (docs/mri.md)
@@ -320,11 +325,7 @@ class LineSpikeSlab(BaseEstimator):
         if self._run is None:
             raise RuntimeError("fit the model before asking for errors after a line")
         ny, nx = self.basis.shape
-        candidates = np.atleast_1d(np.asarray(candidates, dtype=np.intp))
-        kspace_candidates = np.asarray(kspace_candidates)
-        if kspace_candidates.shape != (candidates.shape[0], nx) or np.asarray(image).shape != (ny, nx):
-            raise ValueError(f"need kspace_candidates of shape ({candidates.shape[0]}, {nx}) and image of shape "
-                             f"({ny}, {nx})")
+        candidates, kspace_candidates = checked_candidates(candidates, kspace_candidates, (ny, nx), image)
         c, post, s = self._scale, self._run.post, self._run.hyper.noise_var
         mean = post.mean.reshape(nx, 2 * ny)
         truth = stack_columns(self.basis.forward(np.asarray(image))).reshape(nx, 2 * ny) / c
@@ -343,10 +344,7 @@ class LineSpikeSlab(BaseEstimator):
         if self._run is None:
             raise RuntimeError("fit the model before asking for images after a line")
         ny, nx = self.basis.shape
-        candidates = np.atleast_1d(np.asarray(candidates, dtype=np.intp))
-        kspace_candidates = np.asarray(kspace_candidates)
-        if kspace_candidates.shape != (candidates.shape[0], nx):
-            raise ValueError(f"need kspace_candidates of shape ({candidates.shape[0]}, {nx})")
+        candidates, kspace_candidates = checked_candidates(candidates, kspace_candidates, (ny, nx))
         c, post = self._scale, self._run.post
         R1, R2 = self._candidate_rows(candidates)
         new = means_after_lines(post.mean.reshape(nx, 2 * ny), post.factor, post.block_prior_var, R1, R2,

@@ -28,7 +28,12 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
 
 from adaptcs.models._base import with_blas_limit
-from adaptcs.mri.column_gaussian import errors_after_lines, gains_of_lines, means_after_lines
+from adaptcs.mri.column_gaussian import (
+    checked_candidates,
+    errors_after_lines,
+    gains_of_lines,
+    means_after_lines,
+)
 from adaptcs.mri.design import centre_lines
 from adaptcs.mri.lines import SeparableWavelet, centred_dft, to_image
 from adaptcs.mri.model import LineFit
@@ -260,11 +265,7 @@ class PhaseLineGaussian(BaseEstimator):
         if self._post is None:
             raise RuntimeError("fit the model before asking for errors after a line")
         ny, nx = self.basis.shape
-        candidates = np.atleast_1d(np.asarray(candidates, dtype=np.intp))
-        kspace_candidates = np.asarray(kspace_candidates)
-        if kspace_candidates.shape != (candidates.shape[0], nx) or np.asarray(image).shape != (ny, nx):
-            raise ValueError(f"need kspace_candidates of shape ({candidates.shape[0]}, {nx}) and image of shape "
-                             f"({ny}, {nx})")
+        candidates, kspace_candidates = checked_candidates(candidates, kspace_candidates, (ny, nx), image)
         coef = self.basis.Wy @ (np.exp(-1j * self.phase_) * np.asarray(image))  # (ny, nx), this model's unknowns
         truth = np.concatenate([coef.real, coef.imag], axis=0).T  # (nx, 2ny)
         values = kspace_candidates @ self._Fx_conj  # (k, nx): each line transformed along the readout
@@ -283,10 +284,7 @@ class PhaseLineGaussian(BaseEstimator):
         if self._post is None:
             raise RuntimeError("fit the model before asking for images after a line")
         ny, nx = self.basis.shape
-        candidates = np.atleast_1d(np.asarray(candidates, dtype=np.intp))
-        kspace_candidates = np.asarray(kspace_candidates)
-        if kspace_candidates.shape != (candidates.shape[0], nx):
-            raise ValueError(f"need kspace_candidates of shape ({candidates.shape[0]}, {nx})")
+        candidates, kspace_candidates = checked_candidates(candidates, kspace_candidates, (ny, nx))
         R1, R2 = self._real_rows(candidates)
         new = means_after_lines(self._post["mean"], self._post["factor"], self._post["prior_var"], R1, R2,
                                 kspace_candidates @ self._Fx_conj, self.noise_var / 2.0)  # (nx, 2ny, k)
