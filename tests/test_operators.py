@@ -64,7 +64,7 @@ def test_hadamard_patterns_are_sylvester_rows_in_sequency_order():
     image = np.random.default_rng(1).random(64)
     np.testing.assert_allclose(op.record(image), P @ image, atol=1e-13)
     # the first 16 candidates are the 4 x 4 lowest sequencies, the first one the constant pattern
-    assert set(zip(op.u[:16].tolist(), op.v[:16].tolist())) == {(u, v) for u in range(4) for v in range(4)}
+    assert set(zip(op.u[:16].tolist(), op.v[:16].tolist(), strict=True)) == {(u, v) for u in range(4) for v in range(4)}
     np.testing.assert_allclose(P[0], np.full(64, 1 / 8))
 
 
