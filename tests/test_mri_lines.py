@@ -116,7 +116,9 @@ def _small_acquisition(n=16, seed=3):
 @pytest.mark.parametrize("learn", [(), ("p0", "v0")])
 def test_block_ep_fit_equals_the_dense_ep_fit(learn):
     basis, K, noise_var = _small_acquisition()
-    lines = np.array([3, 6, 7, 8, 9, 12])
+    # learning: enough lines for EP to reach its fixed point. With 6 lines it stops short and the two paths' last
+    # iterates part by rounding (0.8 % with numpy 2.4 / scipy 1.17): learning amplifies it, so compare fixed points
+    lines = np.array([2, 3, 5, 6, 7, 8, 9, 10, 12]) if learn else np.array([3, 6, 7, 8, 9, 12])
     fits = []
     for dense in (False, True):
         model = LineSpikeSlab(basis, noise_var=noise_var, p0=0.2, v0=1.0, learn=learn, max_iter=300,
@@ -125,9 +127,10 @@ def test_block_ep_fit_equals_the_dense_ep_fit(learn):
             warnings.simplefilter("ignore", ConvergenceWarning)
             fits.append(model.fit(K[lines], lines))
     block, dense = fits
-    # the same iteration on both paths (EP often stops short of its fixed point here: few lines, d = 512): the
-    # Gaussian part is what differs, and it must agree to rounding all along
+    # the same iteration on both paths (with fixed hyper-parameters EP stops short of its fixed point here: few
+    # lines, d = 512): the Gaussian part is what differs, and it must agree to rounding all along
     assert block.converged == dense.converged and block.n_iter == dense.n_iter
+    assert block.converged or not learn
     np.testing.assert_allclose(block.coef, dense.coef, atol=1e-8 * np.max(np.abs(dense.coef)))
     np.testing.assert_allclose(block.v0, dense.v0, rtol=1e-6)
     np.testing.assert_allclose(block.p0, dense.p0, rtol=1e-6)
