@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
 
 from adaptcs.basis import make_basis
-from adaptcs.design.basis_scan import photon_basis_scan, replay_basis_scan
+from adaptcs.design.basis_scan import photon_basis_scan, replay_basis_scan, replay_recording
 from adaptcs.models import GroupARD
 from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 
@@ -373,3 +373,30 @@ def test_a_le_gall_scan_is_replayed_with_its_analysis_patterns(tmp_path):
     assert main(["--quiet", "replay", "--basis", "bior2.2", "--side", "32", "--level", "2", "--values",
                  str(tmp_path / "values.csv"), "--orders", "predict", "--fractions", "0.2", "--out",
                  str(tmp_path / "replay.csv")]) == 0
+
+
+def test_a_hadamard_scan_replays_through_the_same_loop():
+    """A new operator (Walsh-Hadamard patterns, dense rows on the wavelet coefficients) needs nothing but its
+    file: the replay measures its coarsest patterns first, designs by the exact gains of the fit so far, and with
+    every pattern does better than the inverse transform."""
+    from adaptcs.models import GroupSpikeSlabEP
+    from adaptcs.operators import HadamardPatterns, MeasurementOperator
+
+    basis, image, _ = scan()
+    op = HadamardPatterns(16, basis)
+    noise = 1e-3
+    recording = op.record(image) + np.sqrt(noise) * np.random.default_rng(1).standard_normal(op.n_candidates)
+    est = GroupSpikeSlabEP(basis.groups(), p0=0.3, v0=0.1, noise_var=noise)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        replay = replay_recording(est, op, recording, "design", [20 / 256, 1.0], batch_size=4, rng=0)
+        first = est.fit(op.rows(np.arange(16)), recording[:16])
+    np.testing.assert_array_equal(replay.measured[:16], op.coarse_to_fine()[:16])
+    gains = MeasurementOperator.gains(op, first)  # the generic formula, not the replay's path
+    gains[:16] = -np.inf
+    assert gains[replay.measured[16:20]].min() >= gains.max() * (1 - 1e-10)  # many tie: the random order decides
+    full = basis.synthesize(replay.coef[-1])
+    inverse = op.patterns(np.arange(256)).T @ recording  # the patterns are orthonormal: least squares, no prior
+    assert np.linalg.norm(full - image) < np.linalg.norm(inverse - image)
+    with pytest.raises(ValueError, match="wavelet basis images"):
+        replay_recording(est, op, recording, "predict", [0.5])

@@ -350,3 +350,38 @@ def test_the_designer_converges_the_fits_that_are_read():
         common = {"strategy": "design", "noise_var": 1.0, "row_norm": np.sqrt(512), "rng": 3}
         settled = run_sequential_design(est, p.w_true, p.X, p.y, 3, **common)
     assert settled.converged[0] == 1 and settled.converged[-1] == 1
+
+
+def test_a_pattern_operator_is_a_pool():
+    """An operator's patterns (here Walsh-Hadamard, fitted in a Haar basis) are the pool: the same rows asked as
+    with the patterns given as an array, each pattern at most once, the one of largest x^T V x first."""
+    from adaptcs.basis import make_basis
+    from adaptcs.operators import HadamardPatterns, MeasurementOperator
+
+    basis = make_basis("haar", 8)
+    op = HadamardPatterns(8, basis)
+    image = np.random.default_rng(0).random(64)
+    est = GroupSpikeSlabEP(basis.groups(), p0=0.3, v0=0.1, noise_var=1e-3)
+    asked = []
+    for pool, given_basis in ((op, None), (op.patterns(op.coarse_to_fine()), basis)):
+        designer = SequentialDesigner(est, strategy="pool", pool=pool, basis=given_basis, batch_size=4, rng=0,
+                                      n_random_start=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            designer.tell(op.patterns(op.first()), op.record(image)[op.first()])
+            gains = MeasurementOperator.gains(op, designer.estimator_)  # the generic formula
+            gains[op.first()] = -np.inf
+            first_asked = np.argmax(np.abs(designer.ask() @ op.patterns(np.arange(64)).T), axis=1)
+            assert gains[first_asked].min() >= gains.max() * (1 - 1e-9)
+            designer.tell(op.patterns(first_asked), op.record(image)[first_asked])
+            for _ in range(3):
+                rows = designer.ask()
+                designer.tell(rows, rows @ image)
+        asked.append(designer.X_)
+    np.testing.assert_array_equal(asked[0], asked[1])
+    P = op.patterns(np.arange(64))
+    assert asked[0].shape == (32, 64)
+    matches = np.argmax(np.abs(asked[0] @ P.T), axis=1)
+    assert np.allclose(np.abs(asked[0] @ P.T).max(axis=1), 1.0) and np.unique(matches).size == matches.size
+    with pytest.raises(ValueError, match="different bases"):
+        SequentialDesigner(est, strategy="pool", pool=op, basis=make_basis("haar", 8))

@@ -1,17 +1,19 @@
-"""Basis scans: measurements that are images of an orthonormal basis (a single-pixel camera showing wavelet
-patterns), replayed in the order each strategy would have measured them.
+"""Scans: complete recordings of an instrument's candidates (basis images of a single-pixel camera, its
+Walsh-Hadamard patterns, any :class:`adaptcs.operators.MeasurementOperator`), replayed in the order each strategy
+would have measured them.
 
-An instrument that measured every basis image (or a subset) gives one value per coefficient, ``c_j`` plus noise.
-:func:`replay_basis_scan` re-runs an acquisition on those values: each order chooses only among the coefficients
-that were measured, the estimator is refitted after every batch (``topdown`` and ``random`` choose without it, so
-they fit only where a reconstruction is kept), and the reconstructions at the fractions asked are kept. Rows are
-basis vectors in coefficient space, so the estimator sees a selection (for GSS-EP and SS-EP the diagonal
-posterior: O(d) per sweep) and designed rows are the unmeasured coefficients of largest posterior variance
-(``x^T V x`` of a basis row is ``V_jj``): the basis is pooled implicitly, no candidate matrix.
+An instrument that measured every candidate (or a subset) gives one value per candidate. :func:`replay_recording`
+re-runs an acquisition on those values: each order chooses only among the candidates that were measured, the
+estimator is refitted after every batch (``topdown`` and ``random`` choose without it, so they fit only where a
+reconstruction is kept), and the reconstructions at the fractions asked are kept. :func:`replay_basis_scan` is the
+case of basis images: rows are basis vectors in coefficient space, so the estimator sees a selection (for GSS-EP
+and SS-EP the diagonal posterior: O(d) per sweep) and designed rows are the unmeasured coefficients of largest
+posterior variance (``x^T V x`` of a basis row is ``V_jj``): the basis is pooled implicitly, no candidate matrix.
 
-Orders: ``design`` (largest posterior variance), ``topdown`` (coefficient order, coarse scales first),
-``predict`` (the wavelet prediction scan, :mod:`adaptcs.design.prediction`) and ``random``. Every order
-measures the approximation subband first (nothing else is sensible before it, and all share it).
+Orders: ``design`` (largest information gain; for basis images, largest posterior variance), ``topdown`` (the
+operator's coarse-to-fine order; coefficient order for a basis), ``predict`` (the wavelet prediction scan,
+:mod:`adaptcs.design.prediction`; wavelet basis images only) and ``random``. Every order measures the operator's
+coarsest candidates first (a wavelet's approximation subband: nothing else is sensible before it, and all share it).
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
 from adaptcs.basis import Basis
 from adaptcs.design.prediction import check_prediction_basis, prediction_order
+from adaptcs.operators import BasisSelection, MeasurementOperator
 
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")
 
@@ -77,7 +79,8 @@ class ScanReplay:
 
 def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *, batch_size: int | None = None,
                       rng=None) -> ScanReplay:
-    """Replay the acquisition ``order`` on the values of a basis scan.
+    """Replay the acquisition ``order`` on the values of a basis scan: :func:`replay_recording` with the basis's images
+    (:class:`adaptcs.operators.BasisSelection`).
 
     Parameters
     ----------
@@ -101,24 +104,60 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
     -------
     ScanReplay
     """
+    return replay_recording(estimator, BasisSelection(basis), values, order, fractions, batch_size=batch_size, rng=rng)
+
+
+def replay_recording(estimator, operator: MeasurementOperator, recording, order: str, fractions, *,
+                     batch_size: int | None = None, rng=None) -> ScanReplay:
+    """Replay the acquisition ``order`` on a complete recording of an operator's candidates.
+
+    Parameters
+    ----------
+    estimator : scikit-learn style estimator
+        Fitted on the operator's rows (cloned; refits use ``warm_start=True`` when it has that parameter).
+        "design" needs what the operator's :meth:`~adaptcs.operators.MeasurementOperator.gains` needs
+        (``coef_var_`` for basis images, ``cov_matvec`` for patterns).
+    operator : :class:`adaptcs.operators.MeasurementOperator`
+        What was measured: basis images, Walsh-Hadamard patterns, rows of a pool, ...
+    recording : array-like, shape (n_candidates, ...)
+        The operator's complete recording (:meth:`~adaptcs.operators.MeasurementOperator.record` layout), NaN for
+        candidates that were not measured (no order can choose them).
+    order : {"design", "topdown", "predict", "random"}
+        "design": the unmeasured candidates of largest information gain; "topdown": the operator's
+        coarse-to-fine order; "predict": the wavelet prediction scan (basis images of a wavelet only); "random".
+        Every order measures the operator's ``n_first`` coarsest candidates first.
+    fractions : sequence of float in (0, 1]
+        Fractions of the candidates at which to keep the reconstruction (at most the measured fraction).
+    batch_size : int, optional
+        Candidates added per refit; default ``max(1, n_candidates // 256)``.
+    rng : None, int or numpy.random.Generator
+        The "random" order, and the order that breaks ties in "design".
+
+    Returns
+    -------
+    ScanReplay
+    """
     if order not in REPLAY_ORDERS:
         raise ValueError(f"order must be one of {REPLAY_ORDERS}; got {order!r}")
-    d = basis.d
-    values = np.asarray(values, dtype=float)
-    if values.shape != (d,):
-        raise ValueError(f"values must have one entry per basis image, shape ({d},); got {values.shape}")
-    if np.isinf(values).any():
-        raise ValueError("values must be finite (NaN marks a basis image that was not measured)")
-    available = ~np.isnan(values)
-    checkpoints = _checkpoints(fractions, d, int(available.sum()))
-    batch_size = max(1, d // 256) if batch_size is None else val.check_count(batch_size, "batch_size")
+    m = operator.n_candidates
+    recording = np.asarray(recording)
+    if recording.shape[:1] != (m,):
+        raise ValueError(f"values must have one entry per candidate, shape ({m}, ...); got {recording.shape}")
+    if np.isinf(recording).any():
+        raise ValueError("values must be finite (NaN marks a candidate that was not measured)")
+    available = ~np.isnan(recording.reshape(m, -1)).any(axis=1)
+    checkpoints = _checkpoints(fractions, m, int(available.sum()))
+    batch_size = max(1, m // 256) if batch_size is None else val.check_count(batch_size, "batch_size")
     rng = val.check_random_generator(rng)
     if order == "predict":
-        check_prediction_basis(basis)
-    approximation = np.flatnonzero((basis.scales() == 0) & available)
-    permutation = rng.permutation(d)
-    tie_rank = np.empty(d, dtype=np.intp)
-    tie_rank[permutation] = np.arange(d)  # "design" breaks ties in the random order's order
+        if not isinstance(operator, BasisSelection):
+            raise ValueError(f"order='predict' scans wavelet basis images; {type(operator).__name__} has none")
+        check_prediction_basis(operator.basis)
+    coarse_to_fine = operator.coarse_to_fine()
+    first_ones = [int(j) for j in operator.first() if available[j]]
+    permutation = rng.permutation(m)
+    tie_rank = np.empty(m, dtype=np.intp)
+    tie_rank[permutation] = np.arange(m)  # "design" breaks ties in the random order's order
     est = clone(estimator)
     if "warm_start" in est.get_params():
         est.set_params(warm_start=True)
@@ -134,32 +173,29 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
     while len(chosen) < checkpoints[-1]:
         target = min(c for c in checkpoints if c > len(chosen))
         k = min(batch_size, target - len(chosen))
-        first = [j for j in approximation if not taken[j]][:k]
+        first = [j for j in first_ones if not taken[j]][:k]
         if first:
             new = np.array(first)
         elif order == "topdown":
-            new = np.flatnonzero(~taken)[:k]
+            new = coarse_to_fine[~taken[coarse_to_fine]][:k]
         elif order == "random":
             new = permutation[~taken[permutation]][:k]
         elif order == "predict":
-            new = prediction_order(basis, est.coef_, taken, k)
+            new = prediction_order(operator.basis, est.coef_, taken, k)
         else:
-            variance = getattr(est, "coef_var_", None)
-            if variance is None:
-                raise ValueError(f"order='design' needs the posterior variances coef_var_; "
-                                 f"{type(est).__name__} has none")
-            new = largest_first(variance, taken, k, tie_rank)
+            new = largest_first(_design_scores(operator, est, taken), taken, k, tie_rank)
         taken[new] = True
         chosen.extend(int(j) for j in new)
         at_checkpoint = len(chosen) in checkpoints
         if at_checkpoint or order in ("design", "predict"):  # topdown and random choose without the estimator
-            rows = _selection(chosen, d, sparse_rows)
+            rows = operator.rows(chosen, as_sparse=sparse_rows)
+            values = operator.model_values(chosen, operator.read(recording, chosen))
             if tracking is None:
-                est.fit(rows, values[chosen])
+                est.fit(rows, values)
             else:
-                tracked_fit(est, rows, values[chosen], tracking)
+                tracked_fit(est, rows, values, tracking)
         if at_checkpoint:
-            recorded = est if tracking is None else converged_copy(est, rows, values[chosen])
+            recorded = est if tracking is None else converged_copy(est, rows, values)
             flag = getattr(recorded, "converged_", None)
             kept["n"].append(len(chosen))
             kept["coef"].append(np.asarray(recorded.coef_, dtype=float).copy())
@@ -176,6 +212,16 @@ def replay_basis_scan(estimator, basis: Basis, values, order: str, fractions, *,
                       n_iter=np.asarray(kept["n_iter"], dtype=np.int64),
                       cpu_seconds=np.asarray(kept["cpu_seconds"]), residual=np.asarray(kept["residual"], dtype=float),
                       group_prob=None if group_prob is None else np.asarray(group_prob, dtype=float).copy())
+
+
+def _design_scores(operator: MeasurementOperator, est, taken: np.ndarray) -> np.ndarray:
+    """The information gain of every untaken candidate (-inf for the taken ones), as ``x^T V x / s2`` for
+    single-value candidates: the same order, and scores that tie to 10 digits exactly where the variances do."""
+    free = np.flatnonzero(~taken)
+    score = np.full(taken.shape[0], -np.inf)
+    gains = operator.gains(est, free)
+    score[free] = np.expm1(2.0 * gains) if operator.values_per_candidate == 1 else gains
+    return score
 
 
 def tracked_fit(est, rows, values, iterations: int) -> None:
@@ -208,18 +254,9 @@ def largest_first(score: np.ndarray, taken: np.ndarray, k: int, tie_rank: np.nda
     return np.lexsort((tie_rank, -score))[:k]
 
 
-def _selection(chosen: list[int], d: int, sparse_rows: bool):
-    """The rows that measure the chosen coefficients, shape (len(chosen), d): scipy.sparse if the estimator takes
-    it (a 256 x 256 scan's dense selection would not fit in memory)."""
-    n = len(chosen)
-    if sparse_rows:
-        return sparse.csr_array((np.ones(n), (np.arange(n), np.asarray(chosen))), shape=(n, d))
-    rows = np.zeros((n, d))
-    rows[np.arange(n), chosen] = 1.0
-    return rows
-
-
 def _checkpoints(fractions, d: int, n_available: int) -> list[int]:
+    """The counts of candidates at the fractions asked (at least 1 each), sorted; ValueError if more are asked for
+    than were measured."""
     fractions = np.atleast_1d(np.asarray(fractions, dtype=float))
     if fractions.size == 0 or np.any(~(fractions > 0)) or np.any(fractions > 1):
         raise ValueError(f"fractions must be in (0, 1]; got {fractions.tolist()}")

@@ -28,6 +28,7 @@ from adaptcs.design.prediction import (
 )
 from adaptcs.measurement import sphere_rows
 from adaptcs.models._base import with_blas_limit
+from adaptcs.operators import PatternOperator
 
 STRATEGIES = ("design", "random", "pool", "sequence", "predict")
 FIXED_ROWS = ("pool", "sequence")  # strategies that take their rows from ``pool``
@@ -140,6 +141,17 @@ def _under_the_estimators_blas_limit(method):
     return with_blas_limit(method, owner=lambda designer: designer.estimator)
 
 
+def pool_patterns(pool, basis):
+    """A pool as rows on the signal's samples, and the basis to fit in: an array as given, a
+    :class:`~adaptcs.operators.PatternOperator`'s patterns in its coarse-to-fine order (its basis unless ``basis``
+    is given; the two must then be the same object)."""
+    if not isinstance(pool, PatternOperator):
+        return pool, basis
+    if basis is not None and pool.basis is not None and basis is not pool.basis:
+        raise ValueError("the pool operator and the designer have different bases; give the basis once")
+    return pool.patterns(pool.coarse_to_fine()), basis if basis is not None else pool.basis
+
+
 class SequentialDesigner:
     """Ask for the rows to measure next, tell what was measured; repeat.
 
@@ -166,8 +178,9 @@ class SequentialDesigner:
         basis images times ``row_norm``.
     batch_size : int
         Rows per :meth:`ask`.
-    pool : array-like, shape (m, d), optional
-        Candidate rows for "pool", the rows in order for "sequence".
+    pool : array-like of shape (m, d) or :class:`adaptcs.operators.PatternOperator`, optional
+        Candidate rows for "pool", the rows in order for "sequence" (an operator: its patterns in its coarse-to-fine
+        order, and its basis if it has one and ``basis`` is not given).
     row_constraint : {"sphere", "binary"}
         "binary": rows in ``{-a, +a}^d`` (``a = row_norm / sqrt(d)``), the difference of two complementary
         0/1 patterns of a digital micromirror device.
@@ -223,6 +236,7 @@ class SequentialDesigner:
         if strategy in ("design", "pool") and not has_posterior_covariance(estimator):
             raise ValueError(f"strategy={strategy!r} needs a posterior covariance; {type(estimator).__name__} has "
                              "no cov_matvec, so it can only run with strategy='random' or 'sequence'")
+        pool, basis = pool_patterns(pool, basis)
         if strategy in FIXED_ROWS:
             if pool is None:
                 raise ValueError(f"pool must be given for strategy={strategy!r}")

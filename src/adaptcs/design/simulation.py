@@ -15,7 +15,13 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
-from adaptcs.design.designer import STRATEGIES, FitFailedWarning, SequentialDesigner, has_posterior_covariance
+from adaptcs.design.designer import (
+    STRATEGIES,
+    FitFailedWarning,
+    SequentialDesigner,
+    has_posterior_covariance,
+    pool_patterns,
+)
 from adaptcs.metrics import relative_error
 
 # Hyper-parameters an estimator may report after fitting (attribute name + "_"), given or learned: the prior
@@ -126,8 +132,9 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     rng : None, int or numpy.random.Generator
         Source of random rows, measurement noise and power-method starts (``numpy.random.default_rng``
         semantics: None for fresh entropy, an integer seed, or a Generator used as is).
-    pool : array-like, shape (m, d), optional
-        Candidate rows for "pool", the rows in order for "sequence" (m >= n_steps * batch_size).
+    pool : array-like of shape (m, d) or :class:`adaptcs.operators.PatternOperator`, optional
+        Candidate rows for "pool", the rows in order for "sequence" (m >= n_steps * batch_size); an operator gives
+        its patterns (:func:`adaptcs.design.designer.pool_patterns`).
     batch_size : int
         Rows added per step (top-k eigenvectors by subspace iteration for "design").
     callback : callable, optional
@@ -162,6 +169,7 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     rng = val.check_random_generator(rng)
     noise_var = val.check_positive_scalar(noise_var, "noise_var")
     row_norm = val.check_positive_scalar(row_norm, "row_norm")
+    pool, basis = pool_patterns(pool, basis)
     if strategy in ("pool", "sequence"):
         if pool is None:
             raise ValueError(f"pool must be given for strategy={strategy!r}")

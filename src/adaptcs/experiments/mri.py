@@ -37,6 +37,7 @@ from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.model import LineFit, pair_profile
 from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.mri.replay import magnitude_scores
+from adaptcs.operators import KSpaceLines
 
 DATA_KEYS = ("source", "size", "wavelet", "level", "noise", "start", "counts")
 DEFAULT_STRATEGIES = ("design", "low_to_high", "equispaced", "variable_density")
@@ -223,18 +224,24 @@ class MRILinesExperiment(Experiment):
         """The acceleration: phase encodes over lines measured."""
         return f"R = {self.size / count:.3g}"
 
+    def operator(self, setting: int) -> KSpaceLines:
+        """What is measured: the phase-encode lines of the slice, the ``start`` centre lines first."""
+        return KSpaceLines(self.basis(setting), n_first=self.start)
+
     def run_case(self, estimator, case: Case, replicate: int, plan: Plan, strategy: str, rng, callback=None):
         """Measure slice ``replicate`` with ``strategy``'s lines; score every count in ``plan.checkpoints``."""
         acq = self.acquisition(replicate)
-        ny, counts = self.size, tuple(plan.checkpoints)
-        first = centre_lines(ny, self.start)
+        operator = self.operator(0)
+        counts = tuple(plan.checkpoints)
+        first = np.sort(operator.first())
         fits, seconds, select = {}, {}, {}  # seconds, select: CPU to each count, fitting and choosing
         if strategy in ("design", "oracle_greedy"):
-            choose = largest_gain if strategy == "design" else oracle_choice(acq.kspace, acq.reference, acq.mask)
+            choose = functools.partial(largest_gain, operator=operator) if strategy == "design" else \
+                oracle_choice(acq.kspace, acq.reference, acq.mask)
             timed = _TimedChoice(choose)
             started = time.process_time()
             run = design_lines(acq.kspace, estimator, start=first, budget=counts[-1], checkpoints=counts,
-                               choose=timed, progress=None if callback is None else
+                               choose=timed, operator=operator, progress=None if callback is None else
                                lambda m, fit: callback(m - self.start, m, float("nan")))
             ended = time.process_time()
             for count in counts:
@@ -247,7 +254,7 @@ class MRILinesExperiment(Experiment):
             total = 0.0
             for count in counts:
                 lines = self.fixed_lines(strategy, count, rng, order)
-                fits[count] = estimator.fit(acq.kspace[lines], lines)
+                fits[count] = estimator.fit(operator.read(acq.kspace, lines), lines)
                 total += fits[count].cpu_seconds
                 seconds[count], select[count] = total, 0.0
         return _result(fits, seconds, select, counts, acq, case)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from adaptcs.mri.model import LineSpikeSlab
+from adaptcs.operators.kspace import KSpaceLines
 
 
 def centre_lines(ny: int, count: int) -> np.ndarray:
@@ -113,15 +114,19 @@ class DesignRun:
     gains: list = field(default_factory=list)
 
 
-def largest_gain(model: LineSpikeSlab, candidates: np.ndarray) -> tuple[int, float]:
-    """Bayesian design's choice: the candidate of largest exact information gain (its index and gain in nats)."""
-    gains = model.line_gains(candidates)
+def largest_gain(model: LineSpikeSlab, candidates: np.ndarray,
+                 operator: KSpaceLines | None = None) -> tuple[int, float]:
+    """Bayesian design's choice: the candidate of largest exact information gain (its index and gain in nats), as
+    ``operator`` scores it under the model's fit (default: :class:`adaptcs.operators.KSpaceLines` of the model's
+    basis)."""
+    operator = KSpaceLines(model.basis) if operator is None else operator
+    gains = operator.gains(model, candidates)
     best = int(np.argmax(gains))
     return best, float(gains[best])
 
 
 def design_lines(kspace: np.ndarray, model: LineSpikeSlab, *, start: np.ndarray, budget: int,
-                 checkpoints=(), progress=None, choose=largest_gain) -> DesignRun:
+                 checkpoints=(), progress=None, choose=None, operator: KSpaceLines | None = None) -> DesignRun:
     """Retrospective sequential design: from ``start``, measure (read from ``kspace``) the line of largest exact
     information gain under the current fit (or the one ``choose`` picks), refit warm, until ``budget`` lines.
 
@@ -139,22 +144,28 @@ def design_lines(kspace: np.ndarray, model: LineSpikeSlab, *, start: np.ndarray,
         whose warm refits keep their hyper-parameters (``relearn_when_read = True``) is refitted from scratch there.
     progress : callable, optional
         ``progress(n_lines, fit)`` after every refit.
-    choose : callable
+    choose : callable, optional
         ``choose(model, candidates) -> (index into candidates, score)`` under the model's current fit; default
-        :func:`largest_gain` (e.g. :func:`adaptcs.mri.greedy.oracle_choice` for the oracle).
+        :func:`largest_gain` by ``operator`` (e.g. :func:`adaptcs.mri.greedy.oracle_choice` for the oracle).
+    operator : :class:`adaptcs.operators.KSpaceLines`, optional
+        What a line is: how it is read from ``kspace`` and scored; default the lines of the model's basis.
     """
+    operator = KSpaceLines(model.basis, n_first=len(start)) if operator is None else operator
+    if choose is None:
+        def choose(model, candidates):
+            return largest_gain(model, candidates, operator)
     lines = list(np.asarray(start, dtype=np.intp))
-    ny = kspace.shape[0]
+    ny = operator.n_candidates
     if not len(lines) <= budget <= ny:
         raise ValueError(f"budget must lie in {len(lines)}..{ny}; got {budget}")
     keep = set(int(c) for c in checkpoints if len(lines) <= c <= budget) | {budget}
     out = DesignRun(lines=np.array(lines))
-    fit, cold = model.fit(kspace[lines], lines), True
+    fit, cold = model.fit(operator.read(kspace, lines), lines), True
     relearn = getattr(model, "relearn_when_read", False)
     while True:
         if len(lines) in keep:
             if not fit.converged or (relearn and not cold):
-                fit = model.fit(kspace[lines], lines)  # a fit that is read: from scratch, to the strict test
+                fit = model.fit(operator.read(kspace, lines), lines)  # a fit that is read: from scratch, strict
             out.fits[len(lines)] = fit
         if len(lines) == budget:
             break
@@ -162,7 +173,7 @@ def design_lines(kspace: np.ndarray, model: LineSpikeSlab, *, start: np.ndarray,
         best, score = choose(model, candidates)
         lines.append(int(candidates[best]))
         out.gains.append(score)
-        fit, cold = model.fit(kspace[lines], lines, warm=True), False
+        fit, cold = model.fit(operator.read(kspace, lines), lines, warm=True), False
         out.refits += 1
         out.refits_stopped += int(not fit.converged)
         if progress is not None:

@@ -35,11 +35,11 @@ import numpy as np
 
 from adaptcs._io import as_text, attrs_digest, data_digest
 from adaptcs.lab import StateError, locked, write_state_file
-from adaptcs.mri.design import centre_lines
 from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.model import LineFit
 from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.mri.replay import PRIORS, PROFILES, line_model
+from adaptcs.operators import KSpaceLines
 
 STATE_FORMAT = "adaptcs-mri-lines-state"
 STATE_VERSION = 1
@@ -125,14 +125,14 @@ def next_lines(state_path, batch: int = 1) -> tuple[np.ndarray, dict]:
     with locked(state_path):
         state = load_state(state_path)
         if not state.lines.size:
-            lines = centre_lines(state.ny, state.start)
+            lines = np.sort(KSpaceLines(state.basis, n_first=state.start).first())
             about = {"why": f"the {state.start} centre lines come first"}
         else:
             fit, model = state.fit()
             candidates = np.setdiff1d(np.arange(state.ny), state.lines)
             if not candidates.size:
                 raise StateError("every line has been measured")
-            gains = model.line_gains(candidates)
+            gains = KSpaceLines(state.basis).gains(model, candidates)
             best = np.argsort(-gains, kind="stable")[:batch]
             lines = candidates[best]
             about = {"why": "largest exact information gain", "gains": gains[best].tolist(),

@@ -12,10 +12,11 @@ import numpy as np
 
 from adaptcs._names import MRI_ORDERS as ORDERS
 from adaptcs.mri.data import colin27_kspace
-from adaptcs.mri.design import centre_lines, design_lines, fixed_mask
+from adaptcs.mri.design import design_lines, fixed_mask
 from adaptcs.mri.lines import SeparableWavelet, to_image
 from adaptcs.mri.model import LineFit, LineSpikeSlab, pair_profile
 from adaptcs.mri.noise import noise_from_readout_edges
+from adaptcs.operators import KSpaceLines
 
 log = logging.getLogger(__name__)
 PRIORS = ("gaussian", "sparse", "phase")  # p0 = 0.999 with v0 learned; p0 and v0 learned; the phase-aware Gaussian
@@ -153,7 +154,8 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
         raise ValueError(f"line counts must lie in {start}..{ny} (start {start}); got {counts}")
     basis = SeparableWavelet(kspace.shape, wavelet, level)
     out = ReplayResult()
-    first = centre_lines(ny, start)
+    operator = KSpaceLines(basis, n_first=start)
+    first = np.sort(operator.first())
     if noise_var is None:
         out.noise_var, out.noise_source = noise_from_readout_edges(kspace[first]), "readout edges of the start lines"
     else:
@@ -173,7 +175,7 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
 
     if "design" in orders:
         log.info("designing %d lines from %d centre lines", counts[-1], start)
-        run = design_lines(kspace, model(), start=first, budget=counts[-1], checkpoints=counts,
+        run = design_lines(kspace, model(), start=first, budget=counts[-1], checkpoints=counts, operator=operator,
                            progress=lambda m, fit: log.info("%d lines", m))
         out.design_lines = run.lines
         for count in counts:
@@ -182,5 +184,5 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
     for order in (o for o in orders if o != "design"):
         for count in counts:
             lines = fixed_mask(order, ny, count, start, rng)
-            add(order, count, lines, model().fit(kspace[lines], lines))
+            add(order, count, lines, model().fit(operator.read(kspace, lines), lines))
     return out

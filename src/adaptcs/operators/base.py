@@ -2,7 +2,7 @@
 
 An operator is a finite set of *candidates* (basis images, rows of a pattern set, k-space lines), each a block of
 ``values_per_candidate`` real rows acting on the model's ``n_coef`` coefficients. It says four things, and the
-acquisition loops (:func:`adaptcs.design.basis_scan.replay_scan`, :class:`adaptcs.design.SequentialDesigner`'s
+acquisition loops (:func:`adaptcs.design.basis_scan.replay_recording`, :class:`adaptcs.design.SequentialDesigner`'s
 pool, :func:`adaptcs.mri.design.design_lines`) ask nothing else of it:
 
 - what a known signal's complete recording is (:meth:`record`; a recorded one is read from a file instead) and
@@ -77,6 +77,10 @@ class MeasurementOperator(abc.ABC):
         """Every candidate in the order of a fixed coarse-to-fine scan, shape (n_candidates,). Default: by
         number."""
         return np.arange(self.n_candidates)
+
+    def first(self) -> np.ndarray:
+        """The ``n_first`` candidates every acquisition measures before it chooses, coarsest first."""
+        return self.coarse_to_fine()[:self.n_first].copy()
 
     def gains(self, estimator, candidates=None) -> np.ndarray:
         """Exact information gain (nats) of measuring each candidate next, under ``estimator``'s fitted
