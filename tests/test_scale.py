@@ -40,14 +40,18 @@ def assert_same_model(scaled, ref, c, evidence_tol=0.02, variances=True):
     """``scaled`` was fitted on c X: its coefficients times c must be ``ref``'s.
 
     Tolerances follow EP's own stopping rule (changes below 1e-3 of the largest coefficient's size, 1e-3 in a
-    probability): both fits stop within tol of the fixed point, along different rounding.
+    probability): both fits stop within tol of the fixed point, along different rounding. Probabilities may differ
+    by the two fits' own fixed-point residuals (one more undamped update moves each by up to its residual; SS-EP at
+    noise_var 1e-4 stops at residuals 9e-4 and 1e-3 in the two units, and a probability of 0.016 differs by 1.7e-3
+    with numpy 2.4 / scipy 1.17).
     """
     size = np.sqrt(np.sum(ref.coef_**2 + ref.coef_var_))
     largest = np.max(ref.coef_**2 + ref.coef_var_)
     assert np.linalg.norm(c * scaled.coef_ - ref.coef_) <= 1e-3 * size
     if variances:
         np.testing.assert_allclose(c**2 * scaled.coef_var_, ref.coef_var_, rtol=1e-3, atol=1e-3 * largest)
-    np.testing.assert_allclose(scaled.group_prob_, ref.group_prob_, atol=1e-3)
+    residuals = sum(getattr(fit, "fixed_point_residual_", 0.0) for fit in (scaled, ref))
+    np.testing.assert_allclose(scaled.group_prob_, ref.group_prob_, atol=max(1e-3, residuals))
     if evidence_tol is not None:
         assert scaled.log_evidence_ == pytest.approx(ref.log_evidence_, rel=1e-4, abs=evidence_tol)
     assert scaled.converged_ and ref.converged_
