@@ -30,7 +30,7 @@ from sklearn.exceptions import ConvergenceWarning
 from adaptcs import _validation as val
 from adaptcs.basis import Basis
 from adaptcs.design.prediction import check_prediction_basis, prediction_order
-from adaptcs.operators import BasisSelection, MeasurementOperator
+from adaptcs.operators import BasisSelection, MeasurementOperator, PatternOperator
 
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")
 
@@ -268,12 +268,8 @@ def _checkpoints(fractions, d: int, n_available: int) -> list[int]:
 
 
 def photon_basis_scan(basis: Basis, image, photons: float, rng=None) -> np.ndarray:
-    """Simulate a single-pixel camera measuring every basis image with photon (Poisson) noise.
-
-    A pattern with negative entries is shown as its positive and its negative part (two exposures), and each
-    exposure counts photons: ``n_pm ~ Poisson(photons * a_pm . x)``. The value of basis image ``a`` (unit norm) is
-    ``(n_+ - n_-) / photons``: unbiased for ``c = a . x``, with variance ``(a_+ . x + a_- . x) / photons`` (coarse
-    patterns, which cover more pixels, are noisier).
+    """Simulate a single-pixel camera measuring every basis image with photon (Poisson) noise:
+    :func:`photon_scan` of the basis's images (:class:`adaptcs.operators.BasisSelection`).
 
     Parameters
     ----------
@@ -289,15 +285,40 @@ def photon_basis_scan(basis: Basis, image, photons: float, rng=None) -> np.ndarr
     ndarray, shape (d,)
         One value per basis image, in the basis's coefficient order.
     """
+    return photon_scan(BasisSelection(basis), image, photons, rng)
+
+
+def photon_scan(operator: PatternOperator, image, photons: float, rng=None) -> np.ndarray:
+    """Simulate a single-pixel camera showing every pattern of ``operator`` with photon (Poisson) noise.
+
+    A pattern with negative entries is shown as its positive and its negative part (two exposures), and each
+    exposure counts photons: ``n_pm ~ Poisson(photons * a_pm . x)``. The value of pattern ``a`` is
+    ``(n_+ - n_-) / photons``: unbiased for ``a . x``, with variance ``(a_+ . x + a_- . x) / photons`` (patterns
+    that cover more pixels are noisier).
+
+    Parameters
+    ----------
+    operator : :class:`adaptcs.operators.PatternOperator`
+    image : array-like, shape (n_samples,)
+        Intensities (non-negative), flattened.
+    photons : float
+        Expected photon count per unit of ``a_pm . x``.
+    rng : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    ndarray, shape (n_candidates,)
+        One value per pattern, in the operator's candidate order.
+    """
     image = np.asarray(image, dtype=float)
-    if image.shape != (basis.d,) or np.any(image < 0) or not np.all(np.isfinite(image)):
-        raise ValueError(f"image must be {basis.d} finite non-negative intensities; got shape {image.shape}")
+    if image.shape != (operator.n_coef,) or np.any(image < 0) or not np.all(np.isfinite(image)):
+        raise ValueError(f"image must be {operator.n_coef} finite non-negative intensities; got shape {image.shape}")
     photons = val.check_positive_scalar(photons, "photons")
     rng = val.check_random_generator(rng)
-    values = np.empty(basis.d)
-    for start in range(0, basis.d, 512):  # basis images in blocks: never a d x d matrix at large d
-        stop = min(start + 512, basis.d)
-        patterns = basis.row_patterns(np.eye(stop - start, basis.d, k=start))
+    values = np.empty(operator.n_candidates)
+    for start in range(0, operator.n_candidates, 512):  # patterns in blocks: never all of them at once
+        stop = min(start + 512, operator.n_candidates)
+        patterns = operator.patterns(np.arange(start, stop))
         positive, negative = np.maximum(patterns, 0.0) @ image, np.maximum(-patterns, 0.0) @ image
         values[start:stop] = (rng.poisson(photons * positive) - rng.poisson(photons * negative)) / photons
     return values
