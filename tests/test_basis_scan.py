@@ -84,6 +84,7 @@ def test_designed_basis_rows_break_ties_by_the_random_order_not_the_units():
     np.testing.assert_allclose(np.sort(variance[orders[0][16:20]]), np.sort(variance[orders[2][16:20]]), rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_a_tracked_replay_does_not_depend_on_its_checkpoints():
     """The tree tracks its hyper-parameters from refit to refit and fits each checkpoint's reconstruction apart:
     asking for an extra checkpoint changes neither the order nor the later reconstructions (the shipped 64 x 64
@@ -347,6 +348,7 @@ def test_the_designer_on_a_pool_of_basis_images_is_the_replay(wavelet):
         assert abs(gap) < 0.2
 
 
+@pytest.mark.slow
 def test_a_le_gall_scan_is_replayed_with_its_analysis_patterns(tmp_path):
     """A camera scan in the biorthogonal Le Gall 5/3 wavelet (bior2.2): the patterns shown are the analysis
     functions (with gains and signs), each measuring one coefficient; the replay finds the depth and the values

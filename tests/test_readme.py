@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -31,6 +32,7 @@ def test_the_python_lab_loop_runs_and_recovers_the_hidden_signal():
     assert est.converged_
 
 
+@pytest.mark.slow
 def test_the_command_line_lab_loop_runs_as_written(tmp_path):
     (script,) = section_blocks("Use it on your instrument", "bash")
     hidden = np.where(np.repeat(np.arange(16), 4) < 2, np.random.default_rng(0).normal(size=64), 0.0)

@@ -91,6 +91,7 @@ def test_a_user_job_and_the_oracles_limit(tmp_path):
                 data_options={**options, "signals": str(tmp_path / "dense.npy")})
 
 
+@pytest.mark.slow
 def test_user_images_in_a_basis_run_like_e7(tmp_path):
     from skimage import data as skdata
 

@@ -101,6 +101,7 @@ def _effective(tmp_path, *args) -> dict:
     return yaml.safe_load((tmp_path / "out/effective_config.yaml").read_text())
 
 
+@pytest.mark.slow
 def test_paper_config_runs_the_papers_protocol(tmp_path):
     """paper.yaml's effective values are the paper's: 160 design steps in E5/E6, samplers with 11,000 sweeps."""
     paper = _effective(tmp_path / "paper", "--configfile", str(REPO / "config/paper.yaml"))
@@ -276,6 +277,7 @@ def test_shipped_configs_write_to_folders_of_their_own():
     assert len(set(folders.values())) == len(folders), folders
 
 
+@pytest.mark.slow
 def test_a_results_folder_is_refused_to_another_config(tmp_path):
     # a real run records its config in the folder; a dry run of another config into it is then refused in one line
     # (before anything is planned), the same config is not, and overwrite_results lets the other config in
@@ -372,6 +374,7 @@ for _ in range(2):
     assert text.count("ConvergenceWarning") == 2 and "WARNING py.warnings" in text
 
 
+@pytest.mark.slow
 def test_user_experiment_example_end_to_end(tmp_path):
     """config/user-example.yaml, shortened: the user's images go through the same outputs as E5."""
     config = yaml.safe_load((REPO / "config/user-example.yaml").read_text())
