@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from bench_scan_orders import IMAGES, image, psnr
+from bench_scan_orders import IMAGES, image, paired_table, psnr
 from threadpoolctl import threadpool_limits
 
 from adaptcs.basis import make_basis
@@ -79,21 +79,8 @@ def summary(path) -> str:
         images = wide.index.get_level_values("image").unique().size
         others = [o for o in ORDERS if o != "design" and o in wide.columns]
         lines += [f"\nWalsh-Hadamard patterns, {side} x {side}, {photons:g} photons per unit intensity, {images} "
-                  "images (simulated); PSNR (dB, against the true image)",
-                  "| fraction | " + " | ".join(wide.columns) + " | "
-                  + " | ".join(f"design - {o}" for o in others) + " |",
-                  "|---:|" + "---:|" * (len(wide.columns) + len(others))]
-        for fraction, rows in wide.groupby(level="fraction"):
-            means = [f"{rows[o].mean():.2f}" for o in wide.columns]
-            paired = []
-            for o in others:
-                diff = (rows["design"] - rows[o]).dropna()
-                se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else np.nan
-                paired.append(f"{diff.mean():+.2f} +- {se:.2f} [{int((diff > 0).sum())}/{len(diff)}]")
-            lines.append(f"| {fraction:.0%} | " + " | ".join(means) + " | " + " | ".join(paired) + " |")
-        cpu = part.drop_duplicates(["image", "order"]).groupby("order")["cpu_seconds"].mean()
-        lines.append("CPU s per replay: " + ", ".join(f"{o} {cpu[o]:.1f}" for o in cpu.index)
-                     + f"; checkpoints not converged: {int((part['converged'] == 0).sum())} of {len(part)}")
+                  "images (simulated); PSNR (dB, against the true image)"]
+        lines += paired_table(wide, others, part)
     return "\n".join(lines)
 
 

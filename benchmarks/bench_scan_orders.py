@@ -172,22 +172,29 @@ def summary(path, reference: str = "psnr_full") -> str:
         others = [o for o in REPLAY_ORDERS if o != "design" and o in wide.columns]
         against = "against the full-scan image" if reference == "psnr_full" else "against the true image"
         lines += [f"\nprior {prior}, {wavelet}, {side} x {side}, {photons:g} photons per unit intensity, {images} "
-                  f"images; PSNR (dB, {against})",
-                  "| fraction | " + " | ".join(o for o in wide.columns) + " | "
-                  + " | ".join(f"design - {o}" for o in others) + " |",
-                  "|---:|" + "---:|" * (len(wide.columns) + len(others))]
-        for fraction, rows in wide.groupby(level="fraction"):
-            means = [f"{rows[o].mean():.2f}" for o in wide.columns]
-            paired = []
-            for o in others:
-                diff = (rows["design"] - rows[o]).dropna()
-                se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else np.nan
-                paired.append(f"{diff.mean():+.2f} +- {se:.2f} [{int((diff > 0).sum())}/{len(diff)}]")
-            lines.append(f"| {fraction:.0%} | " + " | ".join(means) + " | " + " | ".join(paired) + " |")
-        cpu = part.drop_duplicates(["image", "order"]).groupby("order")["cpu_seconds"].mean()
-        lines.append("CPU s per replay: " + ", ".join(f"{o} {cpu[o]:.1f}" for o in cpu.index)
-                     + f"; checkpoints not converged: {int((part['converged'] == 0).sum())} of {len(part)}")
+                  f"images; PSNR (dB, {against})"]
+        lines += paired_table(wide, others, part)
     return "\n".join(lines)
+
+
+def paired_table(wide: pd.DataFrame, others: list, part: pd.DataFrame) -> list[str]:
+    """Markdown rows: mean PSNR per order and design minus each of ``others``, paired, mean +- s.e. [images where
+    design won], per fraction (``wide``: PSNR indexed by image and fraction, one column per order); then the CPU
+    time per replay and the checkpoints not converged (``part``: the long rows)."""
+    lines = ["| fraction | " + " | ".join(wide.columns) + " | " + " | ".join(f"design - {o}" for o in others) + " |",
+             "|---:|" + "---:|" * (len(wide.columns) + len(others))]
+    for fraction, rows in wide.groupby(level="fraction"):
+        means = [f"{rows[o].mean():.2f}" for o in wide.columns]
+        paired = []
+        for o in others:
+            diff = (rows["design"] - rows[o]).dropna()
+            se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else np.nan
+            paired.append(f"{diff.mean():+.2f} +- {se:.2f} [{int((diff > 0).sum())}/{len(diff)}]")
+        lines.append(f"| {fraction:.0%} | " + " | ".join(means) + " | " + " | ".join(paired) + " |")
+    cpu = part.drop_duplicates(["image", "order"]).groupby("order")["cpu_seconds"].mean()
+    lines.append("CPU s per replay: " + ", ".join(f"{o} {cpu[o]:.1f}" for o in cpu.index)
+                 + f"; checkpoints not converged: {int((part['converged'] == 0).sum())} of {len(part)}")
+    return lines
 
 
 def main() -> None:

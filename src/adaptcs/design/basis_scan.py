@@ -268,23 +268,8 @@ def _checkpoints(fractions, d: int, n_available: int) -> list[int]:
 
 
 def photon_basis_scan(basis: Basis, image, photons: float, rng=None) -> np.ndarray:
-    """Simulate a single-pixel camera measuring every basis image with photon (Poisson) noise:
-    :func:`photon_scan` of the basis's images (:class:`adaptcs.operators.BasisSelection`).
-
-    Parameters
-    ----------
-    basis : Basis
-    image : array-like, shape (d,)
-        Intensities (non-negative), flattened.
-    photons : float
-        Expected photon count per unit of ``a_pm . x``.
-    rng : None, int or numpy.random.Generator
-
-    Returns
-    -------
-    ndarray, shape (d,)
-        One value per basis image, in the basis's coefficient order.
-    """
+    """:func:`photon_scan` of the images of ``basis`` (:class:`adaptcs.operators.BasisSelection`): one value per
+    basis image, shape (d,), in the basis's coefficient order."""
     return photon_scan(BasisSelection(basis), image, photons, rng)
 
 
