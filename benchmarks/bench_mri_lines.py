@@ -31,7 +31,7 @@ from adaptcs.mri.design import (
 )
 from adaptcs.mri.greedy import offline_greedy, oracle_choice
 from adaptcs.mri.l1 import l1_wavelet
-from adaptcs.mri.lines import SeparableWavelet
+from adaptcs.mri.lines import SeparableWavelet, zero_filled
 from adaptcs.mri.model import LineSpikeSlab, pair_profile
 from adaptcs.mri.phase import PhaseLineGaussian, magnitude_profile
 from adaptcs.mri.replay import magnitude_scores
@@ -59,22 +59,31 @@ def table(results: dict, budgets) -> None:
                   f"per slice {np.round(diff, 3).tolist()}")  # runs split by --only pool exactly
 
 
-def l1_record(results: dict, name: str, budget: int, draws, acq, basis, factor: float) -> None:
-    """Score the L1-wavelet reconstruction of every draw of a mask (mean over draws)."""
-    vals = [scores(l1_wavelet(acq.kspace[lines], lines, basis, factor * np.sqrt(acq.noise_var)).image, acq)
-            for lines in draws]
+def centre_phase(acq, centre: int) -> np.ndarray:
+    """The phase of the slice's zero-filled centre lines (what the phase-aware model estimates it from)."""
+    lines = centre_lines(acq.kspace.shape[0], centre)
+    return np.angle(zero_filled(acq.kspace[lines], lines, acq.kspace.shape))
+
+
+def l1_record(results: dict, name: str, budget: int, draws, acq, basis, factor: float, phase=None) -> None:
+    """Score the L1-wavelet reconstruction of every draw of a mask (mean over draws); phase-constrained with a
+    ``phase``."""
+    vals = [scores(l1_wavelet(acq.kspace[lines], lines, basis, factor * np.sqrt(acq.noise_var), phase=phase).image,
+                   acq) for lines in draws]
     results.setdefault(name, {}).setdefault(budget, []).append(tuple(np.mean(vals, axis=0)))
 
 
-def choose_l1_factor(basis, n: int, centre: int, budgets, noise: float) -> float:
+def choose_l1_factor(basis, n: int, centre: int, budgets, noise: float, phased: bool = False) -> float:
     """The penalty factor (times the noise's standard deviation) of smallest mean error on 2 training slices, over
-    variable-density masks at every budget."""
+    variable-density masks at every budget (phase-constrained with ``phased``, each slice's phase from its centre
+    lines)."""
     training = colin27_kspace(n, which="train", noise=noise)[:2]
     rng = np.random.default_rng(12345)
     masks = [variable_density(n, b, centre, rng) for b in budgets]
     errors = {}
     for factor in L1_FACTORS:
-        errors[factor] = np.mean([scores(l1_wavelet(a.kspace[m], m, basis, factor * np.sqrt(a.noise_var)).image,
+        errors[factor] = np.mean([scores(l1_wavelet(a.kspace[m], m, basis, factor * np.sqrt(a.noise_var),
+                                                    phase=centre_phase(a, centre) if phased else None).image,
                                          a)[0] for a in training for m in masks])
     return min(errors, key=errors.get)
 
@@ -122,7 +131,8 @@ def main() -> None:
         profile = pair_profile(basis, [a.reference for a in colin27_kspace(n, which="train", noise=args.noise)])
     results: dict[str, dict[int, list]] = {}
     l1_results: dict[str, dict[int, list]] = {}
-    l1_factor = choose_l1_factor(basis, n, centre, budgets, args.noise) if args.l1 else None
+    phased = args.model == "phase"  # its masks may leave out one side of k-space: L1 with the same phase estimate
+    l1_factor = choose_l1_factor(basis, n, centre, budgets, args.noise, phased) if args.l1 else None
     not_converged = {}
     cpu = {}
 
@@ -157,6 +167,7 @@ def main() -> None:
         for s, acq in zip(indices, acquisitions, strict=True):
             def model(noise_var=acq.noise_var):
                 return make_model(noise_var)
+            phase = centre_phase(acq, centre) if phased else None
             start = time.process_time()
             run = design_lines(acq.kspace, model(), start=centre_lines(n, centre), budget=max(budgets),
                                checkpoints=budgets)
@@ -164,7 +175,7 @@ def main() -> None:
             for b in budgets:
                 record("design", b, run.fits[b], acq)
                 if l1_factor is not None:
-                    l1_record(l1_results, "design", b, [run.lines[:b]], acq, basis, l1_factor)
+                    l1_record(l1_results, "design", b, [run.lines[:b]], acq, basis, l1_factor, phase)
             print(f"slice {acq.name}: design {cpu['design'][-1]:.1f} CPU s, refits stopped "
                   f"{run.refits_stopped}/{run.refits}, lines {run.lines[centre:].tolist()}", flush=True)
             if args.greedy:
@@ -176,7 +187,8 @@ def main() -> None:
                 for b in budgets:
                     record("oracle greedy", b, oracle.fits[b], acq)
                     if l1_factor is not None:
-                        l1_record(l1_results, "oracle greedy", b, [oracle.lines[:b]], acq, basis, l1_factor)
+                        l1_record(l1_results, "oracle greedy", b, [oracle.lines[:b]], acq, basis, l1_factor,
+                                  phase)
             rng = np.random.default_rng(s)  # the slice's index among the first --slices, wherever it runs
             for b in budgets:
                 masks = {"low-to-high": [low_to_high(n, b)], "equispaced": [equispaced(n, b, centre)],
@@ -198,15 +210,16 @@ def main() -> None:
                         count(name, fit)
                     results.setdefault(name, {}).setdefault(b, []).append(tuple(np.mean(vals, axis=0)))
                     if l1_factor is not None:
-                        l1_record(l1_results, name, b, draws, acq, basis, l1_factor)
+                        l1_record(l1_results, name, b, draws, acq, basis, l1_factor, phase)
     print(f"\n{n} x {n}, {len(acquisitions)} simulated Colin27 slices, noise {args.noise}, model {args.model}, "
           f"learn={args.learn}, p0={args.p0}, profile={args.profile}, "
           f"start {centre} centre lines; relative error / PSNR dB of the magnitude in the brain, mean +- s.e.; "
           "paired PSNR difference design - mask [slices design won by more than 0.01 dB, ties]")
     table(results, budgets)
     if l1_factor is not None:
-        print(f"\nthe same masks reconstructed by L1-wavelet FISTA (penalty {l1_factor:g} x the noise's standard "
-              "deviation, chosen on 2 training slices):")
+        how = " with the phase of the centre lines" if phased else ""
+        print(f"\nthe same masks reconstructed by L1-wavelet FISTA{how} (penalty {l1_factor:g} x the noise's "
+              "standard deviation, chosen on 2 training slices):")
         table(l1_results, budgets)
     per_slice = {k: round(float(np.mean(v)), 1) for k, v in cpu.items()}
     print(f"CPU s per slice: {per_slice}; fits read not converged: {not_converged}; "

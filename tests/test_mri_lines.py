@@ -28,6 +28,7 @@ from adaptcs.mri.lines import (
     to_image,
     to_kspace,
     unstack_columns,
+    zero_filled,
 )
 from adaptcs.mri.model import LineSpikeSlab, pair_profile
 
@@ -360,6 +361,33 @@ def test_l1_wavelet_reaches_the_optimality_conditions():
     assert np.all(np.abs(g[~on]) <= 0.2 + 1e-6)
     with pytest.raises(ValueError, match="lam"):
         l1_wavelet(K[lines], lines, basis, lam=-1.0)
+
+
+def test_phase_constrained_l1_reaches_its_optimality_conditions():
+    from adaptcs.mri.l1 import l1_wavelet
+
+    basis, K, _noise_var = _small_acquisition()
+    phase = np.angle(zero_filled(K[6:10], np.arange(6, 10), (16, 16)))
+    carrier = np.exp(1j * phase)
+    # fully sampled: the real soft threshold of the real part of the demodulated image's coefficients
+    fit = l1_wavelet(K, np.arange(16), basis, lam=0.3, phase=phase)
+    z = basis.forward(np.conj(carrier) * to_image(K)).real
+    np.testing.assert_allclose(basis.forward(np.conj(carrier) * fit.image), np.sign(z) * np.maximum(np.abs(z) - 0.3, 0),
+                               atol=1e-10)
+    # one side of k-space and the centre: the subgradient conditions over real coefficients
+    lines = np.array([2, 4, 5, 6, 7, 8, 9])
+    fit = l1_wavelet(K[lines], lines, basis, lam=0.2, phase=phase, tol=1e-10, max_iter=20000)
+    assert fit.converged
+    C = basis.forward(np.conj(carrier) * fit.image)
+    np.testing.assert_allclose(C.imag, 0.0, atol=1e-12)
+    measured = np.isin(np.arange(16), lines)[:, None]
+    g = basis.forward(np.conj(carrier) * to_image(np.where(measured, to_kspace(fit.image) - K, 0))).real
+    on = np.abs(C.real) > 1e-8
+    assert on.any() and (~on).any()
+    np.testing.assert_allclose(g[on], -0.2 * np.sign(C.real[on]), atol=1e-6)
+    assert np.all(np.abs(g[~on]) <= 0.2 + 1e-6)
+    with pytest.raises(ValueError, match="phase"):
+        l1_wavelet(K[lines], lines, basis, lam=0.2, phase=phase[:8])
 
 
 def test_line_mask_func_gives_fastmri_style_masks():

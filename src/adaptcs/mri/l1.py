@@ -2,11 +2,13 @@
 
     minimise_C  1/2 |M (to_kspace(W_y^T C W_x) - K)|^2 + lam sum_ij |C_ij|
 
-(|.| the complex modulus). Every coefficient is penalised, the approximation too: with few lines the coarsest
-coefficients are not all determined by the data, and left free they grow along the null space to lower the
-details' penalty (measured: images 5 times too large with 8 equispaced lines of 32). With
-unitary transforms and a line selection the data term's gradient is 1-Lipschitz, so the step is 1 (Beck & Teboulle
-2009, with the restart of O'Donoghue & Candes 2015 when the objective rises).
+(|.| the complex modulus). With a known ``phase`` (the phase-constrained variant: the image is
+``exp(i phase) W_y^T C W_x`` with C real, as the phase-aware line model has it) a mask that leaves out one side of
+k-space can still determine the image. Every coefficient is penalised, the approximation too: with few lines the
+coarsest coefficients are not all determined by the data, and left free they grow along the null space to lower the
+details' penalty (measured: images 5 times too large with 8 equispaced lines of 32). With unitary transforms and a
+line selection the data term's gradient is 1-Lipschitz, so the step is 1 (Beck & Teboulle 2009, with the restart of
+O'Donoghue & Candes 2015 when the objective rises).
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ class L1Fit:
     converged: bool
 
 
-def l1_wavelet(kspace_lines: np.ndarray, lines, basis: SeparableWavelet, lam: float, *, tol: float = 1e-5,
-               max_iter: int = 2000) -> L1Fit:
+def l1_wavelet(kspace_lines: np.ndarray, lines, basis: SeparableWavelet, lam: float, *, phase=None,
+               tol: float = 1e-5, max_iter: int = 2000) -> L1Fit:
     """L1-wavelet MAP from the measured lines by FISTA with adaptive restart.
 
     Parameters
@@ -40,6 +42,9 @@ def l1_wavelet(kspace_lines: np.ndarray, lines, basis: SeparableWavelet, lam: fl
     basis : SeparableWavelet
     lam : float
         Penalty (units of the k-space values; a multiple of the noise's standard deviation is natural), >= 0.
+    phase : ndarray of shape (ny, nx), optional
+        A known phase in radians (e.g. of :func:`adaptcs.mri.lines.zero_filled` centre lines): the coefficients are
+        real and the image is ``exp(i phase)`` times their synthesis. None: complex coefficients.
     tol : float
         Stop when ``|C_new - C| <= tol |C_new|``.
     max_iter : int
@@ -55,12 +60,22 @@ def l1_wavelet(kspace_lines: np.ndarray, lines, basis: SeparableWavelet, lam: fl
     data[lines] = kspace_lines
     measured = np.zeros((ny, 1), bool)
     measured[lines] = True
+    if phase is not None:
+        phase = np.asarray(phase, dtype=float)
+        if phase.shape != (ny, nx) or not np.all(np.isfinite(phase)):
+            raise ValueError(f"phase must be finite, shape ({ny}, {nx}); got shape {phase.shape}")
+    carrier = 1.0 if phase is None else np.exp(1j * phase)
+    project = (lambda C: C) if phase is None else np.real  # the coefficients' space: complex, or real
 
-    def gradient(C):
-        return basis.forward(to_image(np.where(measured, to_kspace(basis.inverse(C)) - data, 0.0)))
+    def synthesis(C):
+        return carrier * basis.inverse(C)
+
+    def gradient(C):  # project(A^H (A C - K)): for real C with A complex, the real part
+        residual = np.where(measured, to_kspace(synthesis(C)) - data, 0.0)
+        return project(basis.forward(np.conj(carrier) * to_image(residual)))
 
     def objective(C):
-        residual = np.where(measured, to_kspace(basis.inverse(C)) - data, 0.0)
+        residual = np.where(measured, to_kspace(synthesis(C)) - data, 0.0)
         return 0.5 * float(np.sum(np.abs(residual) ** 2)) + lam * float(np.sum(np.abs(C)))
 
     def shrink(C):
@@ -68,7 +83,7 @@ def l1_wavelet(kspace_lines: np.ndarray, lines, basis: SeparableWavelet, lam: fl
         factor = np.maximum(1.0 - lam / np.maximum(magnitude, np.finfo(float).tiny), 0.0)
         return C * factor
 
-    C = basis.forward(to_image(data))  # zero filling
+    C = project(basis.forward(np.conj(carrier) * to_image(data)))  # zero filling
     Y, t, last = C.copy(), 1.0, objective(C)
     converged = False
     for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
@@ -85,4 +100,4 @@ def l1_wavelet(kspace_lines: np.ndarray, lines, basis: SeparableWavelet, lam: fl
         if change <= tol:
             converged = True
             break
-    return L1Fit(image=basis.inverse(C), n_iter=n_iter, converged=converged)
+    return L1Fit(image=synthesis(C), n_iter=n_iter, converged=converged)

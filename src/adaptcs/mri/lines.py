@@ -28,6 +28,14 @@ def to_image(kspace: np.ndarray) -> np.ndarray:
     return np.fft.fftshift(np.fft.ifft2(np.fft.ifftshift(kspace), norm="ortho"))
 
 
+def zero_filled(kspace_lines: np.ndarray, lines, shape: tuple[int, int]) -> np.ndarray:
+    """The image of the measured lines with every other line zero: ``to_image`` of the k-space (shape ``shape``)
+    that holds ``kspace_lines`` (m, nx) in rows ``lines`` (m,)."""
+    kspace = np.zeros(shape, complex)
+    kspace[np.asarray(lines, dtype=np.intp)] = kspace_lines
+    return to_image(kspace)
+
+
 def centred_dft(n: int) -> np.ndarray:
     """The matrix of the centred unitary 1-D DFT, shape (n, n): ``to_kspace`` along one axis is ``F @ x``."""
     eye = np.eye(n)

@@ -35,7 +35,7 @@ from adaptcs.mri.column_gaussian import (
     means_after_lines,
 )
 from adaptcs.mri.design import centre_lines
-from adaptcs.mri.lines import SeparableWavelet, centred_dft, to_image
+from adaptcs.mri.lines import SeparableWavelet, centred_dft, zero_filled
 from adaptcs.mri.model import LineFit
 
 EPS_GRID = (1e-3, 1e-2, 1e-1)  # imaginary-part variance over the real part's, chosen by evidence
@@ -129,9 +129,7 @@ class PhaseLineGaussian(BaseEstimator):
             raise ValueError(f"no line of the central band ({self._band[0]}..{self._band[-1]}) is measured: the phase "
                              "cannot be estimated; measure the centre lines first")
         ny, nx = self.basis.shape
-        low = np.zeros((ny, nx), complex)
-        low[lines[in_band]] = kspace_lines[in_band]
-        image = to_image(low)
+        image = zero_filled(kspace_lines[in_band], lines[in_band], (ny, nx))
         self.phase_ = np.angle(image)  # (ny, nx)
         energy = np.mean(np.abs(image) ** 2, axis=0)
         self.column_weight_ = energy / energy.mean() + COLUMN_FLOOR  # (nx,)
