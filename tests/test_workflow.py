@@ -5,6 +5,7 @@ to be wrongly merged in), with the same interpreter (``sys.executable -m snakema
 directory lock (tests write only below their own temporary results folder).
 """
 
+import copy
 import math
 import re
 import subprocess
@@ -217,7 +218,7 @@ def test_tiny_end_to_end_run(tmp_path):
     assert len(sources) >= 2 and all(src.startswith("data:image/png;base64,") for src in sources), sources
 
 
-@pytest.mark.parametrize("change, message", [
+INVALID_CONFIGS = [
     ({"experiments": {"E1": {"replicates": 2, "methods": ["gss_ep"], "extra": 1}}},
      "config: unknown key experiments.E1.extra; known keys here: replicates, methods"),
     ({"experiments": {"E1": {"replicates": "two", "methods": ["gss_ep"]}}}, "is not of type 'integer'"),
@@ -260,16 +261,49 @@ def test_tiny_end_to_end_run(tmp_path):
                                "replicates": 7, "methods": ["gss_ep"]}}}, "its data has 6 signals"),
     ({"experiments": {"mine": {"kind": "user", "data": {"images": "examples/shapes/images"}, "replicates": 1,
                                "methods": ["gss_ep"]}}}, "data.side (images are resized to side x side pixels) is"),
-])
-def test_invalid_config_fails_before_any_job(tmp_path, change, message):
+]
+
+
+def _snakefile_checks(config: dict) -> None:
+    """The config checks of workflow/Snakefile, in its order, in this process (ValueError: the line it prints after
+    "config error: "). A subprocess per case costs ~7 s of imports; test_invalid_config_fails_in_one_line runs a
+    few cases through Snakemake itself and checks that it says the same."""
+    from snakemake.utils import validate
+
+    from adaptcs.config import check_known_keys, check_schema
+    from adaptcs.workflow import WorkflowPlan
+
+    check_known_keys(config)
+    check_schema(config)
+    validate(config, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    WorkflowPlan(config)
+
+
+@pytest.mark.parametrize("change, message", INVALID_CONFIGS)
+def test_invalid_config_fails_before_any_job(tmp_path, monkeypatch, change, message):
+    monkeypatch.chdir(REPO)  # where Snakemake runs: relative data paths
+    config = copy.deepcopy({**TINY_CONFIG, **change, "results": str(tmp_path / "out")})
+    with pytest.raises(ValueError) as error:
+        _snakefile_checks(config)
+    assert message in str(error.value) and "\n" not in str(error.value).strip()
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case", [0, 13, 24])  # an unknown key, a method parameter, a missing data folder
+def test_invalid_config_fails_in_one_line(tmp_path, monkeypatch, case):
+    change, message = INVALID_CONFIGS[case]
     config = {**TINY_CONFIG, **change}
     proc = snakemake(tmp_path, "--cores", "1", config=config, check=False)
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
-    # one line, no traceback and no schema dump
+    # one line, no traceback and no schema dump, and the line the in-process checks give
     printed = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert len(printed) == 1 and printed[0].startswith("config error: "), printed
     assert not (tmp_path / "out").exists()
+    monkeypatch.chdir(REPO)
+    with pytest.raises(ValueError) as error:
+        _snakefile_checks(copy.deepcopy({**config, "results": str(tmp_path / "out")}))
+    assert printed[0] == f"config error: {error.value}"
 
 
 def test_shipped_configs_write_to_folders_of_their_own():
