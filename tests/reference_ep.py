@@ -19,11 +19,12 @@ def _log_normal_pdf(x, mean, var):
     return -0.5 * (x - mean) ** 2 / var - 0.5 * np.log(2 * np.pi * var)
 
 
-def reference_ep(X, y, groups, p0, v0, s2, v_inf=100.0, n_iter=4000, damping=0.5):
-    """Returns (mean, group_prob, log_evidence) at the EP fixed point; groups are 0..G-1, p0 has shape (G,)."""
+def reference_ep(X, y, groups, p0, v0, s2, v_inf=100.0, n_iter=4000, damping=0.5, sites=None):
+    """Returns (mean, group_prob, log_evidence) at the EP fixed point; groups are 0..G-1, p0 has shape (G,).
+    ``sites=(vt, mt, pt)`` starts there instead of at the prior (``n_iter=1, damping=1``: one undamped update)."""
     n, d = X.shape
     G = groups.max() + 1
-    vt, mt, pt = p0[groups] * v0, np.zeros(d), np.zeros(d)
+    vt, mt, pt = (p0[groups] * v0, np.zeros(d), np.zeros(d)) if sites is None else map(np.array, sites)
     for _ in range(n_iter):
         V = np.linalg.inv(X.T @ X / s2 + np.diag(1 / vt))
         m = V @ (X.T @ y / s2 + mt / vt)

@@ -301,8 +301,9 @@ def test_a_fit_that_is_read_is_taken_on_to_the_fixed_point():
     case = synthetic_case("E3", 0, 1)
     X, y = case.problem.X, case.problem.y
     given = {"p0": 4 / 128, "v0": 1 / 3, "noise_var": 1.0}
-    est = GroupSpikeSlabEP(case.fit_groups, warm_start=True, warm_schedule="decay", **given)
-    est.warm_state_ = WarmStart(EPSites.initial(np.full(512, 4 / 128), np.full(512, 1 / 3)))  # the prior's sites
+    prior_sites = WarmStart(EPSites.initial(np.full(512, 4 / 128), np.full(512, 1 / 3)))
+    est = GroupSpikeSlabEP(case.fit_groups, warm_start=True, warm_schedule="decay", fallback=False, **given)
+    est.warm_state_ = prior_sites
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est.fit(X, y)  # a warm refit from the prior's sites: the paper's run, not taken on
@@ -313,9 +314,13 @@ def test_a_fit_that_is_read_is_taken_on_to_the_fixed_point():
     assert not est.warm_start  # restored
     slow = GroupSpikeSlabEP(case.fit_groups, damping=0.3, damping_decay=1.0, max_iter=3000, **given).fit(X, y)
     cold = GroupSpikeSlabEP(case.fit_groups, **given).fit(X, y)
-    assert slow.converged_ and cold.converged_
+    # the same warm refit with the variance-decoupled fallback (the default) ends at the fixed point by itself
+    fallback = GroupSpikeSlabEP(case.fit_groups, warm_start=True, warm_schedule="decay", **given)
+    fallback.warm_state_ = prior_sites
+    fallback.fit(X, y)
+    assert slow.converged_ and cold.converged_ and fallback.converged_
     scale = np.max(np.abs(slow.coef_))
-    for fit in (est, cold):
+    for fit in (est, cold, fallback):
         np.testing.assert_allclose(fit.coef_, slow.coef_, atol=3e-3 * scale)
         np.testing.assert_allclose(fit.group_prob_, slow.group_prob_, atol=3e-3)
 
@@ -326,7 +331,8 @@ def test_the_designer_converges_the_fits_that_are_read():
 
     case = synthetic_case("E3", 0, 1)
     p = case.problem
-    est = GroupSpikeSlabEP(case.fit_groups, p0=4 / 128, v0=1 / 3, noise_var=1.0)
+    # the parallel schedule alone, so that some warm refits stop short (the fallback takes them on by itself)
+    est = GroupSpikeSlabEP(case.fit_groups, p0=4 / 128, v0=1 / 3, noise_var=1.0, fallback=False)
     rng = np.random.default_rng(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

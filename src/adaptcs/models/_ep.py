@@ -164,12 +164,17 @@ class EPProblem:
     hyperprior : Hyperprior, optional
         Weak priors on the learned hyper-parameters, in the units of this (unit-size) data
         (:mod:`adaptcs.models._hyperprior`); None: learning maximises the evidence itself (type-II ML).
+    fallback : bool
+        Where the parallel update stalls (adaptive schedule) or ends short of a fixed point, and the
+        hyper-parameters are fixed, go on with the variance-decoupled EP (:mod:`adaptcs.models._ep_decoupled`);
+        its result is kept only if it passes the strict test.
     """
 
     def __init__(self, X, y, coef_group, offsets, *, group_class=None, coef_slab=None, slab_profile=None,
                  tree: TreePrior | None = None, v_inf_ratio: float, damping: float, damping_decay: float,
-                 progress=None, hyperprior=None):
+                 progress=None, hyperprior=None, fallback: bool = True):
         self.X, self.y, self.coef_group, self.offsets = X, y, coef_group, offsets
+        self.fallback = fallback
         self.hyperprior = hyperprior
         G, d = offsets.shape[0], X.shape[1]
         self.blocks = X if isinstance(X, SharedBlockRows) else None
@@ -201,7 +206,7 @@ class EPProblem:
                          coef_slab=self.coef_slab, slab_profile=self.slab_profile, tree=self.tree,
                          v_inf_ratio=self.v_inf_ratio,
                          damping=self.damping, damping_decay=self.damping_decay, progress=self.progress,
-                         hyperprior=self.hyperprior)
+                         hyperprior=self.hyperprior, fallback=self.fallback)
 
     def fitted(self, coef: np.ndarray) -> np.ndarray:
         """``X coef``, shape (n,); O(n) when the rows select coefficients."""
@@ -454,11 +459,20 @@ class EPRun:
     converged: bool
     log_evidence: float  # of the unit-size data; NaN when EP failed or some cavity is invalid
     n_clamped: int = 0  # sites whose matched variance at the final cavities is not positive (set to v_inf)
+    n_fallback: int = 0  # posteriors spent in the variance-decoupled fallback (counted in n_iter too)
 
     @property
     def group_prob(self) -> np.ndarray:
         """``q(z_g = 1)``, shape (G,)."""
         return self.groups.prob
+
+
+def fit_change(post, groups: GroupPosterior, new_post, new_groups: GroupPosterior) -> float:
+    """EP's scale-free change between two iterates: of the mean relative to the size of the largest coefficient,
+    and of the group probabilities (not their log-odds, which drift for groups surely on or off)."""
+    size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
+    return float(max(np.max(np.abs(new_post.mean - post.mean)) / size,
+                     np.max(np.abs(new_groups.prob - groups.prob))))
 
 
 def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_iter: int, schedule: str = "decay",
@@ -507,6 +521,7 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
     adaptive = schedule == "adaptive"
     residuals: list[float] = []
     cooling = False
+    n_fallback = 0  # posteriors spent in the variance-decoupled fallback
     for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
         cav = _cavity(post, sites, groups.logit[coef_group], problem.untouched)
         new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable, xi)
@@ -522,11 +537,7 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
             failure = f"the posterior lost positive definiteness at iteration {n_iter} ({exc})"
             break
         new_groups = problem.group_posterior(hyper, new_sites)
-        # Scale-free test: changes of the mean relative to the size of the largest coefficient, and
-        # changes of the group probabilities (not their log-odds, which drift for groups surely on/off).
-        size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
-        change = max(np.max(np.abs(new_post.mean - post.mean)) / size,
-                     np.max(np.abs(new_groups.prob - groups.prob)), hyper_change)
+        change = max(fit_change(post, groups, new_post, new_groups), hyper_change)
         if not np.isfinite(change):  # keep the last finite posterior
             failure = f"non-finite posterior at iteration {n_iter}"
             break
@@ -542,7 +553,19 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
             residuals.append(residual)
             cooling = len(residuals) > STALL_WINDOW and \
                 min(residuals[-STALL_WINDOW:]) > STALL_FACTOR * min(residuals[:-STALL_WINDOW])
+            if cooling and adapt is None and problem.fallback:
+                found, n_fallback = _fallback(problem, hyper, sites, tol)
+                if found is not None:
+                    sites, post, groups, change, residual, stopped = *found, True
+                    break
+    # a run the damping ended short of a fixed point (not one that used up max_iter: that bound is the caller's)
+    if adapt is None and problem.fallback and not n_fallback and failure is None and stopped \
+            and residual >= RESIDUAL_FACTOR * tol:
+        found, n_fallback = _fallback(problem, hyper, sites, tol)
+        if found is not None:
+            sites, post, groups, change, residual, stopped = *found, True
 
+    n_iter += n_fallback
     # The decaying damping ends every run eventually (its steps sum to damping / (1 - damping_decay)), so
     # stopping is not enough: the fit has converged only if the undamped update would barely move it.
     converged = stopped and failure is None and residual < RESIDUAL_FACTOR * tol
@@ -558,7 +581,21 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
     return EPRun(hyper=hyper, sites=sites, post=post, groups=groups, cavity=cav, n_iter=n_iter,
                  stopped=stopped, residual=float(residual), change=float(change), failure=failure,
                  ill_conditioned=ill_conditioned, converged=converged, log_evidence=log_ev,
-                 n_clamped=_count_clamped(cav, v0, v_inf))
+                 n_clamped=_count_clamped(cav, v0, v_inf), n_fallback=n_fallback)
+
+
+def _fallback(problem: EPProblem, hyper: Hyper, sites: EPSites, tol: float):
+    """The variance-decoupled EP from ``sites`` (:mod:`adaptcs.models._ep_decoupled`): ``((sites, post, groups,
+    change, residual), n_posteriors)`` if it passed the strict test, ``(None, n_posteriors)`` if not."""
+    from adaptcs.models._ep_decoupled import decoupled_ep
+
+    try:
+        run = decoupled_ep(problem, hyper, sites, tol=tol)
+    except np.linalg.LinAlgError:
+        return None, 1
+    if not run.converged:
+        return None, run.n_posteriors
+    return (run.sites, run.post, run.groups, run.change, run.change), run.n_posteriors
 
 
 def _count_clamped(cav: _Cavity, v0: np.ndarray, v_inf: np.ndarray) -> int:

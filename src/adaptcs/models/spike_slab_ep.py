@@ -109,6 +109,12 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         and usually short of the fixed point. "adaptive" (the default): the same until the undamped change stops
         shrinking for 30 iterations, then a fast decay (0.85 per iteration) ends the refit in tens of iterations.
         Both stop and test convergence the same way; cold fits always use "decay".
+    fallback : bool
+        Where the parallel update stalls ("adaptive") or its damping ends the run short of a fixed point, and the
+        hyper-parameters are fixed, go on with the variance-decoupled EP of Seeger & Nickisch (2011), keeping its
+        result only if one undamped update from it would change the fit by less than ``tol`` (docs/model.md,
+        "The variance-decoupled fallback"). Its posteriors count in ``n_iter_``. False: the parallel schedule
+        alone (the authors' algorithm).
     learn : tuple of {"p0", "v0", "noise_var"}
         Hyper-parameters to learn from the measurements although they are given (the given values are then the
         starting point). Those left None are learned in any case; ``()``, the default, learns nothing else: a
@@ -222,14 +228,15 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         "damping_decay": constraints.FRACTION,
         "tol": constraints.POSITIVE, "max_iter": constraints.COUNT, "v_inf_ratio": constraints.POSITIVE,
         "warm_start": constraints.BOOLEAN, "warm_schedule": [StrOptions(set(SCHEDULES))],
+        "fallback": constraints.BOOLEAN,
         "learn": constraints.NAMES, "learn_method": [StrOptions(set(LEARN_METHODS))], "cv": constraints.FOLDS,
         "restart_every": constraints.COUNT, "hyperprior": [StrOptions({"auto"}), Hyperprior, None],
         "blas_threads": [*constraints.COUNT, None], "verbose": ["verbose"]}
 
     def __init__(self, groups=None, *, p0=None, v0=None, scales=None, scale_learning="each", parents=None,
                  p0_off=None, noise_var=None, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000,
-                 v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", learn=(), learn_method="evidence",
-                 cv=5, restart_every=4, hyperprior="auto", blas_threads=1, verbose=0):
+                 v_inf_ratio=300.0, warm_start=False, warm_schedule="adaptive", fallback=True, learn=(),
+                 learn_method="evidence", cv=5, restart_every=4, hyperprior="auto", blas_threads=1, verbose=0):
         self.groups = groups
         self.p0 = p0
         self.v0 = v0
@@ -245,6 +252,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         self.v_inf_ratio = v_inf_ratio
         self.warm_start = warm_start
         self.warm_schedule = warm_schedule
+        self.fallback = fallback
         self.learn = learn
         self.learn_method = learn_method
         self.cv = cv
@@ -324,7 +332,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
                             v_inf_ratio=float(self.v_inf_ratio), damping=float(self.damping),
                             damping_decay=float(self.damping_decay), progress=self._progress(),
                             hyperprior=self.hyperprior.scaled(scale) if isinstance(self.hyperprior, Hyperprior)
-                            else None)
+                            else None, fallback=bool(self.fallback))
         if warm is not None:
             sites = EPSites(warm.sites.var / scale.coef2, warm.sites.mean / scale.coef, warm.sites.logit.copy())
         else:
@@ -513,13 +521,14 @@ class SpikeSlabEP(GroupSpikeSlabEP):
 
     def __init__(self, *, p0=None, v0=None, scales=None, scale_learning="each", parents=None, p0_off=None,
                  noise_var=None, damping=0.9, damping_decay=0.99, tol=1e-4, max_iter=1000, v_inf_ratio=300.0,
-                 warm_start=False, warm_schedule="adaptive", learn=(), learn_method="evidence", cv=5,
+                 warm_start=False, warm_schedule="adaptive", fallback=True, learn=(), learn_method="evidence", cv=5,
                  restart_every=4, hyperprior="auto", blas_threads=1, verbose=0):
         super().__init__(None, p0=p0, v0=v0, scales=scales, scale_learning=scale_learning, parents=parents,
                          p0_off=p0_off, noise_var=noise_var,
                          damping=damping, damping_decay=damping_decay, tol=tol,
                          max_iter=max_iter, v_inf_ratio=v_inf_ratio, warm_start=warm_start,
-                         warm_schedule=warm_schedule, learn=learn, learn_method=learn_method, cv=cv,
+                         warm_schedule=warm_schedule, fallback=fallback, learn=learn, learn_method=learn_method,
+                         cv=cv,
                          restart_every=restart_every, hyperprior=hyperprior, blas_threads=blas_threads,
                          verbose=verbose)
 

@@ -1,0 +1,105 @@
+"""Variance-decoupled EP: the fallback of :func:`adaptcs.models._ep.run_ep` where the parallel update circles.
+
+After some new rows the parallel EP update circles its fixed point instead of approaching it (docs/model.md, "Why
+warm refits can be slow": a complex pair of the update's Jacobian outside the unit circle). Seeger & Nickisch
+(AISTATS 2011) decouple EP's costly coupling, the posterior marginal variances, from the rest: an outer step
+computes the exact marginals once; the inner steps keep every cavity *variance* frozen at that outer step's value
+and iterate only the means, the cavity means from the current posterior mean ``u``::
+
+    vc_j = 1 / (1 / V_jj - 1 / vt_j)                      (frozen, the outer step's exact cavity)
+    mc_j = u_j + vc_j (u_j - mt_j) / vt_j                 (the cavity mean of the current posterior mean)
+
+which is their inner loop with the direct effect of a site on its own marginal (``1 / rho = 1 / V_jj + pi - pi0``)
+written out; the groups' cavity log-odds are exact throughout (the groups' posterior costs O(d)). The first inner
+step of every outer step is the ordinary parallel update. A fixed point of the outer iteration is an EP fixed point,
+and is taken only when one undamped parallel update from it would change the fit by less than ``tol`` (the
+change :func:`run_ep` measures): stricter than :func:`run_ep`'s own test (``10 tol``). The point itself is
+returned, not that update's result: where the parallel map is unstable, the update moves away from the fixed
+point it started near.
+
+Seeger & Nickisch prove convergence for log-concave sites; spike-and-slab sites are not, so here convergence is
+measured, not promised (``benchmarks/bench_decoupled_ep.py``): on the warm refits that the parallel schedule leaves
+circling it reaches the strict test in 10-30 outer steps of :data:`INNER_STEPS` posteriors each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Inner steps per outer step, the damping of every step and the outer steps allowed (the budget is about
+# MAX_OUTER * (INNER_STEPS + 1) posteriors; measured in benchmarks/bench_decoupled_ep.py).
+INNER_STEPS = 6
+DAMPING = 0.3
+MAX_OUTER = 50
+
+
+@dataclass
+class DecoupledRun:
+    """The end of :func:`decoupled_ep`: the sites, posterior and groups after the last step."""
+
+    sites: object  # EPSites
+    post: object
+    groups: object
+    converged: bool  # one undamped parallel update from ``sites`` would change the fit by less than tol
+    change: float  # that update's change (the residual of the strict test)
+    n_outer: int
+    n_posteriors: int  # factorisations: the cost, comparable with run_ep's iterations
+
+
+def decoupled_ep(problem, hyper, sites, *, tol: float, max_outer: int = MAX_OUTER, inner_steps: int = INNER_STEPS,
+                 damping: float = DAMPING) -> DecoupledRun:
+    """Variance-decoupled EP from ``sites`` at fixed hyper-parameters (see the module docstring).
+
+    Parameters
+    ----------
+    problem : EPProblem
+    hyper : Hyper
+    sites : EPSites
+        Where to start (usually where the parallel schedule stalled).
+    tol : float
+        :func:`run_ep`'s tolerance: the run has converged when one undamped parallel update changes the mean by less
+        than ``tol`` of the largest coefficient and every group probability by less than ``tol``.
+    max_outer, inner_steps : int
+    damping : float
+        Weight of every inner step (convex combination in the sites' natural parameters).
+
+    Returns
+    -------
+    DecoupledRun
+        ``converged`` False: the last iterate after ``max_outer`` outer steps (the caller keeps its own).
+    """
+    from adaptcs.models._ep import _at, _cavity, _Cavity, _damped, _matched_sites, fit_change
+
+    model, v0, v_inf = _at(problem, hyper)
+    logit_of = problem.coef_group
+
+    def posterior(s):
+        return model.posterior(s.var, s.mean / s.var), problem.group_posterior(hyper, s)
+
+    post, groups = posterior(sites)
+    n_posteriors, change = 1, np.inf
+    for outer in range(1, max_outer + 1):
+        frozen = _cavity(post, sites, groups.logit[logit_of], problem.untouched)
+        # the strict test: one undamped parallel update from here
+        trial = _damped(sites, _matched_sites(frozen, v0, v_inf), frozen.usable, 1.0)
+        trial_post, trial_groups = posterior(trial)
+        n_posteriors += 1
+        change = fit_change(post, groups, trial_post, trial_groups)
+        if change < tol:  # a fixed point to tol: keep it (the trial step may move away from an unstable one)
+            return DecoupledRun(sites, post, groups, True, change, outer, n_posteriors)
+        cav = frozen
+        for step in range(inner_steps):
+            if step:
+                post, groups = posterior(sites)
+                n_posteriors += 1
+                u = post.mean
+                with np.errstate(invalid="ignore"):
+                    mean = np.where(frozen.valid, u + frozen.var * (u - sites.mean) / sites.var, frozen.mean)
+                cav = _Cavity(var=frozen.var, mean=mean, logit=groups.logit[logit_of] - sites.logit,
+                              valid=frozen.valid, limit=frozen.limit)
+            sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable, damping)
+        post, groups = posterior(sites)
+        n_posteriors += 1
+    return DecoupledRun(sites, post, groups, False, change, max_outer, n_posteriors)
