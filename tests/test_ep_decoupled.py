@@ -13,6 +13,7 @@ from scipy.special import expit
 import adaptcs.models._ep as ep
 from adaptcs.experiments import run_job
 from adaptcs.models._ep_decoupled import decoupled_ep
+
 from reference_ep import reference_ep as _reference_ep
 
 

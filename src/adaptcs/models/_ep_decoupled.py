@@ -70,7 +70,7 @@ def decoupled_ep(problem, hyper, sites, *, tol: float, max_outer: int = MAX_OUTE
     DecoupledRun
         ``converged`` False: the last iterate after ``max_outer`` outer steps (the caller keeps its own).
     """
-    from adaptcs.models._ep import _at, _cavity, _Cavity, _damped, _matched_sites, fit_change
+    from adaptcs.models._ep import _at, _Cavity, _cavity, _damped, _matched_sites, fit_change
 
     model, v0, v_inf = _at(problem, hyper)
     logit_of = problem.coef_group
