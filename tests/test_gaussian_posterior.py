@@ -76,3 +76,14 @@ def test_selection_form_needs_a_selection(rng):
     X = np.eye(6)[[0, 2]] + np.eye(6)[[1, 3]] * 1e-3  # a second coefficient above rounding
     with pytest.raises(ValueError, match="one coefficient"):
         LinearGaussianModel(X, np.zeros(2), 1.0, form="selection")
+
+
+@pytest.mark.parametrize("n", [20, 80])
+def test_posterior_mean_alone_is_the_dense_posterior_mean(n):
+    """The mean-only path (Woodbury form for n < d, the posterior otherwise) against the d x d inverse."""
+    rng = np.random.default_rng(n)
+    X, y = rng.normal(size=(n, 60)), rng.normal(size=n)
+    model = LinearGaussianModel(X, y, 0.3)
+    prior_var, shift = rng.uniform(0.1, 2.0, 60), rng.normal(size=60)
+    dense = np.linalg.solve(X.T @ X / 0.3 + np.diag(1 / prior_var), X.T @ y / 0.3 + shift)
+    np.testing.assert_allclose(model.posterior_mean(prior_var, shift), dense, rtol=0, atol=1e-10 * np.abs(dense).max())
