@@ -5,7 +5,7 @@ Captures, during designed loops with the paper's values (E3 signals and E5 image
 warm refits that the shipped parallel schedule leaves not converged when the fallback is off (every ``--stride``-th
 of them, so that they spread over the loops), and runs each again from the same warm sites:
 
-- the parallel schedule alone (``fallback=False``, what the capture saw);
+- the parallel schedule alone (no fallback, what the capture saw);
 - the shipped :func:`adaptcs.models._ep.run_ep`, whose fallback (:mod:`adaptcs.models._ep_decoupled`) takes over
   where the parallel update stalls.
 
@@ -28,6 +28,7 @@ from threadpoolctl import threadpool_limits
 
 import adaptcs.models._ep as ep
 from adaptcs.experiments import run_job
+from adaptcs.models._ep_decoupled import decoupled_ep
 
 
 def capture(experiment: str, setting: int, replicates: int, limit: int, stride: int) -> list[dict]:
@@ -37,7 +38,7 @@ def capture(experiment: str, setting: int, replicates: int, limit: int, stride: 
     original = ep.run_ep
 
     def recording(problem, hyper, sites, **kw):
-        problem.fallback = False
+        problem.fallback = None
         start_sites = sites.copy()
         run = original(problem, hyper, sites, **kw)
         if kw.get("schedule") == "adaptive" and kw.get("adapt") is None and not run.converged:
@@ -64,12 +65,12 @@ def undamped_check(refit: dict, sites: ep.EPSites) -> ep.EPRun:
     """One undamped parallel update from ``sites``; its ``converged`` is the library's strict test."""
     p = refit["problem"]
     plain = p.rows(np.arange(p.n))
-    plain.damping, plain.damping_decay, plain.fallback = 1.0, 1.0, False
+    plain.damping, plain.damping_decay, plain.fallback = 1.0, 1.0, None
     return ep.run_ep(plain, refit["hyper"], sites, tol=refit["kw"]["tol"], max_iter=1)
 
 
 def timed_run(refit: dict, fallback: bool) -> tuple[ep.EPRun, float]:
-    refit["problem"].fallback = fallback
+    refit["problem"].fallback = decoupled_ep if fallback else None
     start = time.process_time()
     run = ep.run_ep(refit["problem"], refit["hyper"], refit["sites"].copy(), **refit["kw"])
     return run, time.process_time() - start

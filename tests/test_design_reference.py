@@ -24,6 +24,9 @@ rows, batches, learned hyper-parameters and group ARD on an E3 problem. Its hist
   reference unchanged, and the new path is tested in test_hyperprior.py. The same issue takes the fits that are
   read (first, checkpoints, last) on to their convergence test; the cases run with ``settle_reported=False``, which
   reproduces the reference, and that path is tested in test_designer.py.
+- issue 47's variance-decoupled fallback takes refits that the parallel schedule ends short on to the fixed point
+  (more iterations, other numbers); the cases run with ``fallback=False``, which reproduces the reference, and the
+  fallback is tested against the dense reference EP in test_ep_decoupled.py.
 
 Tolerances are what rounding leaves undetermined, measured by changing y by 1e-15 relatively: designed rows
 stop at a direction tolerance of 1e-6 (rows and measurements move by up to 4e-8 of their largest entry), fitted
@@ -49,7 +52,8 @@ def runs():
     pool = np.random.default_rng(11).normal(size=(40, 512))
 
     def gss(**kw):
-        return GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0, warm_schedule="decay", **kw)
+        return GroupSpikeSlabEP(p.groups, p0=4 / 128, v0=1 / 3, noise_var=1.0, warm_schedule="decay", fallback=False,
+                                **kw)
 
     common = {"noise_var": 1.0, "row_norm": np.sqrt(512), "settle_reported": False}
     yield "design", run_sequential_design(gss(), p.w_true, p.X, p.y, 6, strategy="design", rng=1, **common)

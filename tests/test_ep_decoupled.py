@@ -57,7 +57,7 @@ def _stalled_e3_refit():
     original = ep.run_ep
 
     def recording(problem, hyper, sites, **kw):
-        problem.fallback = False
+        problem.fallback = None
         start = sites.copy()
         run = original(problem, hyper, sites, **kw)
         if kw.get("schedule") == "adaptive" and not run.converged and not found:
@@ -77,9 +77,9 @@ def _stalled_e3_refit():
 
 def test_a_stalled_warm_refit_ends_at_an_ep_fixed_point():
     problem, hyper, start, kw = _stalled_e3_refit()
-    problem.fallback = False
+    problem.fallback = None
     parallel = ep.run_ep(problem, hyper, start.copy(), **kw)
-    problem.fallback = True
+    problem.fallback = decoupled_ep
     run = ep.run_ep(problem, hyper, start.copy(), **kw)
     assert not parallel.converged and run.converged and run.n_fallback > 0
     # independently: one undamped update of the dense reference EP from the returned sites barely moves the mean

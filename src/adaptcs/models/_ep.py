@@ -164,15 +164,17 @@ class EPProblem:
     hyperprior : Hyperprior, optional
         Weak priors on the learned hyper-parameters, in the units of this (unit-size) data
         (:mod:`adaptcs.models._hyperprior`); None: learning maximises the evidence itself (type-II ML).
-    fallback : bool
-        Where the parallel update stalls (adaptive schedule) or ends short of a fixed point, and the
-        hyper-parameters are fixed, go on with the variance-decoupled EP (:mod:`adaptcs.models._ep_decoupled`);
-        its result is kept only if it passes the strict test.
+    fallback : callable, optional
+        Where the parallel update stalls (adaptive schedule) or its damping ends a run short of a fixed point, and
+        the hyper-parameters are fixed, go on with ``fallback(problem, hyper, sites, tol=tol)``, which returns an
+        object with ``sites, post, groups, converged, change, n_posteriors``; its result is kept only where
+        ``converged``. :func:`adaptcs.models._ep_decoupled.decoupled_ep` (what the estimators pass) is the
+        variance-decoupled EP. None: the parallel schedule alone.
     """
 
     def __init__(self, X, y, coef_group, offsets, *, group_class=None, coef_slab=None, slab_profile=None,
                  tree: TreePrior | None = None, v_inf_ratio: float, damping: float, damping_decay: float,
-                 progress=None, hyperprior=None, fallback: bool = True):
+                 progress=None, hyperprior=None, fallback=None):
         self.X, self.y, self.coef_group, self.offsets = X, y, coef_group, offsets
         self.fallback = fallback
         self.hyperprior = hyperprior
@@ -553,13 +555,13 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
             residuals.append(residual)
             cooling = len(residuals) > STALL_WINDOW and \
                 min(residuals[-STALL_WINDOW:]) > STALL_FACTOR * min(residuals[:-STALL_WINDOW])
-            if cooling and adapt is None and problem.fallback:
+            if cooling and adapt is None and problem.fallback is not None:
                 found, n_fallback = _fallback(problem, hyper, sites, tol)
                 if found is not None:
                     sites, post, groups, change, residual, stopped = *found, True
                     break
     # a run the damping ended short of a fixed point (not one that used up max_iter: that bound is the caller's)
-    if adapt is None and problem.fallback and not n_fallback and failure is None and stopped \
+    if adapt is None and problem.fallback is not None and not n_fallback and failure is None and stopped \
             and residual >= RESIDUAL_FACTOR * tol:
         found, n_fallback = _fallback(problem, hyper, sites, tol)
         if found is not None:
@@ -585,12 +587,10 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
 
 
 def _fallback(problem: EPProblem, hyper: Hyper, sites: EPSites, tol: float):
-    """The variance-decoupled EP from ``sites`` (:mod:`adaptcs.models._ep_decoupled`): ``((sites, post, groups,
-    change, residual), n_posteriors)`` if it passed the strict test, ``(None, n_posteriors)`` if not."""
-    from adaptcs.models._ep_decoupled import decoupled_ep
-
+    """``problem.fallback`` from ``sites``: ``((sites, post, groups, change, residual), n_posteriors)`` if it
+    passed its test, ``(None, n_posteriors)`` if not."""
     try:
-        run = decoupled_ep(problem, hyper, sites, tol=tol)
+        run = problem.fallback(problem, hyper, sites, tol=tol)
     except np.linalg.LinAlgError:
         return None, 1
     if not run.converged:

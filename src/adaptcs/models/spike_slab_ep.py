@@ -41,6 +41,7 @@ from adaptcs.models._ep import (
     not_converged_reasons,
     warn_not_converged,
 )
+from adaptcs.models._ep_decoupled import decoupled_ep
 from adaptcs.models._ep_learning import WarmStart
 from adaptcs.models._gaussian import GaussianPosteriorMixin
 from adaptcs.models._hyperprior import Hyperprior
@@ -332,7 +333,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
                             v_inf_ratio=float(self.v_inf_ratio), damping=float(self.damping),
                             damping_decay=float(self.damping_decay), progress=self._progress(),
                             hyperprior=self.hyperprior.scaled(scale) if isinstance(self.hyperprior, Hyperprior)
-                            else None, fallback=bool(self.fallback))
+                            else None, fallback=decoupled_ep if self.fallback else None)
         if warm is not None:
             sites = EPSites(warm.sites.var / scale.coef2, warm.sites.mean / scale.coef, warm.sites.logit.copy())
         else:
