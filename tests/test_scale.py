@@ -128,8 +128,8 @@ def test_same_model_in_other_units_agrees_or_says_it_cannot(make, c, noise_var):
 def test_a_run_ended_by_the_damping_is_not_converged():
     """With a fast-decaying damping the steps shrink to nothing before a fixed point is reached; EP stops
     (the damped change is below tol) but must not claim convergence. A fit (cold: read by someone) then goes on
-    from there with a constant damping and reaches the paper's fixed point; a warm refit that only chooses rows
-    keeps the stopped run and says so."""
+    from there and reaches the paper's fixed point; a warm refit that only chooses rows goes on with the
+    variance-decoupled fallback, and without it keeps the stopped run and says so."""
     from adaptcs.models import _ep_learning as lrn
 
     p = e1_problem(1.0)
@@ -143,11 +143,17 @@ def test_a_run_ended_by_the_damping_is_not_converged():
     assert np.max(np.abs(run.group_prob - paper.group_prob_)) > 1e-3  # it really stopped short
     est = gss(p, V0, damping_decay=0.5).fit(p.X, p.y)
     assert est.converged_ and np.max(np.abs(est.group_prob_ - paper.group_prob_)) < 1e-3
-    warm = gss(p, V0, damping_decay=0.5, warm_start=True, warm_schedule="decay")
-    warm.warm_state_ = lrn.WarmStart(lrn.EPSites.initial(np.full(512, P0_GROUP), np.full(512, V0)))
+    prior_sites = lrn.WarmStart(lrn.EPSites.initial(np.full(512, P0_GROUP), np.full(512, V0)))
+    warm = gss(p, V0, damping_decay=0.5, warm_start=True, warm_schedule="decay", fallback=False)
+    warm.warm_state_ = prior_sites
     with pytest.warns(ConvergenceWarning, match="stopped by its decaying damping"):
         warm.fit(p.X, p.y)
     assert not warm.converged_ and warm.fixed_point_residual_ > 10 * warm.tol
+    # with the variance-decoupled fallback (the default) the same warm refit goes on to the paper's fixed point
+    warm = gss(p, V0, damping_decay=0.5, warm_start=True, warm_schedule="decay")
+    warm.warm_state_ = prior_sites
+    warm.fit(p.X, p.y)
+    assert warm.converged_ and np.max(np.abs(warm.group_prob_ - paper.group_prob_)) < 1e-3
 
 
 def test_e1_fits_converge_at_fixed_points():
