@@ -8,7 +8,10 @@ gain of scale ``s`` on this image: both are what the prediction prior of the rep
 An order measures the approximation and then ``k`` details; a measured detail is known exactly, an unmeasured one
 is its prediction, so the image's squared error is the residual energy ``sum (c_j - beta_s p_j)^2`` of the
 unmeasured details (Haar is orthonormal), and the difference of two orders in PSNR is ``10 log10`` of their
-ratio. Orders compared with the prediction scan (coarse to fine, within a scale the largest ``p_j^2`` first):
+ratio. With ``--wavelet bior2.2`` (Le Gall 5/3, not orthonormal) the errors are measured in the image (the
+reconstruction synthesised), and every score is weighted by the squared norm of its coefficient's synthesis
+function, so that the orders rank by expected image error. Orders compared with the prediction scan (coarse to
+fine, within a scale the largest ``p_j^2`` first):
 
 * ``variance p2``: all details ranked together by ``a_s + k_s p_j^2`` with ``a_s, k_s >= 0`` fitted per scale to
   this image's own squared residuals (non-negative least squares): a per-scale Gaussian model whose variance grows
@@ -113,47 +116,73 @@ def adaptive_scan(p: np.ndarray, r2: np.ndarray, scales: np.ndarray, k: int) -> 
     return np.asarray(chosen[:k])
 
 
-def left(r2: np.ndarray, order: np.ndarray, k: int) -> float:
-    """Residual energy of the details not among the first ``k`` of ``order``."""
+def left(r2: np.ndarray, order: np.ndarray, k: int, image_error=None) -> float:
+    """Squared error with the details not among the first ``k`` of ``order`` predicted: their residual energy, or
+    ``image_error(unmeasured)`` where given (a biorthogonal basis)."""
     unmeasured = np.ones(r2.shape, dtype=bool)
     unmeasured[order[:k]] = False
-    return float(np.sum(r2[unmeasured]))
+    return float(np.sum(r2[unmeasured])) if image_error is None else image_error(unmeasured)
+
+
+def synthesis_weight(basis, scales: np.ndarray) -> np.ndarray:
+    """Squared norm of each coefficient's synthesis function (periodic: one value per scale and orientation; ones
+    for an orthonormal basis), shape (d,)."""
+    weight = np.empty(basis.d)
+    for s in range(int(scales.max()) + 1):
+        index = np.flatnonzero(scales == s)
+        orientations = 1 if s == 0 else 3
+        for o in range(orientations):
+            unit = np.zeros(basis.d)
+            unit[index[o]] = 1.0
+            weight[index[o::orientations]] = float(np.sum(basis.synthesize(unit) ** 2))
+    return weight
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sides", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--wavelet", default="haar", choices=("haar", "bior2.2"))
     args = parser.parse_args()
     names = ("variance p2", "variance |p|, p2", "variance +tree +nbrs", "adaptive nbrs", "oracle")
     for side in args.sides:
-        basis = make_basis("haar", side, level=int(np.log2(side // 8)))
+        basis = make_basis(args.wavelet, side, level=int(np.log2(side // 8)))
         scales = basis.scales()
+        weight = synthesis_weight(basis, scales)
         gains = {(name, f): [] for name in names for f in FRACTIONS}
         for name in IMAGES:
             c = basis.analyze(image(name, side))
             p = predicted_coefficients(basis, c)
             r2 = residuals(basis, c, p, scales)
+            image_error = None
+            if args.wavelet != "haar":
+                gain = {s: float(c[scales == s] @ p[scales == s] / (p[scales == s] @ p[scales == s]))
+                        for s in range(1, int(scales.max()) + 1)}
+                predicted = np.array([0.0] + [gain[s] for s in range(1, int(scales.max()) + 1)])[scales] * p
+
+                def image_error(unmeasured, c=c, predicted=predicted, basis=basis):
+                    return float(np.sum(basis.synthesize(np.where(unmeasured, c - predicted, 0.0)) ** 2))
             nbr = np.zeros(basis.d)
             for s in range(1, int(scales.max()) + 1):
                 sub = int(np.sqrt(np.sum(scales == s) // 3))
                 nbr[scales == s] = neighbour_mean(subband_grid(p[scales == s] ** 2, sub)).ravel()
-            detail_r2 = np.where(scales > 0, r2, 0.0)
+            detail_r2 = np.where(scales > 0, r2, 0.0) * weight
             orders = {
                 "variance p2": np.argsort(-calibrated_score([p**2], detail_r2, scales)),
                 "variance |p|, p2": np.argsort(-calibrated_score([np.abs(p), p**2], detail_r2, scales)),
                 "variance +tree +nbrs": np.argsort(-calibrated_score(
                     [p**2, parent_square(basis, c, scales), nbr], detail_r2, scales)),
-                "oracle": np.argsort(-r2),
+                "oracle": np.argsort(-np.where(scales == 0, np.inf, detail_r2)),
             }
             base_order = prediction_scan(p, scales)
             for f in FRACTIONS:
                 k = int(round(f * basis.d))
-                base = left(detail_r2, base_order, k)
+                base = left(detail_r2, base_order, k, image_error)
                 for order_name in names:
                     order = adaptive_scan(p, detail_r2, scales, k) if order_name == "adaptive nbrs" \
                         else orders[order_name]
-                    gains[order_name, f].append(10 * np.log10(base / max(left(detail_r2, order, k), 1e-300)))
-        print(f"\n{side} x {side} Haar, 18 images, noise-free: PSNR gain over the prediction scan (dB), "
+                    error = left(detail_r2, order, k, image_error)
+                    gains[order_name, f].append(10 * np.log10(base / max(error, 1e-300)))
+        print(f"\n{side} x {side} {args.wavelet}, 18 images, noise-free: PSNR gain over the prediction scan (dB), "
               "mean +- s.e. [images better]\n")
         print("| order | " + " | ".join(f"{f:.0%}" for f in FRACTIONS) + " |")
         print("|---|" + "---:|" * len(FRACTIONS))
