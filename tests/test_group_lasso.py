@@ -63,6 +63,25 @@ def test_constrained_form_meets_the_constraint(rng, k):
     np.testing.assert_allclose(est.coef_, fista(X, y, est.alpha_, members), atol=1e-5)
 
 
+def test_a_warm_path_of_growing_k_solves_the_same_problems_with_fewer_solves(rng):
+    X, y, groups, _w = random_group_problem(rng, 20, 6, 3, 0.3)
+    members = members_of(groups)
+    path = GroupLasso(groups, warm_start=True)
+    cold_solves = warm_solves = 0
+    for k in (0.5, 1.0, 2.0, 4.0):  # growing k on the same data: each search starts from the last alpha
+        warm = path.set_params(k=k).fit(X, y)
+        cold = GroupLasso(groups, k=k).fit(X, y)
+        assert warm.converged_ and abs(group_penalty(warm.coef_, members) - k) <= 1e-6 * k
+        np.testing.assert_allclose(warm.coef_, fista(X, y, warm.alpha_, members), atol=1e-5)
+        np.testing.assert_allclose(warm.alpha_, cold.alpha_, rtol=1e-5)
+        cold_solves, warm_solves = cold_solves + cold.n_iter_, warm_solves + warm.n_iter_
+    assert warm_solves < cold_solves
+    # a smaller k, or other data, starts afresh from alpha_max: the same search as a cold fit
+    assert path.set_params(k=1.0).fit(X, y).n_iter_ == GroupLasso(groups, k=1.0).fit(X, y).n_iter_
+    y2 = y + rng.normal(0.0, 0.1, y.shape)
+    assert path.set_params(k=2.0).fit(X, y2).n_iter_ == GroupLasso(groups, k=2.0).fit(X, y2).n_iter_
+
+
 def test_loose_constraint_and_bad_input(rng):
     X, y, groups, _w = random_group_problem(rng, 30, 4, 2, 0.3)
     # neither alpha nor k: the penalty is cross-validated, exactly as with k="cv"

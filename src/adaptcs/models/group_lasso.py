@@ -11,6 +11,7 @@ then by regula falsi (Illinois) on log alpha. No posterior: in design experiment
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 
 import numpy as np
@@ -73,7 +74,9 @@ class GroupLasso(GroupRegressor):
     max_iter : int
         Cap on penalised solves in the search for alpha (constrained form).
     warm_start : bool
-        Start the solver from the previous solution (the search for alpha starts afresh).
+        Start the solver from the previous solution. In the constrained form on the very same (X, y) with a k
+        at least the previous penalty (a path of growing k), the search for alpha also starts from the previous
+        alpha; otherwise it starts afresh from ``alpha_max``.
     cv : int
         Number of folds for ``k="cv"``.
     cv_every : int
@@ -177,8 +180,12 @@ class GroupLasso(GroupRegressor):
             w = solver.solve(alpha_s)
             converged = True
         else:
-            alpha_s, w, converged, gap_tol = self._search_alpha(solver, _in_range(float(self.k) / unit, "k", scale),
-                                                                float(self.k_tol), max_iter)
+            k_s = _in_range(float(self.k) / unit, "k", scale)
+            fingerprint = _data_fingerprint(X, y)
+            path = getattr(self, "_k_path", None) if warm else None
+            start = path["start"] if path and path["data"] == fingerprint and path["start"][1] <= k_s else None
+            alpha_s, w, converged, gap_tol = self._search_alpha(solver, k_s, float(self.k_tol), max_iter, start)
+            self._k_path = {"data": fingerprint, "start": (alpha_s, group_penalty(w, members))}
 
         _primal, gap_s = duality_gap(Xs, ys, w, alpha_s, members)
         if not gap_s <= gap_tol * solver.scale:
@@ -199,8 +206,9 @@ class GroupLasso(GroupRegressor):
         return self
 
     @staticmethod
-    def _search_alpha(solver, k, tol, max_iter):
-        """alpha with penalty(w(alpha)) = k: geometric descent from alpha_max, then Illinois on log alpha.
+    def _search_alpha(solver, k, tol, max_iter, start=None):
+        """alpha with penalty(w(alpha)) = k: geometric descent from alpha_max (or from ``start``, an
+        ``(alpha, penalty)`` on the same data with penalty <= k: a path of growing k), then Illinois on log alpha.
 
         Returns (alpha, w, converged, gap_tol): bracketing solves and the answer when the constraint does
         not bind use the looser gap tolerance ``COARSE_TOL`` (near-interpolating solves are slow, and there
@@ -212,8 +220,8 @@ class GroupLasso(GroupRegressor):
             return 1.0, solver.solve(1.0), True, solver.tol
         # Bracket: hi has penalty <= k, lo has penalty >= k. The penalty grows as alpha falls; when n < d it
         # levels off at the least-penalty interpolant's, and if that is below k the constraint never binds.
-        hi, p_hi = alpha_max, 0.0
-        alpha = alpha_max / 2
+        hi, p_hi = (alpha_max, 0.0) if start is None else start
+        alpha = hi / 2
         lo = p_lo = None
         while solver.n_solves < max_iter:
             w = solver.solve(alpha, coarse)
@@ -228,9 +236,10 @@ class GroupLasso(GroupRegressor):
             alpha /= 4
         if lo is None:
             return hi, solver.solve(hi, coarse), False, coarse
-        w = solver.solve(lo)
-        if abs(group_penalty(w, solver.members) - k) <= tol * k:
-            return lo, w, True, solver.tol
+        if abs(p_lo - k) <= tol * k:  # the bracket's end is the answer: solve it to the full tolerance
+            w = solver.solve(lo)
+            if abs(group_penalty(w, solver.members) - k) <= tol * k:
+                return lo, w, True, solver.tol
         # Illinois regula falsi on f(log alpha) = penalty - k, f(lo) >= 0 >= f(hi).
         a, fa, b, fb = np.log(lo), p_lo - k, np.log(hi), p_hi - k
         side = 0
@@ -282,6 +291,15 @@ def _cross_validated_alpha(X, y, members, weights, tol: float, n_folds: int, see
     return float(alphas[int(np.argmin(errors))])
 
 
+def _data_fingerprint(X: np.ndarray, y: np.ndarray) -> str:
+    """A digest of (X, y): a warm-started fit continues a path of k only on the very same data."""
+    digest = hashlib.blake2b(digest_size=16)
+    for array in (X, y):
+        digest.update(repr(array.shape).encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
 def _in_range(value: float, name: str, scale: DataScale) -> float:
     """A penalty parameter in the units of the rescaled data; ``ValueError`` if it leaves the float range."""
     if not (np.isfinite(value) and value > 0.0):
@@ -298,6 +316,7 @@ class _PenalisedSolver:
 
         self.X, self.y, self.members, self.weights, self.tol = X, y, members, weights, tol
         self.n_solves = 0
+        self._inner_ratio = 1.0
         self.scale = 0.5 * float(y @ y)  # the objective at w = 0: gaps are relative to it
         self._est = SkglmGroupLasso(groups=[m.tolist() for m in members], weights=weights, fit_intercept=False,
                                     warm_start=True, tol=tol, max_iter=1000, max_epochs=100_000)
@@ -314,7 +333,8 @@ class _PenalisedSolver:
         below ``tol * ||y||^2 / 2`` (``tol`` defaults to the solver's)."""
         n = self.X.shape[0]
         tol = self.tol if tol is None else tol
-        inner_tol = tol
+        # skglm's tolerance that met the gap on the last solve is where this one starts (a path's solves are alike)
+        inner_tol = tol * self._inner_ratio
         for _ in range(4):
             self._est.set_params(alpha=alpha / n, tol=inner_tol)
             with warnings.catch_warnings():
@@ -322,6 +342,7 @@ class _PenalisedSolver:
                 self._est.fit(self.X, self.y)
             _primal, gap = duality_gap(self.X, self.y, self._est.coef_, alpha, self.members)
             if gap <= tol * self.scale:
+                self._inner_ratio = inner_tol / tol
                 break
             inner_tol /= 100
         self.n_solves += 1

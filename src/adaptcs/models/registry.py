@@ -304,8 +304,9 @@ def _group_lasso_k(problems: list, method_params: dict) -> tuple[dict, dict]:
     grid = [factor * scale for factor in G_LASSO_K_FACTORS]
     errors = np.zeros(len(grid))
     for X, y, w, groups in problems:
-        for i, k in enumerate(grid):
-            coef = GroupLasso(groups, k=k).fit(X, y).coef_
+        path = GroupLasso(groups, warm_start=True)  # growing k on the same data: each search starts from the last
+        for i in np.argsort(grid):
+            coef = path.set_params(k=grid[i]).fit(X, y).coef_
             errors[i] += np.linalg.norm(coef - w) / np.linalg.norm(w) / len(problems)
     scores = {round(k, 3): round(float(e), 4) for k, e in zip(grid, errors, strict=True)}
     return ({**method_params, "k": float(grid[int(np.argmin(errors))])},
