@@ -45,14 +45,14 @@ FRACTIONS = (0.05, 0.10, 0.15, 0.25)
 ADAPTIVE_WEIGHT, ADAPTIVE_BATCH = 0.5, 16
 
 
-def residuals(basis, c: np.ndarray, p: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """``(c - beta_s p)^2`` of every detail (``beta_s`` per scale, in hindsight); +inf for the approximation."""
-    r2 = np.full(basis.d, np.inf)
+def hindsight_prediction(c: np.ndarray, p: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """``beta_s p`` of every detail, ``beta_s`` the least-squares gain per scale in hindsight; 0 for the
+    approximation."""
+    predicted = np.zeros_like(p)
     for s in range(1, int(scales.max()) + 1):
         i = scales == s
-        beta = float(c[i] @ p[i] / (p[i] @ p[i])) if np.any(p[i]) else 0.0
-        r2[i] = (c[i] - beta * p[i]) ** 2
-    return r2
+        predicted[i] = (float(c[i] @ p[i] / (p[i] @ p[i])) if np.any(p[i]) else 0.0) * p[i]
+    return predicted
 
 
 def subband_grid(values: np.ndarray, side: int) -> np.ndarray:
@@ -152,12 +152,10 @@ def main() -> None:
         for name in IMAGES:
             c = basis.analyze(image(name, side))
             p = predicted_coefficients(basis, c)
-            r2 = residuals(basis, c, p, scales)
+            predicted = hindsight_prediction(c, p, scales)
+            r2 = (c - predicted) ** 2
             image_error = None
             if args.wavelet != "haar":
-                gain = {s: float(c[scales == s] @ p[scales == s] / (p[scales == s] @ p[scales == s]))
-                        for s in range(1, int(scales.max()) + 1)}
-                predicted = np.array([0.0] + [gain[s] for s in range(1, int(scales.max()) + 1)])[scales] * p
 
                 def image_error(unmeasured, c=c, predicted=predicted, basis=basis):
                     return float(np.sum(basis.synthesize(np.where(unmeasured, c - predicted, 0.0)) ** 2))
