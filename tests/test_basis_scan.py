@@ -9,7 +9,13 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
 
 from adaptcs.basis import make_basis
-from adaptcs.design.basis_scan import photon_basis_scan, replay_basis_scan, replay_recording
+from adaptcs.design.basis_scan import (
+    READ_FIT_BUDGET,
+    converged_copy,
+    photon_basis_scan,
+    replay_basis_scan,
+    replay_recording,
+)
 from adaptcs.models import GroupARD
 from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 
@@ -100,6 +106,28 @@ def test_a_tracked_replay_does_not_depend_on_its_checkpoints():
         more = replay_basis_scan(est, basis, values, "design", [0.125, 0.1875, 0.25], rng=0)
     np.testing.assert_array_equal(few.measured, more.measured)
     np.testing.assert_allclose(few.coef, more.coef[[0, 2]], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.slow
+def test_a_fit_that_is_read_goes_on_to_the_fixed_point_or_says_it_did_not():
+    """A checkpoint's fit that stops short with the estimator's own max_iter goes on from there (then from scratch)
+    with READ_FIT_BUDGET times as many iterations: it ends where one long fit from scratch ends; where none
+    converges it is marked not converged, with one warning."""
+    basis, _, values = scan()
+    rng = np.random.default_rng(1)
+    chosen = np.concatenate([np.arange(16), 16 + rng.permutation(basis.d - 16)[:24]])  # 40 rows: 445 iterations
+    rows, y = np.eye(basis.d)[chosen], values[chosen]
+    tracked = WaveletTreeSpikeSlab(basis, prediction=True, max_iter=100, warm_start=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        read = converged_copy(tracked, rows, y)
+    long = WaveletTreeSpikeSlab(basis, prediction=True, max_iter=5000).fit(rows, y)
+    assert long.converged_ and 100 < long.n_iter_ <= 100 * READ_FIT_BUDGET
+    assert read.converged_ and read.get_params()["max_iter"] == 100 and not hasattr(tracked, "coef_")
+    np.testing.assert_allclose(read.coef_, long.coef_, rtol=1e-2, atol=1e-3 * np.abs(long.coef_).max())
+    short = WaveletTreeSpikeSlab(basis, prediction=True, max_iter=20, warm_start=True)  # 180 and 160 < 445
+    with pytest.warns(ConvergenceWarning, match="did not converge, in 180 iterations from the tracked fit nor in 160"):
+        assert not converged_copy(short, rows, y).converged_
 
 
 def test_replay_checks_its_input():

@@ -35,6 +35,11 @@ from adaptcs.operators import BasisSelection, MeasurementOperator, PatternOperat
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")
 
 
+# A checkpoint fit (one that is read) that stops short of its fixed point goes on for this many times the
+# estimator's own max_iter: measured on 64 x 64 simulated scans, the crawling ones converge in 883-1,971 iterations.
+READ_FIT_BUDGET = 8
+
+
 @dataclass
 class ScanReplay:
     """One order replayed on a basis scan.
@@ -238,9 +243,29 @@ def tracked_fit(est, rows, values, iterations: int) -> None:
 
 
 def converged_copy(est, rows, values):
-    """A copy of the tracked ``est`` fitted to convergence (its own ``max_iter``) from where it stands."""
+    """A copy of the tracked ``est`` fitted to convergence from where it stands: a fit that is read.
+
+    First with the estimator's own ``max_iter``; where that ends short of a fixed point (EM crawling along a
+    ridge), on from where it stopped with :data:`READ_FIT_BUDGET` times as many iterations, then from scratch
+    with as many. Returns the first fit that converges, else the continued one (``converged_`` False, and one
+    ``ConvergenceWarning``). ``n_iter_`` counts the returned fit's last run only."""
     recorded = copy.deepcopy(est)
-    return recorded.fit(rows, values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        recorded.fit(rows, values)
+        if getattr(recorded, "converged_", True) or "max_iter" not in recorded.get_params():
+            return recorded
+        own = recorded.get_params()["max_iter"]
+        for fit in (recorded, clone(est)):  # on from where it stopped, then from scratch
+            fit.set_params(max_iter=READ_FIT_BUDGET * own)
+            fit.fit(rows, values)
+            fit.set_params(max_iter=own)
+            if fit.converged_:
+                return fit
+    warnings.warn(f"{type(est).__name__}: a fit that is read did not converge, in {(1 + READ_FIT_BUDGET) * own} "
+                  f"iterations from the tracked fit nor in {READ_FIT_BUDGET * own} from scratch; it is marked not "
+                  "converged", ConvergenceWarning, stacklevel=3)
+    return recorded
 
 
 def largest_first(score: np.ndarray, taken: np.ndarray, k: int, tie_rank: np.ndarray) -> np.ndarray:
