@@ -16,7 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from adaptcs.basis import make_basis
 from adaptcs.models import GroupSpikeSlabEP, SpikeSlabEP, WaveletTreeSpikeSlab
 from adaptcs.models import _ep_learning as lrn
-from adaptcs.models._hmt import GroupTree, TreePrior
+from adaptcs.models._hmt import GroupTree, TreePrior, logaddexp
 from test_wavelet_tree import small_scan
 
 from reference_ep import reference_tree_ep, tree_log_prior
@@ -51,26 +51,43 @@ def tree_estimator(groups, scales, parents, **kwargs):
     return GroupSpikeSlabEP(groups, scales=scales, parents=parents, **options)
 
 
-def test_sum_product_against_enumeration():
-    """Marginals, pairwise marginals and the log partition function of the forest with random potentials."""
+@pytest.mark.parametrize("spread", [1.0, 300.0])
+def test_sum_product_against_enumeration(spread):
+    """Marginals, pairwise marginals and the log partition function of the forest with random potentials (of
+    either sign and hundreds of nats apart with ``spread`` 300, as a scan with little noise gives)."""
     rng = np.random.default_rng(0)
     G = GROUP_PARENT.shape[0]
     group_class = GROUP_LABEL - 1
     prior = TreePrior(GroupTree.from_parents(GROUP_PARENT), group_class)
     level = np.concatenate([logit(P_ON), logit(P_OFF)])
-    log_phi = rng.normal(size=(G, 2))
+    log_phi = spread * rng.normal(size=(G, 2))
     marginals = prior.marginals(level, log_phi)
     states, log_prior = tree_log_prior(GROUP_PARENT, group_class, P_ON, P_OFF)
     log_w = log_prior + np.where(states == 1, log_phi[:, 1], log_phi[:, 0]).sum(axis=1)
     log_z = np.logaddexp.reduce(log_w)
     weight = np.exp(log_w - log_z)
-    assert marginals.log_z == pytest.approx(log_z, abs=1e-12)
+    assert marginals.log_z == pytest.approx(log_z, rel=1e-13, abs=1e-12)
     np.testing.assert_allclose(marginals.prob, weight @ states, atol=1e-12)
+    # the log marginals themselves, also of states hundreds of nats improbable (EP reads them as log-odds)
+    for g in range(1, G):  # group 0 is always on: log q(z_0 = 0) = -inf
+        for b in (0, 1):
+            expected = np.logaddexp.reduce(log_w[states[:, g] == b]) - log_z
+            assert marginals.log_post[g, b] == pytest.approx(expected, rel=1e-10, abs=1e-10)
+    assert marginals.log_post[0, 0] == -np.inf
     for g in np.flatnonzero(GROUP_PARENT >= 0):
         for a in (0, 1):
             for b in (0, 1):
                 expected = weight @ ((states[:, GROUP_PARENT[g]] == a) & (states[:, g] == b))
                 assert marginals.pair[g, a, b] == pytest.approx(expected, abs=1e-12)
+
+
+def test_fast_logaddexp_equals_numpys():
+    rng = np.random.default_rng(1)
+    a = np.concatenate([rng.normal(size=200) * 10.0 ** rng.integers(-3, 4, 200), [-np.inf, -np.inf, 3.0, 0.0, -800.0]])
+    b = np.concatenate([rng.normal(size=200) * 10.0 ** rng.integers(-3, 4, 200), [-np.inf, 2.0, -np.inf, 0.0, -801.0]])
+    np.testing.assert_allclose(logaddexp(a, b), np.logaddexp(a, b), rtol=1e-15, atol=5e-18)
+    assert logaddexp(np.array([-np.inf]), np.array([-np.inf]))[0] == -np.inf
+    assert np.isnan(logaddexp(np.array([np.nan, 1.0]), np.array([0.0, np.nan]))).all()  # a NaN is not hidden
 
 
 def test_group_tree_checks_its_input():

@@ -36,10 +36,15 @@ class GroupTree:
     # each depth as a slice where its groups are consecutive (as in a wavelet basis's coefficient order): views
     # instead of copies in sum_product, about twice as fast
     _index: list = field(init=False, repr=False, compare=False)
+    # per depth, the range of group indices its parents lie in (scattering into it, not into all G groups)
+    _parent_span: list = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         index = [slice(int(g[0]), int(g[-1]) + 1) if g.size and np.all(np.diff(g) == 1) else g for g in self.depths]
         object.__setattr__(self, "_index", index)
+        span = [(0, 0) if depth == 0 or not g.size else (int(self.parent[g].min()), int(self.parent[g].max()) + 1)
+                for depth, g in enumerate(self.depths)]
+        object.__setattr__(self, "_parent_span", span)
 
     @classmethod
     def from_parents(cls, parent) -> GroupTree:
@@ -121,6 +126,27 @@ class TreeMarginals:
         return np.exp(self.log_post[:, 1])
 
 
+def logaddexp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``log(exp(a) + exp(b))`` elementwise for arrays of one shape whose entries are finite or ``-inf``, as
+    ``np.logaddexp`` to within 5e-18 in absolute terms, but three to four times faster: numpy's own evaluates
+    ``exp`` and ``log1p`` one element at a time (about 50 ns per element, numpy 2.4), most of a tree pass's time.
+    The difference is clipped at 40 (``exp(-40)`` = 4e-18) so that ``exp`` never takes its slow path to
+    subnormals. A NaN stays NaN."""
+    high = np.maximum(a, b)
+    with np.errstate(invalid="ignore"):  # -inf - -inf: both -inf, set below
+        out = np.abs(a - b)
+        np.minimum(out, _CLIP, out=out)
+        np.negative(out, out=out)
+        np.exp(out, out=out)
+        np.log1p(out, out=out)
+        out += high
+    out[high == -np.inf] = -np.inf
+    return out
+
+
+_CLIP = 40.0
+
+
 def sum_product(tree: GroupTree, log_phi: np.ndarray, log_trans: np.ndarray) -> TreeMarginals:
     """Exact marginals of ``P(z) prod_g phi_g(z_g)`` on a forest, by an upward and a downward pass.
 
@@ -139,27 +165,35 @@ def sum_product(tree: GroupTree, log_phi: np.ndarray, log_trans: np.ndarray) -> 
     """
     G = log_phi.shape[0]
     parent = tree.parent
-    beta = log_phi.astype(np.float64, copy=True)  # upward: log phi of the subtree below and at g, given z_g
-    message = np.zeros((G, 2))  # log sum_b P(z_g = b | z_parent = a) beta_g(b), for each parent state a
+    # one contiguous array per state, not the columns of a (G, 2) array: the passes gather and scatter them a level
+    # at a time (the transitions are read once per pass and stay views)
+    beta = [np.array(log_phi[:, b], dtype=np.float64) for b in (0, 1)]  # upward: log phi of the subtree below g
+    trans = [[log_trans[:, a, b] for b in (0, 1)] for a in (0, 1)]
+    message = [np.zeros(G), np.zeros(G)]  # log sum_b P(z_g = b | z_parent = a) beta_g(b), for each parent state a
     with np.errstate(invalid="ignore"):  # -inf + -inf stays -inf; nothing here is inf - inf
-        for level in reversed(tree._index[1:]):
-            terms = log_trans[level] + beta[level][:, None, :]
-            message[level] = np.logaddexp(terms[:, :, 0], terms[:, :, 1])
+        for level, (low, high) in zip(reversed(tree._index[1:]), reversed(tree._parent_span[1:]), strict=True):
+            below = parent[level] - low
             for a in (0, 1):
-                beta[:, a] += np.bincount(parent[level], message[level][:, a], minlength=G)
+                message[a][level] = logaddexp(trans[a][0][level] + beta[0][level], trans[a][1][level] + beta[1][level])
+                beta[a][low:high] += np.bincount(below, message[a][level], minlength=high - low)
         roots = tree._index[0]
-        root_joint = log_trans[roots, 1, :] + beta[roots]
-        log_z_roots = np.logaddexp(root_joint[:, 0], root_joint[:, 1])
-        log_post = np.zeros((G, 2))
-        log_post[roots] = root_joint - log_z_roots[:, None]
+        root_joint = [trans[1][b][roots] + beta[b][roots] for b in (0, 1)]
+        log_z_roots = logaddexp(*root_joint)
+        log_post = [np.zeros(G), np.zeros(G)]
+        for b in (0, 1):
+            log_post[b][roots] = root_joint[b] - log_z_roots
         pair = np.zeros((G, 2, 2))
         for level in tree._index[1:]:
-            # log q(z_parent = a, z_g = b) = log q(z_parent = a) + log P(b | a) + beta_g(b) - message_g(a)
-            joint = log_post[parent[level]][:, :, None] + log_trans[level] + beta[level][:, None, :] \
-                - message[level][:, :, None]  # finite: each row of a transition has a positive entry
-            pair[level] = np.exp(joint)
-            log_post[level] = np.logaddexp(joint[:, 0, :], joint[:, 1, :])
-    return TreeMarginals(log_post, pair, float(np.sum(log_z_roots)))
+            # log q(z_parent = a, z_g = b) = log q(z_parent = a) + log P(b | a) + beta_g(b) - message_g(a), where
+            # message_g(a) is finite: each row of a transition has a positive entry
+            above = [log_post[a][parent[level]] - message[a][level] for a in (0, 1)]
+            joint = [[above[a] + trans[a][b][level] + beta[b][level] for b in (0, 1)] for a in (0, 1)]
+            for a in (0, 1):
+                for b in (0, 1):
+                    pair[level, a, b] = np.exp(joint[a][b])
+            for b in (0, 1):
+                log_post[b][level] = logaddexp(joint[0][b], joint[1][b])
+    return TreeMarginals(np.stack(log_post, axis=1), pair, float(np.sum(log_z_roots)))
 
 
 class TreePrior:
