@@ -500,25 +500,16 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         beta, kappa = params[5].copy(), params[6]
         q = prob[tree.coef_group]  # P(on | y) of each coefficient
         weights = (1 - q, q)
-        learning = bool(self.learn)
         # with the prediction, the slab's gain, kappa and v0 are maximised together by alternating their exact
         # updates (the expected log-likelihood is fixed by the posterior): one alternation only would be EM with
         # the slab split into two parts as well, which crawls where one part explains a scale
-        # (these updates read only the measured coefficients: they run on those alone, n instead of d entries)
-        inner = self.prediction and learning
-        if inner:
-            kept = measured
-            data_m = replace(data, scale_of=data.scale_of[kept], prediction=data.prediction[kept],
-                             measured=np.ones(int(kept.sum()), dtype=bool))
-            q_m = q[kept]
-            weights_m, mean_m, var_m = ((x[0][kept], x[1][kept]) for x in (weights, mean, var))
-        else:
-            data_m, q_m, weights_m, mean_m, var_m = data, q, weights, mean, var
+        inner = self.prediction and bool(self.learn)
+        moments = _Moments.of(data, q, mean, var, v0.shape[0])
         for _ in range(PREDICTION_INNER if inner else 1):
             before = (beta, kappa, v0.copy())
             if inner:
-                beta, kappa = self._prediction_m_step(data_m, q_m, mean_m[1], var_m[1], v0, beta, kappa)
-            self._variance_m_step(data_m, weights_m, mean_m, var_m, v0, v_small, beta, kappa)
+                beta, kappa = self._prediction_m_step(moments, v0, beta, kappa)
+            self._variance_m_step(moments, v0, v_small, beta, kappa)
             if max(np.max(np.abs(beta - before[0])), abs(np.log(kappa / before[1])) if before[1] > 0 else 0.0,
                    np.max(np.abs(np.log(v0 / before[2])))) < 0.1 * self.tol:
                 break
@@ -531,21 +522,21 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         self._transitions(tree, prob, pair, p_on, p_off)
         return _slab_floor((p_on, p_off, v0, v_small, s2, beta, kappa), data)
 
-    def _variance_m_step(self, data, weights, mean, var, v0, v_small, beta, kappa) -> None:
+    def _variance_m_step(self, moments, v0, v_small, beta, kappa) -> None:
         """EM's update of the learned ``v0`` and ``v_small`` (in place) for the given gain and ``kappa``."""
-        scale_of, measured = data.scale_of, data.measured
+        m = moments
         for name, target, state in (("v_small", v_small, 0), ("v0", v0, 1)):
             if name not in self.learn:
                 continue
-            # E[(c - prior mean)^2 | state, y]; with the prediction, the slab's share of it (see _prediction_m_step)
-            second = mean[state] ** 2 + var[state]
-            if state == 1 and self.prediction:
-                second = _slab_share(v0[scale_of], kappa * data.prediction**2,
-                                     (mean[1] - beta[scale_of] * data.prediction) ** 2 + var[1])
             # per scale: expected count W and expected sum of squares S of the coefficients in this state
-            # (unmeasured coefficients add nothing at EM's fixed point, so they are left out)
-            W = np.bincount(scale_of[measured], weights[state][measured], minlength=target.shape[0])
-            S = np.bincount(scale_of[measured], (weights[state] * second)[measured], minlength=target.shape[0])
+            # (unmeasured coefficients add nothing at EM's fixed point, so they are left out); of E[(c - prior
+            # mean)^2 | state, y], with the prediction the slab's share of it (see _prediction_m_step)
+            if state == 1 and self.prediction:
+                second = _slab_share(v0[m.scale_of], kappa * m.prediction_sq, m.on_residual(beta))
+                S = np.bincount(m.scale_of, m.weights[1] * second, minlength=m.n_scales)
+            else:
+                S = m.second_sum[state]
+            W = m.count[state]
             if state == 1 and W[0] > 1e-12:
                 target[0] = S[0] / W[0]  # the approximation: free
             if self.scale_profile == "decay":
@@ -554,20 +545,19 @@ class WaveletTreeSpikeSlab(GroupRegressor):
                 seen = W[1:] > 1e-12
                 target[1:][seen] = S[1:][seen] / W[1:][seen]
 
-    def _prediction_m_step(self, data, q, on_mean, on_var, v0, beta, kappa):
+    def _prediction_m_step(self, moments, v0, beta, kappa):
         """EM's update of the prediction's gain per scale and of ``kappa`` (for the given ``v0``).
 
         Gain: weighted least squares of ``E[c_j | on, y]`` on ``p_j`` per scale (weights ``q_j / V_j``,
         ``V_j = v0 + kappa p_j^2``) with the prior ``beta ~ N(1, 1)``, exact for fixed variances. ``kappa``: the
         slab split into independent parts ``a ~ N(0, v0)`` and ``b ~ N(0, kappa p^2)``,
         ``kappa = sum q E[b^2 | y] / p^2 / sum q`` over the measured details (exact for the split)."""
-        scale_of, prediction, measured = data.scale_of, data.prediction, data.measured
-        L = beta.shape[0] - 1
-        total_var = v0[scale_of] + kappa * prediction**2
-        detail = measured & (scale_of > 0)
-        w = np.where(detail, q / total_var, 0.0)
-        numerator = np.bincount(scale_of, w * on_mean * prediction, minlength=L + 1)
-        denominator = np.bincount(scale_of, w * prediction**2, minlength=L + 1)
+        m = moments
+        detail = m.detail
+        s = m.scale_of[detail]
+        total_var = v0[s] + kappa * m.prediction_sq[detail]
+        numerator = np.bincount(s, m.gain_numerator / total_var, minlength=m.n_scales)
+        denominator = np.bincount(s, m.gain_denominator / total_var, minlength=m.n_scales)
         beta = beta.copy()
         seen = denominator > 0
         seen[0] = False
@@ -578,12 +568,12 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         if seen.any():  # finer scales with no measurement follow the finest measured scale
             finest = int(np.flatnonzero(seen).max())
             beta[finest + 1:] = beta[finest]
-        informative = detail & (prediction != 0)
-        if informative.any():
-            residual = (on_mean - beta[scale_of] * prediction) ** 2 + on_var
-            share = _slab_share(kappa * prediction**2, v0[scale_of], residual)
-            per_unit = np.divide(share, prediction**2, out=np.zeros_like(share), where=informative)
-            kappa = float(np.sum((q * per_unit)[informative]) / np.sum(q[informative]))
+        informative = m.informative
+        if informative.size:
+            s = m.scale_of[informative]
+            p_sq = m.prediction_sq[informative]
+            share = _slab_share(kappa * p_sq, v0[s], m.on_residual(beta, informative))
+            kappa = float(np.sum(m.weights[1][informative] * (share / p_sq)) / m.informative_weight)
             kappa = max(kappa, KAPPA_FLOOR)
         return beta, kappa
 
@@ -643,18 +633,19 @@ def decay_profile(W: np.ndarray, S: np.ndarray, current: np.ndarray, newton_step
     if not seen.any():
         return current
     t = np.log(current)
-    a, b = t[0], (t[0] - t[-1]) / max(index[-1], 1.0)
+    a, b = float(t[0]), float((t[0] - t[-1]) / max(index[-1], 1.0))
     if seen.sum() < 2:  # the slope is not identified: keep it, fit the level in closed form
         a = float(np.log(np.sum(S[seen] * np.exp(b * index[seen])) / np.sum(W[seen])))
         return np.exp(a - b * index)
     # Newton on (a, b) with t = a - b s': gradient and Hessian in closed form, the 2 x 2 system by Cramer's rule,
     # in Python floats over the few scales (called many times per fit: numpy's per-call overheads were most of a
     # fit's time)
-    terms = [(float(w), float(z), float(k)) for w, z, k in zip(W, S, index, strict=True) if w > 0 or z > 0]
+    terms = [(w, z, float(k)) for k, (w, z) in enumerate(zip(W.tolist(), S.tolist(), strict=True)) if w > 0 or z > 0]
 
     def objective(a, b):  # a trial step far out overflows to -inf (rejected by the backtracking)
         return sum(-0.5 * w * (a - b * k) - 0.5 * z * math.exp(min(b * k - a, 700.0)) for w, z, k in terms)
 
+    before = objective(a, b)
     for _ in range(newton_steps):
         g_a = g_b = e_sum = ke_sum = kke_sum = 0.0
         for w, z, k in terms:
@@ -671,10 +662,11 @@ def decay_profile(W: np.ndarray, S: np.ndarray, current: np.ndarray, newton_step
         largest = max(abs(step_a), abs(step_b))
         shrink = min(1.0, 5.0 / max(largest, 1e-300))  # at most a factor e^5 per step
         step_a, step_b, largest = step_a * shrink, step_b * shrink, largest * shrink
-        before = objective(a, b)
-        while objective(a + step_a, b + step_b) < before and largest > 1e-12:  # backtrack: never go down
+        trial = objective(a + step_a, b + step_b)
+        while trial < before and largest > 1e-12:  # backtrack: never go down
             step_a, step_b, largest = step_a / 2, step_b / 2, largest / 2
-        a, b = a + step_a, b + step_b
+            trial = objective(a + step_a, b + step_b)
+        a, b, before = a + step_a, b + step_b, trial
         if largest < 1e-10:
             break
     return np.exp(a - b * index)
@@ -733,6 +725,52 @@ class _Scan:
     noise_weight: np.ndarray  # (d,) each measurement's noise variance relative to s2
     prediction: np.ndarray  # (d,) the wavelet prediction of each detail (0 for the approximation)
     scale_of: np.ndarray  # (d,) scale of each coefficient
+
+
+@dataclass(frozen=True)
+class _Moments:
+    """The posterior moments an M-step reads, on the measured coefficients only (m of them), with what stays fixed
+    while one M-step alternates its updates (the counts, the off state's sums, the gain's weighted moments)."""
+
+    scale_of: np.ndarray  # (m,)
+    n_scales: int
+    weights: tuple  # (m,) each: P(off | y), P(on | y)
+    on_mean: np.ndarray  # (m,) E[c | on, y]
+    on_var: np.ndarray  # (m,) Var[c | on, y]
+    prediction: np.ndarray  # (m,)
+    prediction_sq: np.ndarray  # (m,)
+    count: tuple  # (n_scales,) each: expected count of coefficients off, on per scale
+    second_sum: tuple  # (n_scales,) each: expected sum of E[c^2 | state, y] per scale (the on one without prediction)
+    detail: np.ndarray  # indices of the details among the m
+    gain_numerator: np.ndarray  # q c p of the details, c = E[c | on, y], p the prediction
+    gain_denominator: np.ndarray  # q p^2 of the details
+    informative: np.ndarray  # indices of the details with a prediction
+    informative_weight: float  # sum of q over those
+
+    @classmethod
+    def of(cls, data, q, mean, var, n_scales) -> _Moments:
+        """From the scan ``data``, ``q = P(on | y)`` and the posterior means and variances in either state (each a
+        pair of (d,) arrays)."""
+        kept = np.flatnonzero(data.measured)
+        scale_of = data.scale_of[kept]
+        weights = (1 - q[kept], q[kept])
+        mean = (mean[0][kept], mean[1][kept])
+        var = (var[0][kept], var[1][kept])
+        prediction = data.prediction[kept]
+        prediction_sq = prediction**2
+        count = tuple(np.bincount(scale_of, w, minlength=n_scales) for w in weights)
+        second_sum = tuple(np.bincount(scale_of, w * (mu**2 + v), minlength=n_scales)
+                           for w, mu, v in zip(weights, mean, var, strict=True))
+        detail = np.flatnonzero(scale_of > 0)
+        informative = np.flatnonzero((scale_of > 0) & (prediction != 0))
+        on = weights[1]
+        return cls(scale_of, n_scales, weights, mean[1], var[1], prediction, prediction_sq, count, second_sum, detail,
+                   on[detail] * mean[1][detail] * prediction[detail], on[detail] * prediction_sq[detail], informative,
+                   float(np.sum(on[informative])))
+
+    def on_residual(self, beta, index=slice(None)):
+        """``E[(c - beta p)^2 | on, y]`` of the coefficients ``index`` (all m by default)."""
+        return (self.on_mean[index] - beta[self.scale_of[index]] * self.prediction[index]) ** 2 + self.on_var[index]
 
 
 def _pack(params, learn) -> np.ndarray:
