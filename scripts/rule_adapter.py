@@ -12,7 +12,7 @@ try:
 except ImportError:  # a conda environment with the dependencies only: use this repository's source tree
     sys.path.insert(0, str(Path(sm.scriptdir).parent / "src"))
 
-from adaptcs.config import load_plugins  # noqa: E402
+from adaptcs.plugins import load_plugins  # noqa: E402
 from adaptcs.workflow import setup_logging  # noqa: E402
 
 setup_logging(sm.log[0])

@@ -1,5 +1,8 @@
 """Figures from summaries: failed replicates are left out of what is drawn and counted in the labels."""
 
+import subprocess
+import sys
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -179,3 +182,30 @@ def test_many_curves_are_split_into_panels_on_one_y_axis_and_few_replicates_are_
     fig = plot_curves(few, "E5")
     assert not fig.axes[0].collections and len(fig.axes[0].lines) == 1 + 3  # the mean and each replicate
     assert "thin lines: each replicate" in fig.get_suptitle()
+
+
+def test_figure_styles_are_the_registrys():
+    """Figures read colours and label notes without importing the registry; they are the registry's own."""
+    from adaptcs import _styles
+    from adaptcs.models.registry import METHODS
+
+    assert set(_styles.COLORS) == set(METHODS)
+    for name, entry in METHODS.items():
+        assert _styles.COLORS[name] == entry.color
+        for params in ({}, {"n_samples": 200, "burn_in": 50}, {"n_samples": 10_000}, {"burn_in": 10}):
+            expected = entry.label_note(params)
+            assert _styles.label_note(name, params) == expected
+            with pytest.MonkeyPatch.context() as patch:  # as a figure job sees it: no registry loaded
+                patch.delitem(sys.modules, "adaptcs.models.registry")
+                assert _styles.label_note(name, params) == expected and _styles.method_color(name) == entry.color
+    assert _styles.label_note("gss_mcmc", {"n_samples": 200, "burn_in": 50}) == "250 sweeps"
+
+
+def test_jobs_that_only_aggregate_tabulate_or_draw_do_not_import_the_estimators():
+    """What the workflow's aggregate, table and figure jobs import (scripts/rule_adapter.py) leaves out
+    scikit-learn and the estimators: about 2 CPU s of start-up per job on a small machine."""
+    code = ("import sys, adaptcs.plugins, adaptcs.workflow, adaptcs.results, adaptcs.tables, adaptcs.plotting; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'skglm', 'numba', 'scipy'}), "
+            "'adaptcs.models.registry' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["[]", "False"], out

@@ -21,6 +21,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import validate_data
 
 from adaptcs import config as cfg
+from adaptcs import plugins as plugin_loader
 from adaptcs.data.synthetic import GroupSparseProblem, problem_rng
 from adaptcs.experiments import Case, Experiment, registry
 from adaptcs.measurement import measure
@@ -121,7 +122,7 @@ JOB = "toy1/setting1/toy_ridge-oracle-design-chunk0"
 def plugins(monkeypatch):
     """The plugin registered in this process for one test, and nothing of it left after."""
     monkeypatch.setattr(registry, "KINDS", dict(registry.KINDS))
-    monkeypatch.setattr(cfg, "_LOADED", set())
+    monkeypatch.setattr(plugin_loader, "_LOADED", set())
     methods = dict(METHODS)
     yield
     METHODS.clear()

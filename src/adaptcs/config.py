@@ -9,7 +9,6 @@ a config means. ``plugins`` (modules of your own that register experiments, kind
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from adaptcs.experiments.base import COMMON_KEYS, Experiment
 from adaptcs.experiments.registry import experiment_from_config
 from adaptcs.experiments.strategies import STRATEGIES, allowed_strategies
 from adaptcs.models.registry import HYPERPARAMETERS, METHODS
+from adaptcs.plugins import load_plugins
 
 # The schema the workflow validates configs against (the package's copy is a link to workflow/schemas/).
 SCHEMA = Path(__file__).with_name("config.schema.yaml")
@@ -60,25 +60,6 @@ class ExperimentRun:
         return {"replicates": self.replicates, "methods": list(self.methods), "settings": list(self.settings),
                 "hyperparameters": list(self.hyperparameters), "strategies": list(self.strategies),
                 "n_steps": self.n_steps, "data_options": dict(self.experiment.options)}
-
-
-def load_plugins(config: dict) -> None:
-    """Import the config's ``plugins`` (module names) and call each one's ``register()`` once per process."""
-    for name in config.get("plugins", []):
-        if name in _LOADED:
-            continue
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            raise ValueError(f"config: plugins: cannot import {name!r} ({exc})") from None
-        register = getattr(module, "register", None)
-        if not callable(register):
-            raise ValueError(f"config: plugins: module {name!r} has no register() function")
-        register()
-        _LOADED.add(name)
-
-
-_LOADED: set[str] = set()
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

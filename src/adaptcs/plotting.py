@@ -21,9 +21,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
+from adaptcs._names import base_method, method_order  # noqa: E402
+from adaptcs._styles import label_note, method_color  # noqa: E402
 from adaptcs.experiments.strategies import STRATEGIES  # noqa: E402
 from adaptcs.metrics import image_quality  # noqa: E402
-from adaptcs.models.registry import METHODS, base_method  # noqa: E402
 from adaptcs.tables import STD_DDOF  # noqa: E402
 
 _MPL = tuple(int(part) for part in matplotlib.__version__.split(".")[:2])
@@ -38,8 +39,7 @@ def style():
 
 def _color(label: str):
     """The method's colour; a darker shade of it for its learned-hyper-parameter variant (``gss_ep+learned``)."""
-    method = METHODS.get(base_method(label))
-    color = method.color if method is not None else "C7"
+    color = method_color(base_method(label))
     if _is_learned(label):
         return tuple(0.55 * c for c in to_rgb(color))
     return color
@@ -63,8 +63,7 @@ def _label(method: str, strategy: str, summary) -> str:
     strategies = {k[2] for k in summary}
     label = method if len(strategies) == 1 else f"{method} ({strategy})"
     job = next(j for (_, m, s), j in summary.items() if (m, s) == (method, strategy))
-    entry = METHODS.get(base_method(method))
-    note = entry.label_note(job.config.get("method_params", {})) if entry is not None else ""
+    note = label_note(base_method(method), job.config.get("method_params", {}))
     if note:  # e.g. a sampler run shorter (or longer) than the paper's
         label += f"\n{note}"
     jobs = [j for (_, m, s), j in summary.items() if (m, s) == (method, strategy)]
@@ -127,7 +126,7 @@ def _mean_and_band(errors: np.ndarray):
 
 def _ordered(summary):
     """Items by setting, then method (in the registry's order, each oracle before learned), strategy."""
-    order = list(METHODS)
+    order = method_order()
 
     def key(item):
         setting, label, strategy = item[0]

@@ -11,12 +11,15 @@ import logging
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from adaptcs._io import atomic_write
-from adaptcs.config import ExperimentRun, effective_config, resolve
-from adaptcs.jobs import JobTable, resolve_jobs
+
+if TYPE_CHECKING:
+    from adaptcs.config import ExperimentRun
+    from adaptcs.jobs import JobTable
 
 RESULTS_OWNER = ".adaptcs-config"  # in a results folder: the config file(s) that made it, one per line
 DEFAULT_CONFIG = "config/config.yaml"
@@ -66,6 +69,9 @@ class WorkflowPlan:
     """
 
     def __init__(self, config: dict):
+        from adaptcs.config import effective_config, resolve
+        from adaptcs.jobs import resolve_jobs
+
         self.config = config
         self.runs: dict[str, ExperimentRun] = resolve(config)
         self.jobs: JobTable = resolve_jobs(config, self.runs)
@@ -95,7 +101,7 @@ def write_effective_config(path, effective: dict) -> None:
 
 def write_job_table(path, records: list[dict]) -> None:
     """Write the jobs (:meth:`WorkflowPlan.job_records`) as a tab-separated table, one row per job (atomic)."""
-    from adaptcs.jobs import Job
+    from adaptcs.jobs import Job, JobTable
     from adaptcs.results import write_csv
 
     frame = JobTable(Job.from_record(r) for r in records).to_frame()

@@ -8,27 +8,27 @@ strategies in :mod:`~adaptcs.experiments.strategies`. See docs/experiments.md fo
 numbers.
 """
 
-from adaptcs.experiments.base import Experiment, Plan
-from adaptcs.experiments.case import (
-    UNINFORMED_P0,
-    Case,
-    case_estimator,
-    uninformed_prior,
-    uninformed_scale,
-)
-from adaptcs.experiments.registry import (
-    EXPERIMENTS,
-    KINDS,
-    experiment_from_config,
-    get_experiment,
-    register_experiment,
-    register_kind,
-)
-from adaptcs.experiments.runner import check_n_steps, problem_manifest, run_job, run_synthetic_job
-from adaptcs.experiments.strategies import STRATEGIES, Strategy
-from adaptcs.experiments.synthetic import synthetic_case
+import importlib
 
-__all__ = ["EXPERIMENTS", "KINDS", "STRATEGIES", "UNINFORMED_P0", "Case", "Experiment", "Plan", "Strategy",
-           "case_estimator", "check_n_steps", "experiment_from_config", "get_experiment", "problem_manifest",
-           "register_experiment", "register_kind", "run_job", "run_synthetic_job", "synthetic_case",
-           "uninformed_prior", "uninformed_scale"]
+# Each name and the submodule that defines it. They are imported on first use (PEP 562), so that importing one
+# light submodule (``adaptcs.experiments.strategies``, which figures read) does not import every experiment, the
+# estimators and scikit-learn (about 2 CPU s per process).
+_WHERE = {"Experiment": "base", "Plan": "base", "UNINFORMED_P0": "case", "Case": "case", "case_estimator": "case",
+          "uninformed_prior": "case", "uninformed_scale": "case", "EXPERIMENTS": "registry", "KINDS": "registry",
+          "experiment_from_config": "registry", "get_experiment": "registry", "register_experiment": "registry",
+          "register_kind": "registry", "check_n_steps": "runner", "problem_manifest": "runner", "run_job": "runner",
+          "run_synthetic_job": "runner", "STRATEGIES": "strategies", "Strategy": "strategies",
+          "synthetic_case": "synthetic"}
+__all__ = sorted(_WHERE, key=lambda name: (not name.isupper(), not name[0].isupper(), name))
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

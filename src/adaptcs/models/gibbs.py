@@ -23,6 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from adaptcs import _validation as val
+from adaptcs._styles import PAPER_BURN_IN, PAPER_N_SAMPLES  # the paper's protocol (11,000 sweeps, 1,000 discarded)
 from adaptcs.models import _constraints as constraints
 from adaptcs.models._base import GroupRegressor
 from adaptcs.models._scaling import DataScale
@@ -42,7 +43,6 @@ def _compiled_kernel():
 
 _BLOCK = 250  # sweeps per compiled call (random numbers are drawn per block)
 RHAT_LIMIT = 1.1  # split R-hat at or above this: the chain has not mixed (converged_ is False)
-PAPER_N_SAMPLES, PAPER_BURN_IN = 10000, 1000  # the paper's protocol: 11,000 sweeps, the first 1,000 discarded
 MAX_SIGNAL_TO_NOISE = 1e20  # prior signal-to-noise ratios outside [1e-20, 1e20] are refused (wrong units)
 
 

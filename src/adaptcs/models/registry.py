@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from adaptcs._names import base_method, variant_label  # noqa: F401 (re-exported)
+from adaptcs._styles import sampler_sweeps
 from adaptcs.models._ep import LEARNABLE
 from adaptcs.models.empirical_bayes import LearnedPrior
 from adaptcs.models.flas import FLAS, UngroupedFLAS
 from adaptcs.models.gibbs import (
-    PAPER_BURN_IN,
-    PAPER_N_SAMPLES,
     BayesianGroupLasso,
     GroupHorseshoe,
     GroupSpikeSlabGibbs,
@@ -279,14 +278,6 @@ def _bayesian_group_lasso(groups, prior: PriorInfo) -> dict:
             "noise_var": prior.noise_var}
 
 
-def _sweeps(method_params: dict) -> str:
-    """The sweeps of a sampler run other than the paper's 11,000 (figures label such runs)."""
-    if "n_samples" not in method_params and "burn_in" not in method_params:
-        return ""
-    sweeps = method_params.get("n_samples", PAPER_N_SAMPLES) + method_params.get("burn_in", PAPER_BURN_IN)
-    return f"{sweeps:,} sweeps" if sweeps != PAPER_N_SAMPLES + PAPER_BURN_IN else ""
-
-
 # G-LASSO's bound k per setting (the paper chose the best k for each digit): the grid is these multiples of the
 # median group penalty sum_g sqrt(d_g) |w_g| of the calibration signals, scored by the mean relative error of
 # their reconstructions.
@@ -357,10 +348,11 @@ METHODS: dict[str, Method] = {
                                        f"{len(G_LASSO_K_FACTORS)} multiples of their median group penalty; the "
                                        "choice is recorded in each run file)"),
     "gss_mcmc": Method(GroupSpikeSlabGibbs, _spike_slab, learned=LEARNED_PRIOR, color="C2", designs_rows=True,
-                       note=_sweeps),
-    "g_hs": Method(GroupHorseshoe, _horseshoe, learned=LEARNED_PRIOR, color="C5", designs_rows=True, note=_sweeps),
+                       note=sampler_sweeps),
+    "g_hs": Method(GroupHorseshoe, _horseshoe, learned=LEARNED_PRIOR, color="C5", designs_rows=True,
+                   note=sampler_sweeps),
     "bg_lasso": Method(BayesianGroupLasso, _bayesian_group_lasso, learned=LEARNED_PRIOR, color="C6",
-                       designs_rows=True, note=_sweeps),
+                       designs_rows=True, note=sampler_sweeps),
     # The seed baselines. VG (variational garrote) has no posterior covariance over w, so it runs with random rows
     # only; gamma is matched to the spike-and-slab prior (p0, v0, noise). FLAS (MAP + exact Laplace covariance)
     # designs rows from its Laplace covariance.
