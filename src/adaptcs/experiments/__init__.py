@@ -19,10 +19,11 @@ _WHERE = {"Experiment": "base", "Plan": "base", "UNINFORMED_P0": "case", "Case":
           "register_kind": "registry", "check_n_steps": "runner", "problem_manifest": "runner", "run_job": "runner",
           "run_synthetic_job": "runner", "STRATEGIES": "strategies", "Strategy": "strategies",
           "synthetic_case": "synthetic"}
-__all__ = sorted(_WHERE, key=lambda name: (not name.isupper(), not name[0].isupper(), name))
+__all__ = sorted(_WHERE)
 
 
 def __getattr__(name: str):
+    """The public name ``name``, imported from its submodule on first use (then an ordinary attribute)."""
     if name not in _WHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
