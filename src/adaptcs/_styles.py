@@ -2,15 +2,15 @@
 
 A figure job reads these instead of :data:`adaptcs.models.registry.METHODS` (whose import brings scikit-learn
 and every estimator: about 2 CPU s per process). Methods a plugin registers exist only once the registry is
-loaded (the plugin imports it), so a registry that is loaded is read instead. ``tests/test_plotting.py`` checks
-that these equal the registry's.
+loaded (the plugin imports it), so a registry that is loaded is read instead. The registry takes its colours from
+here; ``tests/test_plotting.py`` checks that figures see the registry's colours and notes either way.
 """
 
 from __future__ import annotations
 
 import sys
 
-# Method.color of every shipped method (adaptcs.models.registry.METHODS)
+# the colour of every shipped method (adaptcs.models.registry.METHODS reads it from here)
 COLORS = {"gss_ep": "C0", "gss_ep_scales": "#08306b", "gss_ep_profile": "#4a1486", "wavelet_tree": "#7f2704",
           "wavelet_tree_prediction": "#d94801", "lines_gaussian": "#00441b", "lines_spike_slab": "#41ab5d",
           "lines_phase": "#ce1256", "ss_ep": "C1", "g_ard": "C3", "g_lasso": "C4", "gss_mcmc": "C2", "g_hs": "C5",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from adaptcs._names import base_method, variant_label  # noqa: F401 (re-exported)
-from adaptcs._styles import sampler_sweeps
+from adaptcs._styles import COLORS, sampler_sweeps
 from adaptcs.models._ep import LEARNABLE
 from adaptcs.models.empirical_bayes import LearnedPrior
 from adaptcs.models.flas import FLAS, UngroupedFLAS
@@ -307,61 +307,62 @@ def _group_lasso_k(problems: list, method_params: dict) -> tuple[dict, dict]:
 _LEARN_ALL = {"learn": LEARNABLE}  # type-II maximum likelihood of p0, v0 and the noise variance
 
 METHODS: dict[str, Method] = {
-    "gss_ep": Method(GroupSpikeSlabEP, _spike_slab, learned=_LEARN_ALL, color="C0", designs_rows=True),
+    "gss_ep": Method(GroupSpikeSlabEP, _spike_slab, learned=_LEARN_ALL, color=COLORS["gss_ep"], designs_rows=True),
     # GSS-EP with a spike probability and a slab variance per wavelet scale, learned (docs/model.md, "Priors per
     # scale"); for coefficients of a basis (E7, user images).
-    "gss_ep_scales": Method(GroupSpikeSlabEP, _spike_slab_per_scale, learned=_LEARN_ALL, color="#08306b",
+    "gss_ep_scales": Method(GroupSpikeSlabEP, _spike_slab_per_scale, learned=_LEARN_ALL, color=COLORS["gss_ep_scales"],
                             designs_rows=True, needs_basis=True),
-    "gss_ep_profile": Method(GroupSpikeSlabEP, _spike_slab_profile, learned=_LEARN_ALL, color="#4a1486",
+    "gss_ep_profile": Method(GroupSpikeSlabEP, _spike_slab_profile, learned=_LEARN_ALL, color=COLORS["gss_ep_profile"],
                              designs_rows=True, needs_basis=True, needs_training=True),
     # Basis scans only (kind: replay): spike probabilities conditioned on the parent in the wavelet quadtree, exact
     # on a selection of coefficients, everything learned by EM.
     "wavelet_tree": Method(WaveletTreeSpikeSlab, _wavelet_tree, grouped=False,
-                           learned={"learn": WaveletTreeSpikeSlab.LEARNABLE}, color="#7f2704", designs_rows=True,
-                           needs_basis=True, scans_only=True),
+                           learned={"learn": WaveletTreeSpikeSlab.LEARNABLE}, color=COLORS["wavelet_tree"],
+                           designs_rows=True, needs_basis=True, scans_only=True),
     # The same tree whose "on" state follows the wavelet prediction of each detail from the coarser scales (mean
     # and variance; docs/model.md, "The prediction in the prior").
     "wavelet_tree_prediction": Method(WaveletTreeSpikeSlab, _wavelet_tree, grouped=False, fixed={"prediction": True},
-                                      learned={"learn": ("p_on", "p_off", "v0", "noise_var")}, color="#d94801",
-                                      designs_rows=True, needs_basis=True, scans_only=True),
+                                      learned={"learn": ("p_on", "p_off", "v0", "noise_var")},
+                                      color=COLORS["wavelet_tree_prediction"], designs_rows=True, needs_basis=True,
+                                      scans_only=True),
     # Cartesian k-space lines (kind: mri; docs/mri.md): GSS-EP with the exact block-diagonal posterior, the Re/Im
     # of a coefficient one group, slab variances per pair of scales in the training slices' proportions. Gaussian:
     # p0 = 0.999 and their common multiplier learned (EP converges; the design is then fixed by the profile);
     # spike and slab: p0 and v0 learned (adaptive, but EP often stops short on lines).
     "lines_gaussian": Method(LineSpikeSlab, _kspace_lines, grouped=False, fixed={"p0": 0.999, "learn": ("v0",)},
-                             color="#00441b", designs_rows=True, needs_basis=True, lines_only=True),
+                             color=COLORS["lines_gaussian"], designs_rows=True, needs_basis=True, lines_only=True),
     "lines_spike_slab": Method(LineSpikeSlab, _kspace_lines, grouped=False, fixed={"p0": 0.1, "learn": ("p0", "v0")},
-                               color="#41ab5d", designs_rows=True, needs_basis=True, lines_only=True),
+                               color=COLORS["lines_spike_slab"], designs_rows=True, needs_basis=True, lines_only=True),
     # The image's phase estimated from the centre lines, the real part of the phase-corrected image a Gaussian per
     # y-scale: exact (no EP), and the design skips lines that the other side of k-space tells.
-    "lines_phase": Method(PhaseLineGaussian, _kspace_phase, grouped=False, color="#ce1256", designs_rows=True,
-                          needs_basis=True, lines_only=True),
-    "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL, color="C1",
+    "lines_phase": Method(PhaseLineGaussian, _kspace_phase, grouped=False, color=COLORS["lines_phase"],
+                          designs_rows=True, needs_basis=True, lines_only=True),
+    "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL, color=COLORS["ss_ep"],
                     designs_rows=True),
-    "g_ard": Method(GroupARD, _noise_only, learned={"learn": ("noise_var",)}, color="C3", designs_rows=True),
+    "g_ard": Method(GroupARD, _noise_only, learned={"learn": ("noise_var",)}, color=COLORS["g_ard"], designs_rows=True),
     # The paper's constrained form with k = 8, the best of the values it tried on E1, or chosen per setting where
     # the experiment has calibration problems (E4-E6: per digit); without an oracle, the penalty is chosen by
     # 5-fold cross-validation.
-    "g_lasso": Method(GroupLasso, _nothing, fixed={"k": 8.0}, learned={"k": "cv"}, color="C4",
+    "g_lasso": Method(GroupLasso, _nothing, fixed={"k": 8.0}, learned={"k": "cv"}, color=COLORS["g_lasso"],
                       calibrate=_group_lasso_k, calibrates=("k",),
                       calibration_note="chosen per setting on its calibration problems (the best of "
                                        f"{len(G_LASSO_K_FACTORS)} multiples of their median group penalty; the "
                                        "choice is recorded in each run file)"),
-    "gss_mcmc": Method(GroupSpikeSlabGibbs, _spike_slab, learned=LEARNED_PRIOR, color="C2", designs_rows=True,
-                       note=sampler_sweeps),
-    "g_hs": Method(GroupHorseshoe, _horseshoe, learned=LEARNED_PRIOR, color="C5", designs_rows=True,
+    "gss_mcmc": Method(GroupSpikeSlabGibbs, _spike_slab, learned=LEARNED_PRIOR, color=COLORS["gss_mcmc"],
+                       designs_rows=True, note=sampler_sweeps),
+    "g_hs": Method(GroupHorseshoe, _horseshoe, learned=LEARNED_PRIOR, color=COLORS["g_hs"], designs_rows=True,
                    note=sampler_sweeps),
-    "bg_lasso": Method(BayesianGroupLasso, _bayesian_group_lasso, learned=LEARNED_PRIOR, color="C6",
+    "bg_lasso": Method(BayesianGroupLasso, _bayesian_group_lasso, learned=LEARNED_PRIOR, color=COLORS["bg_lasso"],
                        designs_rows=True, note=sampler_sweeps),
     # The seed baselines. VG (variational garrote) has no posterior covariance over w, so it runs with random rows
     # only; gamma is matched to the spike-and-slab prior (p0, v0, noise). FLAS (MAP + exact Laplace covariance)
     # designs rows from its Laplace covariance.
-    "vg": Method(VariationalGarrote, _spike_slab, learned=LEARNED_PRIOR, color="C7"),
+    "vg": Method(VariationalGarrote, _spike_slab, learned=LEARNED_PRIOR, color=COLORS["vg"]),
     "vg_ungrouped": Method(UngroupedVariationalGarrote, _ungrouped_spike_slab, grouped=False, learned=LEARNED_PRIOR,
-                           color="C8"),
-    "flas": Method(FLAS, _spike_slab, learned=LEARNED_PRIOR, color="C9", designs_rows=True),
+                           color=COLORS["vg_ungrouped"]),
+    "flas": Method(FLAS, _spike_slab, learned=LEARNED_PRIOR, color=COLORS["flas"], designs_rows=True),
     "flas_ungrouped": Method(UngroupedFLAS, _ungrouped_spike_slab, grouped=False, learned=LEARNED_PRIOR,
-                             color="#e7ba52", designs_rows=True),
+                             color=COLORS["flas_ungrouped"], designs_rows=True),
 }
 
 
