@@ -153,3 +153,17 @@ def test_cli_runs_one_job_of_a_config_and_refuses_what_does_not_fit(tmp_path, ca
         assert message in capsys.readouterr().err
     assert main(["run", "--job", "E1/setting0/gss_ep-oracle-random-chunk0"]) == 2
     assert "--job needs --configfile" in capsys.readouterr().err
+
+
+def test_every_public_name_of_experiments_resolves_to_its_submodules_object():
+    """``adaptcs.experiments`` imports its submodules on first use (PEP 562): each name in ``__all__`` is the object
+    its submodule defines, and a name it does not have is an AttributeError, not an import of something else."""
+    import importlib
+
+    import adaptcs.experiments as experiments
+
+    for name in experiments.__all__:
+        where = importlib.import_module(f"adaptcs.experiments.{experiments._WHERE[name]}")
+        assert getattr(experiments, name) is getattr(where, name), name
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        experiments.not_a_name  # noqa: B018
