@@ -1,6 +1,8 @@
 """Basis scans: the photon-noise instrument and replaying acquisition orders on a scan's values."""
 
 import copy
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -453,3 +455,12 @@ def test_a_hadamard_scan_replays_through_the_same_loop():
     assert np.linalg.norm(full - image) < np.linalg.norm(inverse - image)
     with pytest.raises(ValueError, match="wavelet basis images"):
         replay_recording(est, op, recording, "predict", [0.5])
+
+
+def test_the_shipped_example_scan_is_what_its_script_makes(tmp_path):
+    """examples/single_pixel/camera_haar64.csv is reproduced by its script (seeded), written where --out says."""
+    out = tmp_path / "scan.csv"
+    subprocess.run([sys.executable, str(EXAMPLES / "single_pixel" / "make_scan.py"), "--out", str(out)], check=True,
+                   capture_output=True)
+    np.testing.assert_allclose(np.loadtxt(out), np.loadtxt(EXAMPLES / "single_pixel" / "camera_haar64.csv"),
+                               rtol=1e-9, atol=1e-12)

@@ -5,7 +5,7 @@ intensities in [0, 1]), is measured through every Haar basis image with 10^4 pho
 (:func:`adaptcs.design.basis_scan.photon_basis_scan`: each pattern shown as its positive and negative part).
 Writes ``camera_haar64.csv``: 4,096 values, one per basis image in the basis's coefficient order. Deterministic
 (seeded); run from the repository root: ``python examples/single_pixel/make_scan.py`` (``--side 256`` for the
-large scan of the speed check, written as ``camera_haar256.csv``).
+large scan of the speed check, written as ``camera_haar256.csv``; ``--out`` to write it elsewhere).
 """
 
 import argparse
@@ -32,10 +32,12 @@ def photograph(side: int) -> np.ndarray:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--side", type=int, default=64)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="CSV to write (default: camera_haar<side>.csv next to this script)")
     args = parser.parse_args()
     values = photon_basis_scan(make_basis("haar", args.side), photograph(args.side), PHOTONS,
                                np.random.default_rng(2017))
-    out = Path(__file__).parent / f"camera_haar{args.side}.csv"
+    out = args.out or Path(__file__).parent / f"camera_haar{args.side}.csv"
     np.savetxt(out, values, fmt="%.10g")
     print(f"wrote {out} ({values.size} values)")
 

@@ -294,8 +294,8 @@ class SequentialDesigner:
     @property
     def estimator_(self):
         """The estimator fitted on every row told so far (None before the first :meth:`tell`). With a pool of
-        basis images and a tracking estimator (see :meth:`tell`), a copy of the tracked fit fitted to
-        convergence, made when first read after a tell."""
+        basis images and a tracking estimator (see :meth:`tell`), a fit at the fixed point made when first read
+        after a tell (:func:`adaptcs.design.basis_scan.converged_copy`)."""
         if self._estimator is None and self._tracked is not None and self.X_ is not None:
             self._estimator = converged_copy(self._tracked, self._A, self.y_)
         return self._estimator
