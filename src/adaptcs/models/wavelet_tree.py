@@ -510,8 +510,8 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             if inner:
                 beta, kappa = self._prediction_m_step(moments, v0, beta, kappa)
             self._variance_m_step(moments, v0, v_small, beta, kappa)
-            if max(np.max(np.abs(beta - before[0])), abs(np.log(kappa / before[1])) if before[1] > 0 else 0.0,
-                   np.max(np.abs(np.log(v0 / before[2])))) < 0.1 * self.tol:
+            if max(np.abs(beta - before[0]).max(), abs(np.log(kappa / before[1])) if before[1] > 0 else 0.0,
+                   np.abs(np.log(v0 / before[2])).max()) < 0.1 * self.tol:
                 break
         if "noise_var" in self.learn:
             # E[(value - c)^2] under the posterior mixture, scaled back by G and the noise weight; plus the
@@ -553,9 +553,8 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         slab split into independent parts ``a ~ N(0, v0)`` and ``b ~ N(0, kappa p^2)``,
         ``kappa = sum q E[b^2 | y] / p^2 / sum q`` over the measured details (exact for the split)."""
         m = moments
-        detail = m.detail
-        s = m.scale_of[detail]
-        total_var = v0[s] + kappa * m.prediction_sq[detail]
+        s = m.detail_scale
+        total_var = v0[s] + kappa * m.detail_prediction_sq
         numerator = np.bincount(s, m.gain_numerator / total_var, minlength=m.n_scales)
         denominator = np.bincount(s, m.gain_denominator / total_var, minlength=m.n_scales)
         beta = beta.copy()
@@ -566,14 +565,12 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         # by nothing
         beta[seen] = (numerator[seen] + BETA_PRIOR[0] / BETA_PRIOR[1]) / (denominator[seen] + 1 / BETA_PRIOR[1])
         if seen.any():  # finer scales with no measurement follow the finest measured scale
-            finest = int(np.flatnonzero(seen).max())
+            finest = seen.shape[0] - 1 - int(seen[::-1].argmax())
             beta[finest + 1:] = beta[finest]
-        informative = m.informative
-        if informative.size:
-            s = m.scale_of[informative]
-            p_sq = m.prediction_sq[informative]
-            share = _slab_share(kappa * p_sq, v0[s], m.on_residual(beta, informative))
-            kappa = float(np.sum(m.weights[1][informative] * (share / p_sq)) / m.informative_weight)
+        if m.informative.size:
+            p_sq = m.informative_prediction_sq
+            share = _slab_share(kappa * p_sq, v0[m.informative_scale], m.informative_on_residual(beta))
+            kappa = float((m.informative_on * (share / p_sq)).sum() / m.informative_weight)
             kappa = max(kappa, KAPPA_FLOOR)
         return beta, kappa
 
@@ -639,17 +636,26 @@ def decay_profile(W: np.ndarray, S: np.ndarray, current: np.ndarray, newton_step
         return np.exp(a - b * index)
     # Newton on (a, b) with t = a - b s': gradient and Hessian in closed form, the 2 x 2 system by Cramer's rule,
     # in Python floats over the few scales (called many times per fit: numpy's per-call overheads were most of a
-    # fit's time)
+    # fit's time); the exponentials of the accepted trial point are those of the next gradient
     terms = [(w, z, float(k)) for k, (w, z) in enumerate(zip(W.tolist(), S.tolist(), strict=True)) if w > 0 or z > 0]
+    halves = [(-0.5 * w, 0.5 * z, k) for w, z, k in terms]
 
-    def objective(a, b):  # a trial step far out overflows to -inf (rejected by the backtracking)
-        return sum(-0.5 * w * (a - b * k) - 0.5 * z * math.exp(min(b * k - a, 700.0)) for w, z, k in terms)
+    def objective(a, b):
+        """The objective at (a, b) and the exponentials exp(b s' - a) (capped: a trial step far out overflows to
+        -inf, which the backtracking rejects)."""
+        total, exps = 0, []
+        for half_w, half_z, k in halves:
+            x = b * k - a
+            e = math.exp(700.0 if x > 700.0 else x)
+            exps.append(e)
+            total += half_w * (a - b * k) - half_z * e
+        return total, exps
 
-    before = objective(a, b)
+    before, exps = objective(a, b)
     for _ in range(newton_steps):
         g_a = g_b = e_sum = ke_sum = kke_sum = 0.0
-        for w, z, k in terms:
-            e = z * math.exp(min(b * k - a, 700.0))
+        for (w, z, k), unit in zip(terms, exps, strict=True):
+            e = z * unit
             g_a += e - w
             g_b -= k * (e - w)
             e_sum += e
@@ -662,11 +668,11 @@ def decay_profile(W: np.ndarray, S: np.ndarray, current: np.ndarray, newton_step
         largest = max(abs(step_a), abs(step_b))
         shrink = min(1.0, 5.0 / max(largest, 1e-300))  # at most a factor e^5 per step
         step_a, step_b, largest = step_a * shrink, step_b * shrink, largest * shrink
-        trial = objective(a + step_a, b + step_b)
+        trial, trial_exps = objective(a + step_a, b + step_b)
         while trial < before and largest > 1e-12:  # backtrack: never go down
             step_a, step_b, largest = step_a / 2, step_b / 2, largest / 2
-            trial = objective(a + step_a, b + step_b)
-        a, b, before = a + step_a, b + step_b, trial
+            trial, trial_exps = objective(a + step_a, b + step_b)
+        a, b, before, exps = a + step_a, b + step_b, trial, trial_exps
         if largest < 1e-10:
             break
     return np.exp(a - b * index)
@@ -677,7 +683,10 @@ def _slab_share(part_var, other_var, second_moment):
     ``E[x^2 | y] = second_moment``: ``a | x`` is Gaussian with mean ``part_var / V x`` and variance
     ``part_var - part_var^2 / V`` (``V = part_var + other_var``)."""
     total = part_var + other_var
-    ratio = np.divide(part_var, total, out=np.zeros_like(total), where=total > 0)
+    if (total > 0).all():
+        ratio = part_var / total
+    else:
+        ratio = np.divide(part_var, total, out=np.zeros_like(total), where=total > 0)
     return part_var * (1 - ratio) + ratio**2 * second_moment
 
 
@@ -746,6 +755,15 @@ class _Moments:
     gain_denominator: np.ndarray  # q p^2 of the details
     informative: np.ndarray  # indices of the details with a prediction
     informative_weight: float  # sum of q over those
+    # the same arrays taken at the details and at the informative details once per M-step (not per alternation)
+    detail_scale: np.ndarray
+    detail_prediction_sq: np.ndarray
+    informative_scale: np.ndarray
+    informative_prediction: np.ndarray
+    informative_prediction_sq: np.ndarray
+    informative_on: np.ndarray  # P(on | y)
+    informative_on_mean: np.ndarray
+    informative_on_var: np.ndarray
 
     @classmethod
     def of(cls, data, q, mean, var, n_scales) -> _Moments:
@@ -766,11 +784,18 @@ class _Moments:
         on = weights[1]
         return cls(scale_of, n_scales, weights, mean[1], var[1], prediction, prediction_sq, count, second_sum, detail,
                    on[detail] * mean[1][detail] * prediction[detail], on[detail] * prediction_sq[detail], informative,
-                   float(np.sum(on[informative])))
+                   float(np.sum(on[informative])), scale_of[detail], prediction_sq[detail], scale_of[informative],
+                   prediction[informative], prediction_sq[informative], on[informative], mean[1][informative],
+                   var[1][informative])
 
-    def on_residual(self, beta, index=slice(None)):
-        """``E[(c - beta p)^2 | on, y]`` of the coefficients ``index`` (all m by default)."""
-        return (self.on_mean[index] - beta[self.scale_of[index]] * self.prediction[index]) ** 2 + self.on_var[index]
+    def on_residual(self, beta):
+        """``E[(c - beta p)^2 | on, y]`` of the m coefficients."""
+        return (self.on_mean - beta[self.scale_of] * self.prediction) ** 2 + self.on_var
+
+    def informative_on_residual(self, beta):
+        """:meth:`on_residual` of the informative details only."""
+        return (self.informative_on_mean - beta[self.informative_scale] * self.informative_prediction) ** 2 \
+            + self.informative_on_var
 
 
 def _pack(params, learn) -> np.ndarray:
