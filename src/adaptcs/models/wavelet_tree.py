@@ -567,7 +567,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         if seen.any():  # finer scales with no measurement follow the finest measured scale
             finest = seen.shape[0] - 1 - int(seen[::-1].argmax())
             beta[finest + 1:] = beta[finest]
-        if m.informative.size:
+        if m.informative_scale.size:
             p_sq = m.informative_prediction_sq
             share = _slab_share(kappa * p_sq, v0[m.informative_scale], m.informative_on_residual(beta))
             kappa = float((m.informative_on * (share / p_sq)).sum() / m.informative_weight)
@@ -750,15 +750,13 @@ class _Moments:
     prediction_sq: np.ndarray  # (m,)
     count: tuple  # (n_scales,) each: expected count of coefficients off, on per scale
     second_sum: tuple  # (n_scales,) each: expected sum of E[c^2 | state, y] per scale (the on one without prediction)
-    detail: np.ndarray  # indices of the details among the m
     gain_numerator: np.ndarray  # q c p of the details, c = E[c | on, y], p the prediction
     gain_denominator: np.ndarray  # q p^2 of the details
-    informative: np.ndarray  # indices of the details with a prediction
-    informative_weight: float  # sum of q over those
-    # the same arrays taken at the details and at the informative details once per M-step (not per alternation)
+    informative_weight: float  # sum of q over the informative details (those with a prediction)
+    # the arrays above taken at the details and at the informative details, once per M-step (not per alternation)
     detail_scale: np.ndarray
     detail_prediction_sq: np.ndarray
-    informative_scale: np.ndarray
+    informative_scale: np.ndarray  # empty when no detail has a prediction
     informative_prediction: np.ndarray
     informative_prediction_sq: np.ndarray
     informative_on: np.ndarray  # P(on | y)
@@ -782,8 +780,8 @@ class _Moments:
         detail = np.flatnonzero(scale_of > 0)
         informative = np.flatnonzero((scale_of > 0) & (prediction != 0))
         on = weights[1]
-        return cls(scale_of, n_scales, weights, mean[1], var[1], prediction, prediction_sq, count, second_sum, detail,
-                   on[detail] * mean[1][detail] * prediction[detail], on[detail] * prediction_sq[detail], informative,
+        return cls(scale_of, n_scales, weights, mean[1], var[1], prediction, prediction_sq, count, second_sum,
+                   on[detail] * mean[1][detail] * prediction[detail], on[detail] * prediction_sq[detail],
                    float(np.sum(on[informative])), scale_of[detail], prediction_sq[detail], scale_of[informative],
                    prediction[informative], prediction_sq[informative], on[informative], mean[1][informative],
                    var[1][informative])
