@@ -135,3 +135,15 @@ def test_refits_cross_validate_every_cv_every_rows(rng):
             assert est.alpha_ == pytest.approx(GroupLasso(groups, k="cv").fit(X[:n], y[:n]).alpha_, rel=1e-12)
         else:
             assert ratios[-1] == pytest.approx(ratios[-2], rel=1e-12)
+
+
+def test_a_learned_e1_job_records_the_penalty_it_chose():
+    """The workflow's g_lasso job with learned values (run here, in-process: the tiny workflow run leaves g_lasso out
+    because every process that fits it pays skglm's numba compile): each replicate records the cross-validated
+    alpha it chose."""
+    from adaptcs.experiments.runner import run_job
+
+    job = run_job("E1", 0, "g_lasso", "random", [0, 1], hyperparameters="learned")
+    assert job.hyperparameters == "learned" and job.fitted_alpha.shape == (2,)
+    assert np.all(job.fitted_alpha > 0) and np.all(np.isfinite(job.errors)) and not job.failed.any()
+    assert job.fitted_alpha[0] != job.fitted_alpha[1]  # chosen per replicate, not shared
