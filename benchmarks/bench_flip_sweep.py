@@ -1,11 +1,13 @@
 """Flip one bit at a time in a result file or a lab state and read it back: no silent change, no traceback, no hang.
 
-Three targets (issue 46's acceptance):
+Four targets (issue 46's acceptance, and the camera state's tracked fit):
 
 - ``job``: a job file of a real E3 job (2 replicates, 6 steps); read as ``python -m adaptcs table`` and ``curves``
   read it (:func:`adaptcs.results.curves_table`, the summary table and its markdown).
 - ``summary``: a summary file merging that job with the same job of another strategy; read the same way.
 - ``lab``: a lab state after init, two adds, a next and a remove; read by :func:`adaptcs.lab.load_state`.
+- ``camera``: a single-pixel camera's lab state (8 x 8 Haar, a pool of its basis images) after three rounds of
+  next and add and a last next, which keeps the tracked fit in the state; read the same way.
 
 Each flip writes a copy of the file with one bit changed and reads it in a forked child under a time limit.
 Outcomes: ``error`` (a one-line error of the file's own kind naming the file: what must happen to damage that
@@ -14,10 +16,10 @@ matters), ``same`` (read, and everything read is what was written: the bit was u
 other exception) and ``hang`` (no answer within ``--timeout`` seconds; the child is killed). The bytes flipped
 (one random bit each): ``--flips`` random bytes (default 5,000), four in five of them in the file's metadata (everything
 outside the datasets' chunks, where HDF5's checksums may not reach) and the rest in the chunks (Fletcher-32
-covered); for the lab state without ``--flips``, and with ``--every-byte``, every byte of the file.
+covered); for the lab states without ``--flips``, and with ``--every-byte``, every byte of the file.
 
-Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_flip_sweep.py --target job summary lab`` (about 15 minutes
-on 2 cores).
+Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_flip_sweep.py --target job summary lab camera`` (about 25
+minutes on 2 cores).
 Exit status 1 if any flip was silent, a traceback or a hang.
 """
 
@@ -56,29 +58,38 @@ def read_tables(path) -> str:
 
 
 def read_state(path) -> str:
-    """Digest of everything a lab command reads from a state (settings, arrays, log)."""
+    """Digest of everything a lab command reads from a state (settings, arrays, log, the tracked fit)."""
     state = lab.load_state(path)
     sha = hashlib.sha256()
-    for name, value in sorted(vars(state).items()):
+
+    def add(name, value):
         if isinstance(value, np.ndarray):
             sha.update(f"{name}:{value.dtype.str}:{value.shape}".encode() + np.ascontiguousarray(value).tobytes())
+        elif isinstance(value, dict) and any(isinstance(v, np.ndarray) for v in value.values()):
+            for key, item in sorted(value.items()):
+                add(f"{name}.{key}", item)
         else:
             sha.update(f"{name}:{json.dumps(value, sort_keys=True, default=str)}".encode())
+
+    for name, value in sorted(vars(state).items()):
+        add(name, value)
     return sha.hexdigest()
 
 
-KNOWN_ERRORS = {"job": results.ResultFileError, "summary": results.ResultFileError, "lab": lab.StateError}
-READERS = {"job": read_tables, "summary": read_tables, "lab": read_state}
+KNOWN_ERRORS = {"job": results.ResultFileError, "summary": results.ResultFileError, "lab": lab.StateError,
+                "camera": lab.StateError}
+READERS = {"job": read_tables, "summary": read_tables, "lab": read_state, "camera": read_state}
 
 
 # -- the files --------------------------------------------------------------------------------------------------
 
 def make_files(folder: Path) -> dict[str, Path]:
-    """A real job file, a summary file and a lab state in ``folder``."""
+    """A real job file, a summary file, a lab state and a camera's lab state in ``folder``."""
     from adaptcs.experiments.runner import run_job
 
     jobs = [run_job("E3", 0, "gss_ep", strategy, [0, 1], n_steps=6) for strategy in ("design", "random")]
-    paths = {"job": folder / "job.h5", "summary": folder / "summary.h5", "lab": folder / "state.h5"}
+    paths = {"job": folder / "job.h5", "summary": folder / "summary.h5", "lab": folder / "state.h5",
+             "camera": folder / "camera.h5"}
     results.write_job(paths["job"], jobs[0])
     results.write_summary(paths["summary"], jobs)
 
@@ -94,7 +105,27 @@ def make_files(folder: Path) -> dict[str, Path]:
         lab.add(paths["lab"], folder / "rows.csv", folder / "values.csv")
     lab.next_rows(paths["lab"], folder / "asked.csv", batch=2)
     lab.remove(paths["lab"], 0)
+    make_camera_state(paths["camera"], folder)
     return paths
+
+
+def make_camera_state(path: Path, folder: Path) -> None:
+    """A camera's lab state (8 x 8 Haar of depth 1, a pool of its basis images) whose last ``next`` kept the
+    tracked fit."""
+    from adaptcs.basis import make_basis
+
+    basis = make_basis("haar", 8, level=1)
+    u = np.arange(8) / 8
+    coef = basis.analyze((0.4 + 0.5 * (np.add.outer(u, u) > 0.9)).ravel())
+    lab.write_csv(folder / "pool.csv", basis.synthesize(np.eye(basis.d)))
+    lab.init(path, basis="haar", side=8, level=1, strategy="pool", pool_path=folder / "pool.csv")
+    for _ in range(3):
+        lab.next_rows(path, folder / "rows.csv", 8)
+        rows = np.loadtxt(folder / "rows.csv", delimiter=",", ndmin=2)
+        lab.write_csv(folder / "values.csv", coef[np.abs(basis.analyze(rows)).argmax(axis=1)] + 0.01)
+        lab.add(path, folder / "rows.csv", folder / "values.csv")
+    lab.next_rows(path, folder / "rows.csv", 8)
+    assert lab.load_state(path).tracked_fit is not None
 
 
 def chunk_ranges(path: Path) -> list[tuple[int, int]]:
@@ -208,7 +239,7 @@ def main(argv=None) -> int:
         with contextlib.redirect_stderr(io.StringIO()):
             paths = make_files(Path(tmp))
         for target in args.target:
-            every_byte = args.every_byte or (target == "lab" and args.flips is None)
+            every_byte = args.every_byte or (target in ("lab", "camera") and args.flips is None)
             report = sweep(target, paths[target], args.flips or 5000, every_byte, args.timeout,
                            args.seed)
             counts = report["counts"]

@@ -403,6 +403,49 @@ def test_the_designer_on_a_pool_of_basis_images_is_the_replay(wavelet):
         assert abs(gap) < 0.2
 
 
+def test_a_designer_told_an_earlier_sessions_tracked_fit_goes_on_as_that_session():
+    """tell_fitted: a designer given the rows an earlier session told and that session's tracked fit asks and fits
+    as the earlier session's designer goes on to, bit for bit; it refuses where it cannot stand in for tell."""
+    from adaptcs.design import SequentialDesigner
+
+    _, image, _ = scan(side=16)
+    basis = make_basis("haar", 16, level=2)
+    values = photon_basis_scan(basis, image, 1e4, np.random.default_rng(2))
+    pool = basis.row_patterns(np.eye(basis.d))
+
+    def camera():
+        return SequentialDesigner(WaveletTreeSpikeSlab(basis, prediction=True), strategy="pool", pool=pool,
+                                  basis=basis, batch_size=8, rng=5)
+
+    def measure(designer):
+        rows = designer.ask()
+        designer.tell(rows, values[np.abs(basis.row_coefficients(rows)).argmax(axis=1)])
+
+    session = camera()
+    for _ in range(10):
+        measure(session)
+    later = camera().tell_fitted(session.X_, session.y_, copy.deepcopy(session.tracked_))
+    assert later.n_told_ == session.n_told_ and later.tracked_.warm_start
+    for _ in range(3):
+        measure(session)
+        measure(later)
+    np.testing.assert_array_equal(later.X_, session.X_)
+    for name in WaveletTreeSpikeSlab.FITTED_ATTRIBUTES:
+        np.testing.assert_array_equal(getattr(later.tracked_, name), getattr(session.tracked_, name), err_msg=name)
+    # what a fit sets is what FITTED_ATTRIBUTES names (the lab keeps exactly these between commands)
+    assert {k for k in vars(session.tracked_) if k.endswith("_") and not k.startswith("_")} == \
+        set(WaveletTreeSpikeSlab.FITTED_ATTRIBUTES)
+    with pytest.raises(ValueError, match="rows have been told already"):
+        later.tell_fitted(session.X_, session.y_, session.tracked_)
+    with pytest.raises(ValueError, match="needs a pool of basis images"):
+        SequentialDesigner(WaveletTreeSpikeSlab(basis), strategy="predict", basis=basis).tell_fitted(
+            session.X_, session.y_, session.tracked_)
+    small = make_basis("haar", 8, level=1)
+    with pytest.raises(ValueError, match="not fitted on 64 coefficients"):
+        SequentialDesigner(WaveletTreeSpikeSlab(small), strategy="pool", pool=small.row_patterns(np.eye(64)),
+                           basis=small).tell_fitted(np.eye(64)[:4], np.ones(4), session.tracked_)
+
+
 @pytest.mark.slow
 def test_a_le_gall_scan_is_replayed_with_its_analysis_patterns(tmp_path):
     """A camera scan in the biorthogonal Le Gall 5/3 wavelet (bior2.2): the patterns shown are the analysis

@@ -280,9 +280,9 @@ def test_version_1_states_still_open_and_an_image_needs_a_basis(bench, capsys):
     assert design("estimate", "--state", state, "--out", folder / "e.csv", "--image", folder / "i.csv") == 2
     assert "has no basis" in capsys.readouterr().err
     with h5py.File(state, "a") as f:
-        f.attrs["format_version"] = 4
+        f.attrs["format_version"] = 5
     assert design("estimate", "--state", state, "--out", folder / "e.csv") == 2
-    assert "version 4 is not supported" in capsys.readouterr().err
+    assert "version 5 is not supported" in capsys.readouterr().err
 
 
 # -- the state file never loses or silently changes a measurement ------------------------------------------------
@@ -688,6 +688,66 @@ def test_a_camera_loop_in_the_lab_scores_as_the_replay(tmp_path, capsys):
     np.savetxt(tmp_path / "y.csv", [image.sum() / side])
     lab.add(state, tmp_path / "other.csv", tmp_path / "y.csv")
     assert not lab.load_state(state).uses_tree
+
+
+def test_a_camera_state_keeps_the_tracked_fit_and_asks_what_telling_every_add_again_asks(tmp_path):
+    """``next`` keeps the camera loop's tracked fit in the state: the next command tells only the adds since, and
+    asks for exactly the rows (and reports exactly the fit) that telling every add again gives; a ``remove`` of an
+    add it covers, or a state without it (version 3), falls back to telling every add."""
+    from adaptcs.basis import make_basis
+    from adaptcs.design.basis_scan import photon_basis_scan
+
+    side, batch = 16, 8
+    basis = make_basis("haar", side, level=2)
+    u = np.arange(side) / side
+    image = 0.3 + 0.5 * (np.add.outer(u, u) > 0.8) + 0.2 * np.sin(6 * u)[None, :]
+    values = photon_basis_scan(basis, image.ravel(), 1e4, np.random.default_rng(1))
+    lab.write_csv(tmp_path / "pool.csv", basis.synthesize(np.eye(basis.d)))
+    state = tmp_path / "camera.h5"
+    lab.init(state, basis="haar", side=side, level=2, strategy="pool", pool_path=tmp_path / "pool.csv")
+
+    def step():
+        lab.next_rows(state, tmp_path / "rows.csv", batch)
+        rows = np.loadtxt(tmp_path / "rows.csv", delimiter=",", ndmin=2)
+        np.savetxt(tmp_path / "y.csv", values[np.abs(basis.analyze(rows)).argmax(axis=1)], fmt="%.17g")
+        lab.add(state, tmp_path / "rows.csv", tmp_path / "y.csv")
+
+    for _ in range(5):
+        step()
+    kept = lab.load_state(state)
+    assert kept.tracked_rows == 4 * batch and kept.X.shape[0] == 5 * batch  # next saw 4 adds; one add since
+    told, fit = kept.saved_tracked_fit()
+    assert told == 4 * batch and fit.warm_start and fit.n_features_in_ == basis.d
+    again = tmp_path / "again.h5"
+    retold = lab.load_state(state)
+    retold.tracked_fit = None
+    lab.save_state(again, retold)
+
+    def asked(path):
+        rows, summary, info = lab.next_rows(path, tmp_path / f"{path.stem}-rows.csv", batch)
+        return rows, summary.hyperparameters, info["score"]
+
+    for path in (state, again):
+        np.testing.assert_array_equal(lab.load_state(path).X, kept.X)
+    ours, theirs = asked(state), asked(again)
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    assert ours[1:] == theirs[1:]
+    # the tracked fits the two paths keep (what estimate starts from): the same to the last bit
+    fits = [lab.load_state(path) for path in (state, again)]
+    assert fits[0].tracked_rows == fits[1].tracked_rows == 5 * batch
+    assert fits[0].tracked_fit.keys() == fits[1].tracked_fit.keys()
+    for name, value in fits[0].tracked_fit.items():
+        np.testing.assert_array_equal(value, fits[1].tracked_fit[name], err_msg=name)
+    # taking back an add the kept fit covers: it no longer applies
+    lab.remove(state, 1)
+    assert lab.load_state(state).saved_tracked_fit() == (0, None)
+    rows, _, _ = lab.next_rows(state, tmp_path / "rows.csv", batch)
+    assert rows.shape == (batch, basis.d) and lab.load_state(state).tracked_rows == 4 * batch
+    # a damaged tracked fit is refused like any damaged state
+    with h5py.File(state, "a") as f:
+        f["tracked/coef_"][0] += 1.0
+    with pytest.raises(lab.StateError, match="do not match their checksum"):
+        lab.load_state(state)
 
 
 def test_level_is_a_wavelet_depth_kept_in_the_state(tmp_path, capsys):

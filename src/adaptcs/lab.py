@@ -17,8 +17,8 @@ wavelet basis, strategy "pool" of basis images or "predict", every row told a ba
 replay's model instead (:class:`adaptcs.models.WaveletTreeSpikeSlab` with the wavelet prediction, exact), so the lab
 chooses the rows the replay would (``LabState.uses_tree``).
 
-State file layout (format ``adaptcs-design-state``, version 3; versions 1 and 2, without checksums, still open
-with a note and gain them when a command next changes the state)::
+State file layout (format ``adaptcs-design-state``, version 4; versions 1 and 2, without checksums, still open
+with a note and gain them when a command next changes the state; version 3 has no tracked fit)::
 
     attrs: format, format_version, strategy, row_constraint, row_norm (NaN: sqrt(d)), seed,
            given (JSON: the hyper-parameters fixed by the user; the others are learned), estimator (JSON),
@@ -38,6 +38,12 @@ with a note and gain them when a command next changes the state)::
     removed_by  (r,)     int    the ``add`` that had told them
     pool        (p, d)   float  candidate rows (strategy "pool" only)
     log         (k,)     bytes  one JSON line (UTF-8) per command that changed the state
+    tracked/*            a camera loop's tracked fit as ``next`` left it (optional; version 4): one dataset per
+                         name of ``WaveletTreeSpikeSlab.FITTED_ATTRIBUTES`` (scalars of shape (1,)), with the
+                         attributes tracked_rows (it was fitted on X[:tracked_rows]), tracked_scalars (JSON: the
+                         names that are scalars) and tracked_sha256 (of those rows and values). The next command
+                         tells only the adds after it instead of every add again; where the rows no longer match
+                         (``remove``), it is not used.
 
 Every dataset carries a Fletcher-32 checksum (HDF5 filter), the file uses HDF5's checksummed metadata and every
 text attribute is a fixed-length string (stored in the checksummed object header, never in the global heap,
@@ -49,6 +55,7 @@ never ends (benchmarks/bench_flip_sweep.py flips every byte). A state whose part
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime
 import errno
 import fcntl
@@ -85,8 +92,10 @@ from adaptcs.experiments import UNINFORMED_P0, uninformed_scale
 from adaptcs.models import GroupSpikeSlabEP, WaveletTreeSpikeSlab
 
 STATE_FORMAT = "adaptcs-design-state"
-STATE_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # version 1: no basis attributes; versions 1 and 2: no checksums, no removed rows
+STATE_VERSION = 4
+# version 1: no basis attributes; versions 1 and 2: no checksums, no removed rows; versions 1-3: no tracked fit
+READABLE_VERSIONS = (1, 2, 3, 4)
+TRACKED = "tracked/"  # the datasets of the camera loop's tracked fit
 HYPERPARAMETER_NAMES = ("p0", "v0", "noise_var")
 REPEAT_RTOL = 1e-9  # a told row and value this close to one already in the fit is a repeat (lab.add)
 NOISE_CAUTION_ROWS = 0.25  # a noise variance learned from fewer rows per unknown is flagged (FitSummary.noise_note)
@@ -131,6 +140,10 @@ class LabState:
     removed_X: np.ndarray | None = None
     removed_y: np.ndarray = field(default_factory=lambda: np.zeros(0))
     removed_by: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    tracked_fit: dict | None = None  # a camera loop's tracked fit (WaveletTreeSpikeSlab.FITTED_ATTRIBUTES)
+    tracked_rows: int = 0  # ... fitted on X[:tracked_rows]
+    tracked_sha256: str = ""  # ... of those rows and values (_rows_digest)
+    _basis_rows: tuple = field(default=(None, None, False), init=False, repr=False, compare=False)  # uses_tree's
 
     def __post_init__(self):
         d = self.d
@@ -165,8 +178,15 @@ class LabState:
         basis image, and no fixed ``p0`` (a GSS-EP parameter). Otherwise GSS-EP with a prior per scale."""
         if self.basis_name not in WAVELETS or self.strategy not in ("pool", "predict") or "p0" in self.given:
             return False
-        rows = self.X if self.pool is None else np.vstack([self.pool, self.X])
-        return not rows.shape[0] or bool(single_coefficient_rows(self.basis.row_coefficients(rows))[0].all())
+        # a command asks this several times and the analysis of a camera's pool (d x d) takes most of a `next`: kept
+        # for the rows it was computed from (commands replace X and pool, never change them in place)
+        X, pool, basis_images = self._basis_rows
+        if X is not self.X or pool is not self.pool:
+            rows = self.X if self.pool is None else np.vstack([self.pool, self.X])
+            basis_images = not rows.shape[0] or bool(
+                single_coefficient_rows(self.basis.row_coefficients(rows))[0].all())
+            self._basis_rows = (self.X, self.pool, basis_images)
+        return basis_images
 
     @property
     def learned(self) -> tuple[str, ...]:
@@ -197,19 +217,54 @@ class LabState:
         (:meth:`SequentialDesigner.converge`). A camera's loop (:attr:`uses_tree` with a pool) is told
         add by add, in order: the interactive designer's path, whose tracked fits choose the rows as the replay
         does (:func:`adaptcs.design.basis_scan.replay_basis_scan`; a fit from scratch on everything chooses
-        differently). That costs one short fit per add at every command.
+        differently). That costs one short fit per add; the tracked fit that ``next`` leaves in the state
+        (:meth:`keep_tracked_fit`) saves the next command those of the adds before it.
         """
         designer = SequentialDesigner(self.estimator(), strategy=self.strategy, row_norm=self.row_norm,
                                       batch_size=batch_size, pool=self.pool, row_constraint=self.row_constraint,
                                       rng=np.random.default_rng([self.seed, self.n_asks]), basis=self.basis)
         if self.uses_tree and self.pool is not None:
-            for call in np.unique(self.added_by):  # adds are numbered in the order they were made
+            told, tracked = self.saved_tracked_fit()
+            if tracked is not None:  # where the last command left the loop: only the adds since are told
+                designer.tell_fitted(self.X[:told], self.y[:told], tracked)
+            for call in np.unique(self.added_by[told:]):  # adds are numbered in the order they were made
                 mine = self.added_by == call
                 designer.tell(self.X[mine], self.y[mine])
         elif self.X.shape[0]:
             designer.tell(self.X, self.y)  # pool rows among them are spent
             designer.converge()  # the fit the user reads: on to its convergence test where it stopped short
         return designer
+
+    def keep_tracked_fit(self, designer: SequentialDesigner) -> None:
+        """Keep the camera loop's tracked fit of ``designer`` (told every row of this state) for the next command,
+        saved with the state; none is kept if the designer has none."""
+        est = designer.tracked_
+        if est is None or designer.n_told_ != self.X.shape[0]:
+            self.tracked_fit, self.tracked_rows, self.tracked_sha256 = None, 0, ""
+            return
+        self.tracked_fit = {name: copy.deepcopy(getattr(est, name)) for name in est.FITTED_ATTRIBUTES}
+        self.tracked_rows = int(self.X.shape[0])
+        self.tracked_sha256 = _rows_digest(self.X, self.y)
+
+    def saved_tracked_fit(self) -> tuple[int, WaveletTreeSpikeSlab | None]:
+        """(rows, fit): the tracked fit kept by :meth:`keep_tracked_fit` on the first ``rows`` rows, warm-started as
+        the designer's own, where it still applies (a camera loop whose first rows and values are still the ones it
+        was fitted on, ending with an add); else (0, None)."""
+        rows = self.tracked_rows
+        if self.tracked_fit is None or not (self.uses_tree and self.pool is not None) \
+                or not 0 < rows <= self.X.shape[0] \
+                or (rows < self.X.shape[0] and self.added_by[rows] == self.added_by[rows - 1]) \
+                or _rows_digest(self.X[:rows], self.y[:rows]) != self.tracked_sha256:
+            return 0, None
+        est = self.estimator().set_params(warm_start=True)
+        for name, value in self.tracked_fit.items():
+            setattr(est, name, copy.deepcopy(value))
+        return rows, est
+
+
+def _rows_digest(X: np.ndarray, y: np.ndarray) -> str:
+    """SHA-256 of rows and values (their shapes and bytes)."""
+    return data_digest({"X": X, "y": y})
 
 
 # -- files -------------------------------------------------------------------------------------------------------
@@ -394,7 +449,13 @@ def save_state(path, state: LabState) -> Path:
              "estimator": json.dumps({"class": type(model).__name__, **estimator}, sort_keys=True, default=str),
              "format_version": STATE_VERSION, "row_norm": np.nan if state.row_norm is None else state.row_norm,
              "seed": state.seed, "side": state.side, "level": state.level}
-    return write_state_file(path, attrs, _state_arrays(state))
+    arrays = _state_arrays(state)
+    if state.tracked_fit is not None:
+        scalars = sorted(name for name, value in state.tracked_fit.items() if np.ndim(value) == 0)
+        attrs.update({"tracked_rows": state.tracked_rows, "tracked_scalars": json.dumps(scalars),
+                      "tracked_sha256": state.tracked_sha256})
+        arrays.update({TRACKED + name: np.atleast_1d(np.asarray(value)) for name, value in state.tracked_fit.items()})
+    return write_state_file(path, attrs, arrays)
 
 
 def load_state(path) -> LabState:
@@ -414,6 +475,8 @@ def load_state(path) -> LabState:
                 raise StateError(f"{path}: the state's attributes do not match their checksum (the file is damaged); "
                                  "nothing was read or changed")
             names = DATASETS + (REMOVED if checked else ()) + (("pool",) if "pool" in f else ()) + ("log",)
+            if version >= 4 and "tracked" in f:
+                names += tuple(TRACKED + name for name in f["tracked"])
             arrays = {name: _dataset(f, name, path) for name in names}
             if checked and as_text(f.attrs.get("data_sha256", "")) != data_digest(arrays):
                 raise StateError(f"{path}: the state's data do not match their checksum (the file is damaged); nothing "
@@ -423,6 +486,8 @@ def load_state(path) -> LabState:
                             "the next time a command changes it", path, version)
             row_norm = float(_attr(f, "row_norm", path))
             lines = arrays.pop("log")
+            tracked = _tracked_fit(f, {name[len(TRACKED):]: arrays.pop(name) for name in names
+                                       if name.startswith(TRACKED)}, path)
             for name in ("was_asked", "measured"):
                 if arrays[name].dtype.kind in "biu":  # flags (HDF5 has no boolean type of its own)
                     arrays[name] = arrays[name].astype(bool)
@@ -433,7 +498,7 @@ def load_state(path) -> LabState:
                 given=json.loads(_attr(f, "given", path)), pool=arrays.pop("pool", None),
                 log=[json.loads(line.decode() if isinstance(line, bytes) else line) for line in lines],
                 basis_name=as_text(f.attrs.get("basis", "")), side=int(f.attrs.get("side", 0)),
-                level=int(f.attrs.get("level", 0)), **arrays)
+                level=int(f.attrs.get("level", 0)), **tracked, **arrays)
     except StateError:
         raise
     except OSError as exc:
@@ -443,6 +508,18 @@ def load_state(path) -> LabState:
                          "changed") from None
     _check_consistent(state, path)
     return state
+
+
+def _tracked_fit(f, arrays: dict, path) -> dict:
+    """LabState's tracked-fit fields from the ``tracked/`` datasets and their attributes ({}: no tracked fit)."""
+    if not arrays:
+        return {}
+    scalars = json.loads(_attr(f, "tracked_scalars", path))
+    if not set(scalars) <= set(arrays) or any(arrays[name].shape != (1,) for name in scalars):
+        raise StateError(f"{path}: the tracked fit's scalars do not fit together (the file is damaged)")
+    fit = {name: arrays[name][0].item() if name in scalars else arrays[name] for name in arrays}
+    return {"tracked_fit": fit, "tracked_rows": int(_attr(f, "tracked_rows", path)),
+            "tracked_sha256": as_text(_attr(f, "tracked_sha256", path))}
 
 
 def _attr(f, name: str, path):
@@ -492,6 +569,10 @@ def _check_consistent(state: LabState, path) -> None:
         problems.append("the rows marked as asked do not match the asked rows marked as measured")
     if state.strategy not in STRATEGIES or state.row_constraint not in ROW_CONSTRAINTS:
         problems.append(f"unknown strategy {state.strategy!r} or row constraint {state.row_constraint!r}")
+    if state.tracked_fit is not None and (set(state.tracked_fit) != set(WaveletTreeSpikeSlab.FITTED_ATTRIBUTES)
+                                          or np.shape(state.tracked_fit["coef_"]) != (d,)
+                                          or not 0 < state.tracked_rows <= state.X.shape[0]):
+        problems.append("the tracked fit is not one of this state's coefficients and rows")
     if not all(isinstance(entry, dict) and "command" in entry for entry in state.log):
         problems.append("the log has entries that are not commands")
     problems += _settings_problems(state.given, state.seed, state.row_norm, d if groups.ndim == 1 else 0,
@@ -725,6 +806,7 @@ def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSumm
             except (ValueError, RuntimeError) as exc:
                 raise StateError(str(exc)) from None
         asked = designer.history_[-1]
+        state.keep_tracked_fit(designer)
         call = state.n_asks
         state.asked = np.vstack([state.asked, rows])
         state.asked_by = np.concatenate([state.asked_by, np.full(rows.shape[0], call)])
@@ -815,6 +897,8 @@ def remove(state_path, batch: int) -> dict:
         state.removed_X = np.vstack([state.removed_X, state.X[take]])
         state.removed_y = np.concatenate([state.removed_y, state.y[take]])
         state.removed_by = np.concatenate([state.removed_by, state.added_by[take]])
+        if take[:state.tracked_rows].any():  # the kept tracked fit was fitted on them
+            state.tracked_fit, state.tracked_rows, state.tracked_sha256 = None, 0, ""
         state.X, state.y, state.added_by = state.X[~take], state.y[~take], state.added_by[~take]
         state.was_asked, pending = _match_asked(state.asked, np.ones(state.asked.shape[0], dtype=bool), state.X)
         state.measured = ~pending

@@ -473,14 +473,9 @@ class SequentialDesigner:
         changes nothing. A refit that fails numerically keeps the measurements, sets
         ``failure_`` and warns (:class:`FitFailedWarning`).
         """
-        X_new = np.atleast_2d(np.asarray(X_new, dtype=float)) if np.ndim(X_new) == 1 else X_new
-        X_new, y_new = val.check_design(X_new, np.atleast_1d(y_new))
-        d = self.n_features_in_
-        if d is not None and X_new.shape[1] != d:
-            raise ValueError(f"rows must have {d} entries (coefficients); got {X_new.shape[1]}")
+        X_new, y_new, A_new = self._checked(X_new, y_new)
+        d = X_new.shape[1]
         first = self.X_ is None
-        val.check_measurement_scale(X_new, y_new, None if first else self.X_, None if first else self.y_)
-        A_new = X_new if self.basis is None else self.basis.row_coefficients(X_new)
         X_all = X_new if first else np.vstack([self.X_, X_new])
         A_all = A_new if first else np.vstack([self._A, A_new])
         y_all = y_new if first else np.concatenate([self.y_, y_new])
@@ -519,16 +514,7 @@ class SequentialDesigner:
         if not failure and not np.all(np.isfinite(est.coef_)):
             failure = "non-finite estimate"
         self._estimator = None if tracking is not None else est
-        self.X_, self._A, self.y_ = X_all, A_all, y_all
-        asked = self._match_asked(X_new)
-        if self._basis_measured is not None:
-            self._basis_measured |= measured_coefficients(A_new)
-        if self._pool_used is not None:
-            for row in X_new:  # the first unused pool row equal to it, if any
-                hit = next((i for i in self._pool_rows_by_value().get(_row_key(row), ()) if not self._pool_used[i]),
-                           None)
-                if hit is not None:
-                    self._pool_used[hit] = True
+        asked = self._record(X_new, A_new, X_all, A_all, y_all)
         flag = None if failure or tracking is not None else getattr(est, "converged_", None)
         iterations = None if failure else getattr(est, "n_iter_", None)
         residual = np.nan if failure else float(getattr(est, "fixed_point_residual_", np.nan))
@@ -545,6 +531,71 @@ class SequentialDesigner:
             warnings.warn(f"the fit on {X_all.shape[0]} rows failed ({failure}); the measurements are kept",
                           FitFailedWarning, stacklevel=3)
         return self
+
+    def tell_fitted(self, X, y, tracked) -> SequentialDesigner:
+        """Tell rows that an earlier session fitted, with that session's tracked fit in place of refits.
+
+        For a pool of basis images and an estimator that tracks its hyper-parameters (see :meth:`tell`); the lab
+        keeps the tracked fit in its state file between commands (:mod:`adaptcs.lab`). The designer then stands
+        where the earlier session's designer stood after its last tell: its next :meth:`ask` and :meth:`tell` are
+        the ones that designer would make, to the last digit.
+
+        Parameters
+        ----------
+        X : array-like, shape (n, d)
+            Every row the earlier session told, in the order told.
+        y : array-like, shape (n,)
+            Their values.
+        tracked : estimator
+            The earlier session's tracked fit (:attr:`tracked_`) after its last tell, on exactly these rows;
+            nothing here can check its numbers against them.
+
+        Raises
+        ------
+        ValueError
+            Before anything is changed: rows already told, no pool of basis images, an estimator that does not
+            track, or rows and values that :meth:`tell` would refuse.
+        """
+        if self.X_ is not None:
+            raise ValueError("tell_fitted() replaces the first tell(); rows have been told already")
+        if not self._scan_pool or getattr(tracked, "replay_tracking_iterations", None) is None:
+            raise ValueError("tell_fitted() needs a pool of basis images and an estimator that tracks its "
+                             "hyper-parameters (WaveletTreeSpikeSlab); use tell()")
+        X, y, A = self._checked(np.atleast_2d(np.asarray(X, dtype=float)), y)
+        if getattr(tracked, "n_features_in_", None) != A.shape[1]:
+            raise ValueError(f"the tracked fit is not fitted on {A.shape[1]} coefficients")
+        self._tracked, self._estimator, self.failure_ = tracked, None, ""
+        asked = self._record(X, A, X, A, y)
+        self.history_.append(Told(n_told=X.shape[0], asked=asked, fit_seconds=0.0, converged=-1,
+                                  n_iter=int(tracked.n_iter_), failure="", warning="", residual=np.nan))
+        return self
+
+    def _checked(self, X_new, y_new) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows and values as :meth:`tell` takes them (checked against what was told before), and the rows as the
+        estimator sees them (coefficients with a basis). ValueError on bad input."""
+        X_new = np.atleast_2d(np.asarray(X_new, dtype=float)) if np.ndim(X_new) == 1 else X_new
+        X_new, y_new = val.check_design(X_new, np.atleast_1d(y_new))
+        d = self.n_features_in_
+        if d is not None and X_new.shape[1] != d:
+            raise ValueError(f"rows must have {d} entries (coefficients); got {X_new.shape[1]}")
+        first = self.X_ is None
+        val.check_measurement_scale(X_new, y_new, None if first else self.X_, None if first else self.y_)
+        return X_new, y_new, X_new if self.basis is None else self.basis.row_coefficients(X_new)
+
+    def _record(self, X_new, A_new, X_all, A_all, y_all) -> np.ndarray:
+        """Keep everything told and mark the new rows used (pending asked rows, pool rows, measured basis
+        coefficients); returns which new rows were asked for."""
+        self.X_, self._A, self.y_ = X_all, A_all, y_all
+        asked = self._match_asked(X_new)
+        if self._basis_measured is not None:
+            self._basis_measured |= measured_coefficients(A_new)
+        if self._pool_used is not None:
+            for row in X_new:  # the first unused pool row equal to it, if any
+                hit = next((i for i in self._pool_rows_by_value().get(_row_key(row), ()) if not self._pool_used[i]),
+                           None)
+                if hit is not None:
+                    self._pool_used[hit] = True
+        return asked
 
     @_under_the_estimators_blas_limit
     def converge(self) -> Told:

@@ -225,6 +225,11 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     # go on moving at the next refit): with a small-variance off state EM crawls along the ridge between it and the
     # noise (hundreds of iterations per refit), and those refits only choose the next rows
     replay_tracking_iterations = 10
+    # everything fit() sets, and all that a warm-started refit, predict and cov_matvec read: a copy of these (the lab's
+    # state file keeps them between commands, adaptcs.lab) is the fitted model
+    FITTED_ATTRIBUTES = ("coef_", "coef_var_", "group_prob_", "coef_prob_", "p_on_", "p_off_", "v0_", "v_small_",
+                         "noise_var_", "beta_", "kappa_", "prediction_", "noise_weight_", "log_evidence_", "n_iter_",
+                         "converged_", "n_features_in_")
 
     def __init__(self, basis, *, states="coefficients", p_on=0.7, p_off=0.1, v0=None, v_small=0.0, noise_var=None,
                  learn=("p_on", "p_off", "v0", "noise_var"), scale_profile="decay", max_iter=500, tol=1e-4,
