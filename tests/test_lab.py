@@ -693,7 +693,7 @@ def test_a_camera_loop_in_the_lab_scores_as_the_replay(tmp_path, capsys):
 def test_a_camera_state_keeps_the_tracked_fit_and_asks_what_telling_every_add_again_asks(tmp_path):
     """``next`` keeps the camera loop's tracked fit in the state: the next command tells only the adds since, and
     asks for exactly the rows (and reports exactly the fit) that telling every add again gives; a ``remove`` of an
-    add it covers, or a state without it (version 3), falls back to telling every add."""
+    add it covers, or a state without it (as version 3 wrote them), falls back to telling every add."""
     from adaptcs.basis import make_basis
     from adaptcs.design.basis_scan import photon_basis_scan
 
