@@ -21,11 +21,8 @@ load_plugins(sm.config)  # experiments and methods of the config's own modules, 
 
 def run_job():
     from adaptcs.jobs import Job
-    from adaptcs.results import write_job
 
-    result = Job.from_record(dict(sm.params.job)).run(progress=True)
-    result.config["workflow_config"] = dict(sm.config)
-    write_job(sm.output[0], result)
+    Job.from_record(dict(sm.params.job)).run_to_file(sm.output[0], dict(sm.config), sm.params.checkpoints)
 
 
 def aggregate():

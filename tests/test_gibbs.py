@@ -190,3 +190,69 @@ def test_a_chain_that_has_not_mixed_is_not_converged(rng, monkeypatch):
     with pytest.warns(ConvergenceWarning, match="has not mixed"):
         est.fit(X, y)
     assert not est.converged_
+
+
+def _stop_after(monkeypatch, blocks: int) -> None:
+    """Make the kernel raise KeyboardInterrupt (a kill, as far as Python can see one) on its call ``blocks + 1``."""
+    run_sweeps, calls = kernel.run_sweeps, [0]
+
+    def stopping(*args):
+        calls[0] += 1
+        if calls[0] > blocks:
+            raise KeyboardInterrupt
+        return run_sweeps(*args)
+
+    monkeypatch.setattr(kernel, "run_sweeps", stopping)
+
+
+@pytest.mark.parametrize("cls, kwargs", [(GroupHorseshoe, {"tau": 0.3}), (BayesianGroupLasso, {"gamma": 2.0}),
+                                         (GroupSpikeSlabGibbs, {"p0": 0.3})])
+def test_a_chain_stopped_and_fitted_again_gives_the_samples_of_one_never_stopped(rng, monkeypatch, tmp_path, cls,
+                                                                                 kwargs):
+    X, y, groups, _w = random_group_problem(rng, 12, 5, 3, 0.5)
+    params = dict(noise_var=0.5, n_samples=1000, burn_in=250, thin=3, refactor_every=7, random_state=11, **kwargs)
+    whole = cls(groups, **params).fit(X, y)
+    assert whole.resumed_at_ == 0
+    with monkeypatch.context() as patch:
+        _stop_after(patch, 3)
+        with pytest.raises(KeyboardInterrupt):
+            cls(groups, **params, checkpoint_dir=tmp_path, checkpoint_seconds=0).fit(X, y)
+    assert len(list(tmp_path.glob(f"{cls.__name__}-*.npz"))) == 1
+    resumed = cls(groups, **params, checkpoint_dir=tmp_path, checkpoint_seconds=0).fit(X, y)
+    assert resumed.resumed_at_ == 750  # the save before the fourth block of 250 sweeps
+    np.testing.assert_array_equal(resumed.samples_, whole.samples_)
+    np.testing.assert_array_equal(resumed.group_var_samples_, whole.group_var_samples_)
+    assert resumed.rhat_ == whole.rhat_ and resumed.n_iter_ == whole.n_iter_
+    assert list(tmp_path.iterdir()) == []  # removed when the chain ended
+
+
+def test_a_checkpoint_is_read_only_by_its_own_chain_and_never_when_damaged(rng, monkeypatch, tmp_path):
+    X, y, groups, _w = random_group_problem(rng, 12, 5, 3, 0.5)
+    params = dict(p0=0.3, noise_var=0.5, n_samples=750, burn_in=250, random_state=4)
+
+    def stopped(**changes):
+        with monkeypatch.context() as patch:
+            _stop_after(patch, 2)
+            with pytest.raises(KeyboardInterrupt):
+                GroupSpikeSlabGibbs(groups, **{**params, **changes}, checkpoint_dir=tmp_path,
+                                    checkpoint_seconds=0).fit(X, y)
+
+    stopped()
+    (saved,) = tmp_path.glob("*.npz")
+    for changes, data in [({"random_state": 5}, (X, y)), ({"n_samples": 1000}, (X, y)), ({"v0": 2.0}, (X, y)),
+                          ({}, (X, y + 1e-12)), ({"random_state": None}, (X, y))]:
+        other = GroupSpikeSlabGibbs(groups, **{**params, **changes}, checkpoint_dir=tmp_path,
+                                    checkpoint_seconds=3600).fit(*data)
+        assert other.resumed_at_ == 0, changes
+    assert list(tmp_path.glob("*.npz")) == [saved]  # another chain leaves it alone
+
+    whole = GroupSpikeSlabGibbs(groups, **params).fit(X, y)
+    for damage in (lambda b: b[: len(b) // 2], lambda b: b[:300] + bytes([b[300] ^ 1]) + b[301:]):
+        saved.unlink(missing_ok=True)
+        stopped()
+        saved.write_bytes(damage(saved.read_bytes()))
+        with pytest.warns(RuntimeWarning, match="checkpoint not usable"):
+            again = GroupSpikeSlabGibbs(groups, **params, checkpoint_dir=tmp_path, checkpoint_seconds=3600).fit(X, y)
+        assert again.resumed_at_ == 0
+        np.testing.assert_array_equal(again.samples_, whole.samples_)
+    assert list(tmp_path.iterdir()) == []

@@ -455,3 +455,31 @@ def test_every_shipped_job_kind_has_a_measured_cost(configfile):
     kinds = {jb.cost_key(j.experiment, j.method, j.hyperparameters, j.strategy) for j in resolve_jobs(config).values()}
     missing = kinds - set(costs)
     assert not missing, sorted(missing)
+
+
+def test_a_killed_gibbs_job_run_again_goes_on_from_its_checkpoint_to_the_same_file(tmp_path, monkeypatch):
+    """A workflow job whose chain was stopped part-way (as by a cluster's time limit) resumes from the checkpoint
+    in results/checkpoints/ and writes the file of a run never stopped; the checkpoints go once the file is
+    written."""
+    from adaptcs.models import _gibbs_kernel as kernel
+
+    job = Job("E1", 0, "gss_mcmc", "oracle", "random", 0, (0,),
+              method_params={"n_samples": 1000, "burn_in": 250, "checkpoint_seconds": 0})
+    whole = job.run_to_file(tmp_path / "whole.h5", {}, progress=False)
+    folder = Path(jb.job_file(str(tmp_path), "checkpoints", job.name))
+    run_sweeps, calls = kernel.run_sweeps, [0]
+
+    def killed_in_the_third_block(*args):
+        calls[0] += 1
+        if calls[0] == 3:
+            raise KeyboardInterrupt
+        return run_sweeps(*args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(kernel, "run_sweeps", killed_in_the_third_block)
+        with pytest.raises(KeyboardInterrupt):
+            job.run_to_file(tmp_path / "resumed.h5", {}, folder, progress=False)
+    assert not (tmp_path / "resumed.h5").exists() and len(list(folder.glob("*.npz"))) == 1
+    job.run_to_file(tmp_path / "resumed.h5", {}, folder, progress=False)
+    assert compare_files(whole, tmp_path / "resumed.h5") == []
+    assert not folder.exists()

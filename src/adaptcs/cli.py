@@ -127,8 +127,7 @@ def _run_workflow_job(args) -> int:
     from threadpoolctl import threadpool_limits
 
     from adaptcs.config import load_config
-    from adaptcs.jobs import resolve_jobs
-    from adaptcs.results import write_job
+    from adaptcs.jobs import job_file, resolve_jobs
 
     if args.configfile is None:
         raise ValueError("--job needs --configfile (the config whose job it is)")
@@ -143,9 +142,7 @@ def _run_workflow_job(args) -> int:
                          f"{config['results']}/jobs.tsv (e.g. {next(iter(jobs))})")
     job = jobs[args.job]
     with threadpool_limits(args.threads):  # the file records the BLAS threads: write it inside too
-        result = job.run(progress=True)
-        result.config["workflow_config"] = config
-        path = write_job(args.out or job.path, result)
+        path = job.run_to_file(args.out or job.path, config, job_file(config["results"], "checkpoints", job.name))
     logging.getLogger("adaptcs").info("wrote %s", path)
     return 0
 

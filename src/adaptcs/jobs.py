@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -20,11 +21,15 @@ import pandas as pd
 from adaptcs.config import ExperimentRun, resolve
 
 # The files of a job below a results folder, by kind: its result, its log, its Snakemake benchmark.
-JOB_FILES = {"runs": ("runs", ".h5"), "logs": ("logs/runs", ".log"), "benchmarks": ("benchmarks/runs", ".tsv")}
+# "checkpoints" is a folder, not a file: the saved state of the job's Gibbs chains while it runs (never a
+# declared output, so that Snakemake keeps it when the job is killed; removed once the result is written).
+JOB_FILES = {"runs": ("runs", ".h5"), "logs": ("logs/runs", ".log"), "benchmarks": ("benchmarks/runs", ".tsv"),
+             "checkpoints": ("checkpoints/runs", "")}
 
 
 def job_file(results: str, kind: str, name: str) -> str:
-    """The path of a job's file of ``kind`` ("runs", "logs" or "benchmarks"); ``name`` may be a wildcard."""
+    """The path of a job's file of ``kind`` ("runs", "logs", "benchmarks" or "checkpoints", a folder); ``name``
+    may be a wildcard."""
     folder, suffix = JOB_FILES[kind]
     return f"{results}/{folder}/{name}{suffix}"
 
@@ -83,13 +88,35 @@ class Job:
         """The job of :meth:`as_record`."""
         return cls(**{**record, "replicates": tuple(record["replicates"])})
 
-    def run(self, progress: bool = True):
+    def run(self, progress: bool = True, checkpoint_dir=None):
         """Run the job (:func:`adaptcs.experiments.run_job`); returns its :class:`adaptcs.results.JobResult`."""
         from adaptcs.experiments import run_job
 
         return run_job(self.experiment, self.setting, self.method, self.strategy, self.replicates,
                        method_params=dict(self.method_params), progress=progress, n_steps=self.n_steps,
-                       data_options=dict(self.data_options), hyperparameters=self.hyperparameters)
+                       data_options=dict(self.data_options), hyperparameters=self.hyperparameters,
+                       checkpoint_dir=checkpoint_dir)
+
+    def run_to_file(self, out, workflow_config: dict, checkpoint_dir=None, progress: bool = True) -> Path:
+        """Run the job as the workflow does and write its result file ``out``.
+
+        Parameters
+        ----------
+        out : str or path
+        workflow_config : dict
+            The config the job came from (recorded in the file).
+        checkpoint_dir : str or path, optional
+            Where Gibbs chains save their state while the job runs (``job_file(results, "checkpoints", name)`` in
+            the workflow): run again after a kill, the job goes on from there. Removed once the file is written.
+        """
+        from adaptcs.results import write_job
+
+        result = self.run(progress=progress, checkpoint_dir=checkpoint_dir)
+        result.config["workflow_config"] = workflow_config
+        path = write_job(out, result)
+        if checkpoint_dir is not None:
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        return path
 
 
 class JobTable(Mapping):

@@ -11,6 +11,8 @@ rule run_job:
         job_file(RESULTS, "benchmarks", "{job}")
     params:
         job=lambda wc: JOBS[wc.job].as_record(),
+        # not an output: Snakemake would delete it with a killed job's files (see adaptcs.jobs.JOB_FILES)
+        checkpoints=lambda wc: job_file(RESULTS, "checkpoints", wc.job),
         code_version=CODE_VERSION,
     threads: 1
     resources:

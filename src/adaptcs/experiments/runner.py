@@ -44,7 +44,8 @@ def _experiment(experiment: str | Experiment, data_options: dict | None) -> Expe
 
 def run_job(experiment: str | Experiment, setting_index: int, method: str, strategy: str, replicates, *,
             method_params: dict | None = None, progress: bool = False, n_steps: int | None = None,
-            data_options: dict | None = None, hyperparameters: str | None = None) -> JobResult:
+            data_options: dict | None = None, hyperparameters: str | None = None,
+            checkpoint_dir=None) -> JobResult:
     """Run ``replicates`` of one (experiment, setting, method, hyper-parameters, strategy) through the design
     loop.
 
@@ -74,6 +75,10 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
     hyperparameters : {"oracle", "learned"}, optional
         The paper's values from the true signal, or learned from the measurements (:func:`case_estimator`);
         default the experiment's first (oracle where it has one).
+    checkpoint_dir : str or path, optional
+        Where the method's Gibbs chains save their state (``checkpoint_dir`` of :mod:`adaptcs.models.gibbs`), so
+        that the job run again after a kill goes on from there, to the same numbers. Methods without chains
+        ignore it. The caller removes the folder once the result is safe.
     """
     data_options = dict(data_options or {})
     spec = _experiment(experiment, data_options)
@@ -102,6 +107,8 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
             spec.check_oracle(case)
         p = case.problem
         estimator = spec.make_estimator(method, case, method_params, hyperparameters)
+        if checkpoint_dir is not None:
+            _save_chains_in(estimator, checkpoint_dir)
         start = time.perf_counter()
         callback = _step_logger(f"{spec.name} setting {setting_index} {label}/{strategy} replicate {replicate}",
                                 steps) if progress else None
@@ -157,6 +164,14 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
         config={"experiment": spec.name, "setting_index": setting_index, "method": method,
                 "hyperparameters": hyperparameters, "strategy": strategy, "replicates": replicates,
                 "method_params": method_params, "n_steps": steps, "data_options": dict(spec.options), **calibration})
+
+
+def _save_chains_in(estimator, folder) -> None:
+    """Set every ``checkpoint_dir`` parameter of ``estimator`` (and of the estimators inside it) to ``folder``."""
+    params = estimator.get_params(deep=True) if hasattr(estimator, "get_params") else {}
+    names = [name for name in params if name == "checkpoint_dir" or name.endswith("__checkpoint_dir")]
+    if names:
+        estimator.set_params(**{name: str(folder) for name in names})
 
 
 PROGRESS_SECONDS = 30.0  # a replicate's design loop logs where it is at most this often

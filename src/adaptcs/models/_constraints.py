@@ -16,6 +16,7 @@ POSITIVE_OR_NONE = [*POSITIVE, None]
 POSITIVE_OR_ARRAY = [*POSITIVE, "array-like"]  # one value, or one per scale label (checked afterwards)
 FRACTION = [Interval(Real, 0, 1, closed="right")]  # (0, 1]
 PROBABILITY = [Interval(Real, 0, 1, closed="neither"), "array-like"]  # one value, or one per group
+NON_NEGATIVE = [Interval(Real, 0, np.inf, closed="left")]  # finite and >= 0
 COUNT = [Interval(Integral, 1, None, closed="left")]
 NON_NEGATIVE_COUNT = [Interval(Integral, 0, None, closed="left")]
 FOLDS = [Interval(Integral, 2, None, closed="left")]

@@ -14,6 +14,7 @@ A sweep costs O(n^2 d). The point estimate is the mean of the kept samples of w;
 from __future__ import annotations
 
 import logging
+import os
 import time
 import warnings
 
@@ -26,6 +27,7 @@ from adaptcs import _validation as val
 from adaptcs._styles import PAPER_BURN_IN, PAPER_N_SAMPLES  # the paper's protocol (11,000 sweeps, 1,000 discarded)
 from adaptcs.models import _constraints as constraints
 from adaptcs.models._base import GroupRegressor
+from adaptcs.models._chain_checkpoint import ChainCheckpoint
 from adaptcs.models._scaling import DataScale
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,8 @@ MAX_SIGNAL_TO_NOISE = 1e20  # prior signal-to-noise ratios outside [1e-20, 1e20]
 # The parameters every sampler has (each adds its prior's own).
 _SAMPLER = {"groups": constraints.GROUPS, "noise_var": constraints.POSITIVE, "n_samples": constraints.COUNT,
             "burn_in": constraints.NON_NEGATIVE_COUNT, "thin": constraints.COUNT,
-            "refactor_every": constraints.COUNT, "random_state": ["random_state"], "warm_start": constraints.BOOLEAN}
+            "refactor_every": constraints.COUNT, "random_state": ["random_state"], "warm_start": constraints.BOOLEAN,
+            "checkpoint_dir": [str, os.PathLike, None], "checkpoint_seconds": constraints.NON_NEGATIVE}
 
 
 class _GroupGibbs(GroupRegressor):
@@ -57,7 +60,8 @@ class _GroupGibbs(GroupRegressor):
 
     _kind: str  # the prior's code in the kernel: SPIKE_SLAB, HORSESHOE or GAMMA
 
-    def __init__(self, groups, noise_var, *, n_samples, burn_in, thin, refactor_every, random_state, warm_start):
+    def __init__(self, groups, noise_var, *, n_samples, burn_in, thin, refactor_every, random_state, warm_start,
+                 checkpoint_dir, checkpoint_seconds):
         self.groups = groups
         self.noise_var = noise_var
         self.n_samples = n_samples
@@ -66,6 +70,8 @@ class _GroupGibbs(GroupRegressor):
         self.refactor_every = refactor_every
         self.random_state = random_state
         self.warm_start = warm_start
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_seconds = checkpoint_seconds
 
     def _prior(self, G: int, sizes: np.ndarray):
         """Returns (tau2, prior_logit (G,), v0, shape (G,), rate (G,))."""
@@ -140,8 +146,22 @@ class _GroupGibbs(GroupRegressor):
         w_out = np.empty((n_keep, d))
         lam_out = np.empty((n_keep, G))
         width = int(sizes.max()) + 2
-        written, start, next_report = 0, time.perf_counter(), 0.1
-        for sweep0 in range(0, total, _BLOCK):
+        checkpoint = ChainCheckpoint(
+            self.checkpoint_dir, type(self).__name__,
+            {"XT": XT, "y": y, "noise": noise_s, "ptr": ptr, "lam": lam, "tau2": tau2_s, "kind": kind,
+             "prior_logit": prior_logit, "v0": v0, "shape": shape, "rate": rate, "order": order, "unit": unit,
+             "sweeps": [total, burn_in, thin, refactor_every, _BLOCK, width]}, rng, self.checkpoint_seconds)
+        written, first_sweep = 0, 0
+        saved = checkpoint.resume({"lam": lam.shape, "Cinv": Cinv.shape, "w_out": w_out.shape,
+                                   "lam_out": lam_out.shape}, total, _BLOCK)
+        if saved is not None:
+            first_sweep, written = saved["sweep"], saved["written"]
+            lam[:], Cinv[:] = saved["lam"], saved["Cinv"]
+            w_out[:written], lam_out[:written] = saved["w_kept"], saved["lam_kept"]
+            rng.bit_generator.state = saved["rng_state"]
+        start, next_report = time.perf_counter(), 0.1
+        for sweep0 in range(first_sweep, total, _BLOCK):
+            checkpoint.save_if_due(sweep0, written, lam, Cinv, w_out, lam_out, rng)
             m = min(_BLOCK, total - sweep0)
             uniforms = rng.random((m, G, width))
             normals = rng.standard_normal((m, d + n))
@@ -161,6 +181,7 @@ class _GroupGibbs(GroupRegressor):
         if not np.all(np.isfinite(w_out)):
             raise ValueError(f"{type(self).__name__}: the sampler produced non-finite values; X, y, the prior scale "
                              "and noise_var are probably in inconsistent units")
+        checkpoint.remove()
 
         samples = np.empty_like(w_out)
         samples[:, order] = w_out * unit  # back to the caller's coefficient order and units
@@ -172,6 +193,7 @@ class _GroupGibbs(GroupRegressor):
         self.coef_var_ = samples.var(axis=0, ddof=1) if n_keep > 1 else np.zeros(d)
         self.group_var_ = tau2 * lam_out.mean(axis=0)
         self.n_iter_ = total
+        self.resumed_at_ = first_sweep
         self.rhat_ = split_rhat(samples)
         self.converged_ = bool(self.rhat_ < RHAT_LIMIT)
         if not self.converged_:
@@ -233,6 +255,14 @@ _SAMPLER_DOC = """    n_samples : int
     random_state : int, numpy Generator or None
     warm_start : bool
         Start from the last group variances of the previous fit.
+    checkpoint_dir : str, path or None
+        A folder where the chain saves its state every ``checkpoint_seconds`` (one ``.npz`` file named by a digest
+        of the data, the prior, the chain's length, ``random_state``'s starting state and the sampler's code; removed
+        when the chain ends). A later fit of the same chain (a job killed at its time limit and run again) goes on
+        from the saved sweep and gives the same samples bit for bit. Needs a fixed ``random_state`` (with None no
+        two chains are the same, so none is resumed). None: no checkpoints.
+    checkpoint_seconds : float
+        Wall-clock seconds between two saves (at most this much work is lost when the job is killed).
 
     Attributes
     ----------
@@ -247,6 +277,8 @@ _SAMPLER_DOC = """    n_samples : int
         Posterior mean of each group's prior variance tau^2 lam_g.
     n_iter_ : int
         Sweeps done (burn-in included).
+    resumed_at_ : int
+        The sweep a checkpoint resumed the chain at (0: the chain ran from its first sweep in this fit).
     rhat_ : float
         Largest split R-hat over the coefficients (the kept samples cut in two halves compared as two chains;
         coefficients that never move are left out). Near 1 when the chain has mixed.
@@ -294,11 +326,13 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
     _parameter_constraints = {**_SAMPLER, "p0": constraints.PROBABILITY, "v0": constraints.POSITIVE}
 
     def __init__(self, groups=None, *, p0=0.5, v0=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES,
-                 burn_in=PAPER_BURN_IN, thin=1, refactor_every=10, random_state=None, warm_start=False):
+                 burn_in=PAPER_BURN_IN, thin=1, refactor_every=10, random_state=None, warm_start=False,
+                 checkpoint_dir=None, checkpoint_seconds=60.0):
         self.p0 = p0
         self.v0 = v0
         super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
-                         refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
+                         refactor_every=refactor_every, random_state=random_state, warm_start=warm_start,
+                         checkpoint_dir=checkpoint_dir, checkpoint_seconds=checkpoint_seconds)
 
     def _check_extra(self, n_groups: int | None = None) -> None:
         """A seed; one ``p0`` per group (or one for all), each inside (0, 1)."""
@@ -361,10 +395,12 @@ class GroupHorseshoe(_GroupGibbs):
     _parameter_constraints = {**_SAMPLER, "tau": constraints.POSITIVE}
 
     def __init__(self, groups=None, *, tau=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN, thin=1,
-                 refactor_every=10, random_state=None, warm_start=False):
+                 refactor_every=10, random_state=None, warm_start=False,
+                 checkpoint_dir=None, checkpoint_seconds=60.0):
         self.tau = tau
         super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
-                         refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
+                         refactor_every=refactor_every, random_state=random_state, warm_start=warm_start,
+                         checkpoint_dir=checkpoint_dir, checkpoint_seconds=checkpoint_seconds)
 
     def _prior(self, G, sizes):
         tau = float(self.tau)
@@ -409,10 +445,12 @@ class BayesianGroupLasso(_GroupGibbs):
     _parameter_constraints = {**_SAMPLER, "gamma": constraints.POSITIVE}
 
     def __init__(self, groups=None, *, gamma=1.0, noise_var=1.0, n_samples=PAPER_N_SAMPLES, burn_in=PAPER_BURN_IN,
-                 thin=1, refactor_every=10, random_state=None, warm_start=False):
+                 thin=1, refactor_every=10, random_state=None, warm_start=False,
+                 checkpoint_dir=None, checkpoint_seconds=60.0):
         self.gamma = gamma
         super().__init__(groups, noise_var, n_samples=n_samples, burn_in=burn_in, thin=thin,
-                         refactor_every=refactor_every, random_state=random_state, warm_start=warm_start)
+                         refactor_every=refactor_every, random_state=random_state, warm_start=warm_start,
+                         checkpoint_dir=checkpoint_dir, checkpoint_seconds=checkpoint_seconds)
 
     def _prior(self, G, sizes):
         # Parametrised with tau^2 = 1 / gamma^2 and lam_g ~ Gamma((d_g + 1) / 2, rate d_g / 2), the same prior on

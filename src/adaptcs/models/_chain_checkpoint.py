@@ -1,0 +1,137 @@
+"""Checkpoints of a long Gibbs chain, so that a job killed at its time limit goes on where it stopped.
+
+A chain saves its whole state (the sweep it is at, the group variances, ``C^{-1}``, the random generator's state and
+the samples kept so far) every ``every`` seconds of wall time into one ``.npz`` file. The file's name is a digest
+of everything the chain depends on: its inputs, its prior, its length, its random generator's starting state and
+the sampler's code. A later fit with the same digest (the same job run again) reads it and goes on from there, so a
+resumed chain gives the same samples bit for bit as one that was never stopped. A fit of anything else never
+reads it. The file is written atomically (a kill leaves the old checkpoint or the new one) and removed when the
+chain ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from adaptcs._io import atomic_write, data_digest
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+# The files whose code decides the chain: a change to either gives another digest (the old checkpoint is not read).
+_CODE = ("gibbs.py", "_gibbs_kernel.py")
+
+
+def _code_digest() -> str:
+    sha = hashlib.sha256()
+    for name in _CODE:
+        sha.update((Path(__file__).with_name(name)).read_bytes())
+    return sha.hexdigest()
+
+
+def _rng_state(rng: np.random.Generator) -> str:
+    return json.dumps(rng.bit_generator.state, sort_keys=True)
+
+
+class ChainCheckpoint:
+    """The checkpoint file of one chain (or nothing, when ``folder`` is None).
+
+    Parameters
+    ----------
+    folder : path or None
+        Where the file lives (created on the first save); None: never save or resume.
+    name : str
+        The sampler's name, the start of the file's name.
+    inputs : dict of str to array-like
+        Everything the chain depends on besides the random generator (data, prior, lengths): their digest, with the
+        generator's starting state and the sampler's code, names the file.
+    rng : numpy Generator
+        The chain's generator, before its first draw.
+    every : float
+        Seconds of wall time between saves (0: after every block of sweeps).
+    """
+
+    def __init__(self, folder, name: str, inputs: dict, rng: np.random.Generator, every: float):
+        self.every = float(every)
+        self.path = None
+        if folder is not None:
+            digest = data_digest({**{k: np.asarray(v) for k, v in inputs.items()},
+                                  "_rng": np.asarray(_rng_state(rng)), "_code": np.asarray(_code_digest()),
+                                  "_versions": np.asarray(f"{FORMAT} {np.__version__}")})
+            self.path = Path(folder) / f"{name}-{digest[:24]}.npz"
+        self._last_save = time.perf_counter()
+
+    def resume(self, shapes: dict, total: int, block: int) -> dict | None:
+        """The saved state if there is a readable one of these shapes, else None (a damaged file is removed with a
+        warning, and the chain starts again).
+
+        Parameters
+        ----------
+        shapes : dict of str to tuple
+            Shapes of ``lam``, ``Cinv``, ``w_out`` and ``lam_out`` (the full sample arrays).
+        total, block : int
+            The chain's sweeps, and the sweeps between two saves' positions (the saved sweep is a multiple of
+            ``block`` and at most ``total``).
+
+        Returns
+        -------
+        dict or None
+            ``sweep`` (int, the next sweep), ``written`` (int, samples kept), ``lam``, ``Cinv``, ``w_kept``,
+            ``lam_kept`` (the first ``written`` rows of the sample arrays) and ``rng_state`` (dict).
+        """
+        if self.path is None or not self.path.exists():
+            return None
+        try:
+            with np.load(self.path, allow_pickle=False) as saved:
+                state = {key: saved[key] for key in saved.files}
+            digest = str(state.pop("sha256"))
+            if digest != data_digest(state):
+                raise ValueError("its SHA-256 does not match its contents")
+            written, sweep = int(state["written"]), int(state["sweep"])
+            expected = {"lam": shapes["lam"], "Cinv": shapes["Cinv"],
+                        "w_kept": (written, shapes["w_out"][1]), "lam_kept": (written, shapes["lam_out"][1])}
+            wrong = [k for k, shape in expected.items() if state[k].shape != tuple(shape)]
+            if wrong or not 0 <= written <= shapes["w_out"][0] or not 0 <= sweep <= total or sweep % block:
+                raise ValueError(f"its arrays do not fit this chain ({', '.join(wrong) or 'counts'})")
+            rng_state = json.loads(str(state["rng_state"]))
+        except Exception as exc:  # any damage: the chain is still right when started again
+            warnings.warn(f"{self.path}: checkpoint not usable ({type(exc).__name__}: {exc}); the chain starts "
+                          "again from its first sweep", RuntimeWarning, stacklevel=3)
+            self.path.unlink(missing_ok=True)
+            return None
+        log.info("%s: resuming the chain at sweep %d (%d samples kept)", self.path, sweep, written)
+        return {"sweep": sweep, "written": written, "lam": state["lam"], "Cinv": state["Cinv"],
+                "w_kept": state["w_kept"], "lam_kept": state["lam_kept"], "rng_state": rng_state}
+
+    def save_if_due(self, sweep: int, written: int, lam, Cinv, w_out, lam_out, rng) -> None:
+        """Save the state before ``sweep`` if ``every`` seconds have passed since the last save (or the start)."""
+        if self.path is None or time.perf_counter() - self._last_save < self.every:
+            return
+        state = {"sweep": np.int64(sweep), "written": np.int64(written), "lam": lam, "Cinv": Cinv,
+                 "w_kept": w_out[:written], "lam_kept": lam_out[:written], "rng_state": np.asarray(_rng_state(rng))}
+        state["sha256"] = np.asarray(data_digest(state))
+
+        def write(tmp):
+            with open(tmp, "wb") as f:
+                np.savez(f, **state)
+
+        try:
+            atomic_write(self.path, write)
+        except OSError as exc:  # a full or read-only disk must not stop the chain: it goes on unsaved
+            warnings.warn(f"{self.path}: cannot save the chain's checkpoint ({exc}); going on without one",
+                          RuntimeWarning, stacklevel=3)
+            self.path = None
+            return
+        self._last_save = time.perf_counter()
+
+    def remove(self) -> None:
+        """Remove the file (the chain has ended)."""
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
