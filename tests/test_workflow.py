@@ -483,3 +483,49 @@ def test_a_killed_gibbs_job_run_again_goes_on_from_its_checkpoint_to_the_same_fi
     job.run_to_file(tmp_path / "resumed.h5", {}, folder, progress=False)
     assert compare_files(whole, tmp_path / "resumed.h5") == []
     assert not folder.exists()
+
+
+def test_a_job_killed_part_way_runs_only_the_replicates_it_had_not_finished(tmp_path, monkeypatch):
+    """Each finished replicate is kept in the job's checkpoint folder: run again after a kill in its third
+    replicate, the job runs that one only and writes the file of a run never stopped; a kept replicate that is
+    damaged runs again, with a warning."""
+    from adaptcs.experiments.base import Experiment
+
+    job = Job("E1", 0, "gss_ep", "oracle", "random", 0, (0, 1, 2))
+    whole = job.run_to_file(tmp_path / "whole.h5", {}, progress=False)
+    folder = Path(jb.job_file(str(tmp_path), "checkpoints", job.name))
+    run_case, ran = Experiment.run_case, []
+
+    def counted(self, estimator, case, replicate, *args, **kwargs):
+        ran.append(replicate)
+        if replicate == 2 and stop[0]:
+            raise KeyboardInterrupt
+        return run_case(self, estimator, case, replicate, *args, **kwargs)
+
+    stop = [True]
+    monkeypatch.setattr(Experiment, "run_case", counted)
+    with pytest.raises(KeyboardInterrupt):
+        job.run_to_file(tmp_path / "resumed.h5", {}, folder, progress=False)
+    assert ran == [0, 1, 2] and len(list(folder.glob("replicate*.npz"))) == 2
+    stop[0] = False
+    (first,) = folder.glob("replicate1-*.npz")
+    first.write_bytes(first.read_bytes()[:-40])
+    with pytest.warns(RuntimeWarning, match="finished replicate not usable"):
+        job.run_to_file(tmp_path / "resumed.h5", {}, folder, progress=False)
+    assert ran[3:] == [1, 2]  # replicate 0 was read; 1 was damaged and ran again
+    assert compare_files(whole, tmp_path / "resumed.h5") == []
+    assert not folder.exists()
+
+
+def test_a_kept_replicate_is_named_by_everything_that_decides_its_numbers(tmp_path):
+    from adaptcs.experiments._replicate_store import replicate_path
+
+    job = {"experiment": "E1", "setting": 0, "method": "gss_ep", "method_params": {"tol": 1e-5}}
+    data = {"w_true": np.arange(4.0), "X": np.eye(4)}
+    path = replicate_path(tmp_path, job, 3, data)
+    assert path.parent == tmp_path and path.name.startswith("replicate3-")
+    assert replicate_path(tmp_path, dict(job), 3, {k: v.copy() for k, v in data.items()}) == path
+    others = [replicate_path(tmp_path, job, 4, data),
+              replicate_path(tmp_path, {**job, "method_params": {"tol": 1e-6}}, 3, data),
+              replicate_path(tmp_path, job, 3, {**data, "w_true": np.arange(4.0) + 1e-15 * np.arange(4)})]
+    assert len({path, *others}) == 4

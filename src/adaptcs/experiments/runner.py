@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from adaptcs.data.synthetic import problem_rng
+from adaptcs.experiments._replicate_store import load_replicate, replicate_path, save_replicate
 from adaptcs.experiments.base import Experiment
 from adaptcs.experiments.registry import EXPERIMENTS, get_experiment
 from adaptcs.experiments.strategies import allowed_strategies, check_strategy
@@ -76,9 +77,10 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
         The paper's values from the true signal, or learned from the measurements (:func:`case_estimator`);
         default the experiment's first (oracle where it has one).
     checkpoint_dir : str or path, optional
-        Where the method's Gibbs chains save their state (``checkpoint_dir`` of :mod:`adaptcs.models.gibbs`), so
-        that the job run again after a kill goes on from there, to the same numbers. Methods without chains
-        ignore it. The caller removes the folder once the result is safe.
+        Where the job keeps each finished replicate (:mod:`adaptcs.experiments._replicate_store`) and the method's
+        Gibbs chains save their state (``checkpoint_dir`` of :mod:`adaptcs.models.gibbs`), so that the job run
+        again after a kill reads the replicates done and goes on from the chain's last save, to the same numbers.
+        The caller removes the folder once the result is safe.
     """
     data_options = dict(data_options or {})
     spec = _experiment(experiment, data_options)
@@ -97,22 +99,37 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
     if hyperparameters == "oracle":
         spec.check_oracle()
     plan = spec.plan(setting_index, steps, strategy)
-    method_params, calibration = method_entry.calibrated(spec, setting_index, hyperparameters,
-                                                         dict(method_params or {}))
+    given_params = dict(method_params or {})
+    method_params, calibration = method_entry.calibrated(spec, setting_index, hyperparameters, dict(given_params))
     label = variant_label(method, hyperparameters)
+    identity = {"experiment": spec.name, "setting": setting_index, "method": method, "strategy": strategy,
+                "hyperparameters": hyperparameters, "n_steps": steps, "method_params": given_params,
+                "data_options": dict(spec.options)}
     cases, results, quality = [], [], []
     for i, replicate in enumerate(replicates):
         case = spec.case(setting_index, replicate)
         if hyperparameters == "oracle":
             spec.check_oracle(case)
         p = case.problem
-        estimator = spec.make_estimator(method, case, method_params, hyperparameters)
-        if checkpoint_dir is not None:
-            _save_chains_in(estimator, checkpoint_dir)
         start = time.perf_counter()
-        callback = _step_logger(f"{spec.name} setting {setting_index} {label}/{strategy} replicate {replicate}",
-                                steps) if progress else None
-        result = spec.run_case(estimator, case, replicate, plan, strategy, problem_rng(*case.design_seed), callback)
+        kept = None if checkpoint_dir is None else replicate_path(
+            checkpoint_dir, identity, replicate,
+            {"w_true": p.w_true, "groups": p.groups, "X": p.X, "y": p.y, "noise_var": p.noise_var,
+             "fit_groups": case.fit_groups, "region": np.zeros(0) if case.region is None else case.region})
+        result = None if kept is None else load_replicate(kept)
+        if result is not None:
+            log.info("%s setting %d %s/%s replicate %d: finished in an earlier run of this job, read from %s",
+                     spec.name, setting_index, label, strategy, replicate, kept)
+        else:
+            estimator = spec.make_estimator(method, case, method_params, hyperparameters)
+            if checkpoint_dir is not None:
+                _save_chains_in(estimator, checkpoint_dir)
+            callback = _step_logger(f"{spec.name} setting {setting_index} {label}/{strategy} replicate "
+                                    f"{replicate}", steps) if progress else None
+            result = spec.run_case(estimator, case, replicate, plan, strategy, problem_rng(*case.design_seed),
+                                   callback)
+            if kept is not None:
+                save_replicate(kept, result)
         if plan.image_side is not None:
             failed = (np.nan, np.nan)
             side = plan.image_side
