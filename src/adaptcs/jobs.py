@@ -21,8 +21,9 @@ import pandas as pd
 from adaptcs.config import ExperimentRun, resolve
 
 # The files of a job below a results folder, by kind: its result, its log, its Snakemake benchmark.
-# "checkpoints" is a folder, not a file: the saved state of the job's Gibbs chains while it runs (never a
-# declared output, so that Snakemake keeps it when the job is killed; removed once the result is written).
+# "checkpoints" is a folder, not a file: the job's finished replicates and its Gibbs chains' saved state while it
+# runs (never a declared output, so that Snakemake keeps it when the job is killed; removed once the result is
+# written).
 JOB_FILES = {"runs": ("runs", ".h5"), "logs": ("logs/runs", ".log"), "benchmarks": ("benchmarks/runs", ".tsv"),
              "checkpoints": ("checkpoints/runs", "")}
 
@@ -106,8 +107,9 @@ class Job:
         workflow_config : dict
             The config the job came from (recorded in the file).
         checkpoint_dir : str or path, optional
-            Where Gibbs chains save their state while the job runs (``job_file(results, "checkpoints", name)`` in
-            the workflow): run again after a kill, the job goes on from there. Removed once the file is written.
+            Where the job keeps its finished replicates and its Gibbs chains' state while it runs
+            (``job_file(results, "checkpoints", name)`` in the workflow): run again after a kill, the job goes on
+            from there. Removed once the file is written.
         """
         from adaptcs.results import write_job
 
