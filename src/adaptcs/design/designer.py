@@ -561,7 +561,7 @@ class SequentialDesigner:
         if not self._scan_pool or getattr(tracked, "replay_tracking_iterations", None) is None:
             raise ValueError("tell_fitted() needs a pool of basis images and an estimator that tracks its "
                              "hyper-parameters (WaveletTreeSpikeSlab); use tell()")
-        X, y, A = self._checked(np.atleast_2d(np.asarray(X, dtype=float)), y)
+        X, y, A = self._checked(X, y)
         if getattr(tracked, "n_features_in_", None) != A.shape[1]:
             raise ValueError(f"the tracked fit is not fitted on {A.shape[1]} coefficients")
         self._tracked, self._estimator, self.failure_ = tracked, None, ""
