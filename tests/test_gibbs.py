@@ -209,16 +209,21 @@ def _stop_after(monkeypatch, blocks: int) -> None:
                                          (GroupSpikeSlabGibbs, {"p0": 0.3})])
 def test_a_chain_stopped_and_fitted_again_gives_the_samples_of_one_never_stopped(rng, monkeypatch, tmp_path, cls,
                                                                                  kwargs):
+    import signal
+
     X, y, groups, _w = random_group_problem(rng, 12, 5, 3, 0.5)
     params = dict(noise_var=0.5, n_samples=1000, burn_in=250, thin=3, refactor_every=7, random_state=11, **kwargs)
     whole = cls(groups, **params).fit(X, y)
     assert whole.resumed_at_ == 0
+    handler = signal.getsignal(signal.SIGTERM)
     with monkeypatch.context() as patch:
         _stop_after(patch, 3)
         with pytest.raises(KeyboardInterrupt):
             cls(groups, **params, checkpoint_dir=tmp_path, checkpoint_seconds=0).fit(X, y)
     assert len(list(tmp_path.glob(f"{cls.__name__}-*.npz"))) == 1
+    assert signal.getsignal(signal.SIGTERM) == handler  # the chain's own handler is gone with it
     resumed = cls(groups, **params, checkpoint_dir=tmp_path, checkpoint_seconds=0).fit(X, y)
+    assert signal.getsignal(signal.SIGTERM) == handler
     assert resumed.resumed_at_ == 750  # the save before the fourth block of 250 sweeps
     np.testing.assert_array_equal(resumed.samples_, whole.samples_)
     np.testing.assert_array_equal(resumed.group_var_samples_, whole.group_var_samples_)
@@ -256,3 +261,46 @@ def test_a_checkpoint_is_read_only_by_its_own_chain_and_never_when_damaged(rng, 
         assert again.resumed_at_ == 0
         np.testing.assert_array_equal(again.samples_, whole.samples_)
     assert list(tmp_path.iterdir()) == []
+
+
+_TERMINATED_CHILD = """
+import os, signal, sys
+import numpy as np
+from adaptcs.models import _gibbs_kernel as kernel
+from adaptcs.models.gibbs import GroupSpikeSlabGibbs
+
+data = np.load(sys.argv[1])
+run_sweeps, calls = kernel.run_sweeps, [0]
+
+def terminated_in_the_third_block(*args):
+    calls[0] += 1
+    if calls[0] == 3:
+        os.kill(os.getpid(), signal.SIGTERM)  # as a scheduler's time limit would, in the middle of a block
+    return run_sweeps(*args)
+
+kernel.run_sweeps = terminated_in_the_third_block
+GroupSpikeSlabGibbs(data["groups"], p0=0.3, noise_var=0.5, n_samples=1000, burn_in=250, random_state=2,
+                    checkpoint_dir=sys.argv[2], checkpoint_seconds=3600).fit(data["X"], data["y"])
+print("the chain ended")
+"""
+
+
+def test_sigterm_saves_the_chain_at_the_end_of_its_block_and_ends_the_process(rng, tmp_path):
+    """SIGTERM (a time limit) during a block: the chain saves at the block's end, then the process ends by SIGTERM;
+    fitted again, the chain goes on from there to the samples of one never stopped. No periodic save is due (one an
+    hour), so the file can only come from the signal."""
+    import signal
+    import subprocess
+    import sys
+
+    X, y, groups, _w = random_group_problem(rng, 12, 5, 3, 0.5)
+    np.savez(tmp_path / "data.npz", X=X, y=y, groups=groups)
+    folder = tmp_path / "checkpoints"
+    done = subprocess.run([sys.executable, "-c", _TERMINATED_CHILD, str(tmp_path / "data.npz"), str(folder)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    assert "the chain ended" not in done.stdout and "terminated (SIGTERM)" in done.stderr
+    params = dict(p0=0.3, noise_var=0.5, n_samples=1000, burn_in=250, random_state=2)
+    resumed = GroupSpikeSlabGibbs(groups, **params, checkpoint_dir=folder, checkpoint_seconds=3600).fit(X, y)
+    assert resumed.resumed_at_ == 750  # the third block (sweeps 500-749) ran to its end
+    np.testing.assert_array_equal(resumed.samples_, GroupSpikeSlabGibbs(groups, **params).fit(X, y).samples_)

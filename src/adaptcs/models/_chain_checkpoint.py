@@ -6,7 +6,9 @@ of everything the chain depends on: its inputs, its prior, its length, its rando
 the sampler's code. A later fit with the same digest (the same job run again) reads it and goes on from there, so a
 resumed chain gives the same samples bit for bit as one that was never stopped. A fit of anything else never
 reads it. The file is written atomically (a kill leaves the old checkpoint or the new one) and removed when the
-chain ends.
+chain ends. SIGTERM, which a scheduler sends at a job's time limit some seconds before it kills the job (SLURM's
+KillWait, 30 s by default), makes the chain save at the end of the block of sweeps under way, so that the job loses
+(almost) nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import signal
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -67,6 +71,7 @@ class ChainCheckpoint:
                                   "_versions": np.asarray(f"{FORMAT} {np.__version__}")})
             self.path = Path(folder) / f"{name}-{digest[:24]}.npz"
         self._last_save = time.perf_counter()
+        self._terminated, self._previous = False, None  # SIGTERM held; the handler it replaced (see __enter__)
 
     def resume(self, shapes: dict, total: int, block: int) -> dict | None:
         """The saved state if there is a readable one of these shapes, else None (a damaged file is removed with a
@@ -78,7 +83,7 @@ class ChainCheckpoint:
             Shapes of ``lam``, ``Cinv``, ``w_out`` and ``lam_out`` (the full sample arrays).
         total, block : int
             The chain's sweeps, and the sweeps between two saves' positions (the saved sweep is a multiple of
-            ``block`` and at most ``total``).
+            ``block`` and at most ``total``, or ``total``).
 
         Returns
         -------
@@ -98,7 +103,8 @@ class ChainCheckpoint:
             expected = {"lam": shapes["lam"], "Cinv": shapes["Cinv"],
                         "w_kept": (written, shapes["w_out"][1]), "lam_kept": (written, shapes["lam_out"][1])}
             wrong = [k for k, shape in expected.items() if state[k].shape != tuple(shape)]
-            if wrong or not 0 <= written <= shapes["w_out"][0] or not 0 <= sweep <= total or sweep % block:
+            if wrong or not 0 <= written <= shapes["w_out"][0] or not 0 <= sweep <= total \
+                    or (sweep % block and sweep != total):
                 raise ValueError(f"its arrays do not fit this chain ({', '.join(wrong) or 'counts'})")
             rng_state = json.loads(str(state["rng_state"]))
         except Exception as exc:  # any damage: the chain is still right when started again
@@ -110,9 +116,38 @@ class ChainCheckpoint:
         return {"sweep": sweep, "written": written, "lam": state["lam"], "Cinv": state["Cinv"],
                 "w_kept": state["w_kept"], "lam_kept": state["lam_kept"], "rng_state": rng_state}
 
-    def save_if_due(self, sweep: int, written: int, lam, Cinv, w_out, lam_out, rng) -> None:
-        """Save the state before ``sweep`` if ``every`` seconds have passed since the last save (or the start)."""
-        if self.path is None or time.perf_counter() - self._last_save < self.every:
+    def __enter__(self) -> ChainCheckpoint:
+        """While the chain runs, SIGTERM (a scheduler's time limit, ``scancel``, ``kill``) is held until the block of
+        sweeps under way ends: :meth:`save_if_due` then saves the chain and ends the process by SIGTERM as it would
+        have ended (a handler of the caller's runs instead). Only where there is a file to save to, and only in the
+        main thread (the only one Python lets set a handler)."""
+        if self.path is not None and threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, self._hold_termination)
+            self._previous = signal.SIG_DFL if previous is None else previous  # None: set outside Python
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._restore_handler()
+        if self._terminated:  # held while the chain ended (an error, say): delivered now
+            self._terminated = False
+            signal.raise_signal(signal.SIGTERM)
+
+    def _hold_termination(self, signum, frame) -> None:
+        self._terminated = True
+
+    def _restore_handler(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+    def save_if_due(self, sweep: int, written: int, lam, Cinv, w_out, lam_out, rng, *,
+                    only_if_terminated: bool = False) -> None:
+        """Save the state before ``sweep`` if ``every`` seconds have passed since the last save (or the start) and
+        not ``only_if_terminated``, or if SIGTERM came during the last block (then end the process by it, once
+        saved)."""
+        terminated = self._terminated
+        due = time.perf_counter() - self._last_save >= self.every and not only_if_terminated
+        if self.path is None or not (due or terminated):
             return
         state = {"sweep": np.int64(sweep), "written": np.int64(written), "lam": lam, "Cinv": Cinv,
                  "w_kept": w_out[:written], "lam_kept": lam_out[:written], "rng_state": np.asarray(_rng_state(rng))}
@@ -124,12 +159,19 @@ class ChainCheckpoint:
 
         try:
             atomic_write(self.path, write)
+            self._last_save = time.perf_counter()
+            if terminated:
+                log.warning("%s: terminated (SIGTERM): the chain is saved at sweep %d; run the fit again to go on",
+                            self.path, sweep)
         except OSError as exc:  # a full or read-only disk must not stop the chain: it goes on unsaved
             warnings.warn(f"{self.path}: cannot save the chain's checkpoint ({exc}); going on without one",
                           RuntimeWarning, stacklevel=3)
             self.path = None
-            return
-        self._last_save = time.perf_counter()
+            self._restore_handler()  # nothing to save to: SIGTERM ends the process at once again
+        if terminated:
+            self._terminated = False
+            self._restore_handler()
+            signal.raise_signal(signal.SIGTERM)
 
     def remove(self) -> None:
         """Remove the file (the chain has ended)."""

@@ -160,24 +160,26 @@ class _GroupGibbs(GroupRegressor):
             w_out[:written], lam_out[:written] = saved["w_kept"], saved["lam_kept"]
             rng.bit_generator.state = saved["rng_state"]
         start, next_report = time.perf_counter(), 0.1
-        for sweep0 in range(first_sweep, total, _BLOCK):
-            checkpoint.save_if_due(sweep0, written, lam, Cinv, w_out, lam_out, rng)
-            m = min(_BLOCK, total - sweep0)
-            uniforms = rng.random((m, G, width))
-            normals = rng.standard_normal((m, d + n))
-            try:
-                written += kernel.run_sweeps(XT, y, noise_s, ptr, lam, tau2_s, Cinv, kind, prior_logit, v0,
-                                             shape, rate, uniforms, normals, sweep0, refactor_every, burn_in, thin,
-                                             w_out, lam_out, written)
-            except (np.linalg.LinAlgError, ZeroDivisionError, FloatingPointError) as exc:
-                raise ValueError(f"{type(self).__name__}: the sampler broke down numerically after {sweep0} sweeps "
-                                 f"({type(exc).__name__}: {exc}); X, y, the prior scale and noise_var are probably "
-                                 "in inconsistent units") from None
-            done = (sweep0 + m) / total
-            if done >= next_report:
-                log.info("%s: %d/%d sweeps (%.0f%%), %.1f s", type(self).__name__, sweep0 + m, total,
-                         100 * done, time.perf_counter() - start)
-                next_report = np.floor(done * 10) / 10 + 0.1
+        with checkpoint:
+            for sweep0 in range(first_sweep, total, _BLOCK):
+                checkpoint.save_if_due(sweep0, written, lam, Cinv, w_out, lam_out, rng)
+                m = min(_BLOCK, total - sweep0)
+                uniforms = rng.random((m, G, width))
+                normals = rng.standard_normal((m, d + n))
+                try:
+                    written += kernel.run_sweeps(XT, y, noise_s, ptr, lam, tau2_s, Cinv, kind, prior_logit, v0,
+                                                 shape, rate, uniforms, normals, sweep0, refactor_every, burn_in, thin,
+                                                 w_out, lam_out, written)
+                except (np.linalg.LinAlgError, ZeroDivisionError, FloatingPointError) as exc:
+                    raise ValueError(f"{type(self).__name__}: the sampler broke down numerically after {sweep0} sweeps "
+                                     f"({type(exc).__name__}: {exc}); X, y, the prior scale and noise_var are probably "
+                                     "in inconsistent units") from None
+                done = (sweep0 + m) / total
+                if done >= next_report:
+                    log.info("%s: %d/%d sweeps (%.0f%%), %.1f s", type(self).__name__, sweep0 + m, total,
+                             100 * done, time.perf_counter() - start)
+                    next_report = np.floor(done * 10) / 10 + 0.1
+            checkpoint.save_if_due(total, written, lam, Cinv, w_out, lam_out, rng, only_if_terminated=True)
         if not np.all(np.isfinite(w_out)):
             raise ValueError(f"{type(self).__name__}: the sampler produced non-finite values; X, y, the prior scale "
                              "and noise_var are probably in inconsistent units")
@@ -262,7 +264,9 @@ _SAMPLER_DOC = """    n_samples : int
         from the saved sweep and gives the same samples bit for bit. Needs a fixed ``random_state`` (with None no
         two chains are the same, so none is resumed). None: no checkpoints.
     checkpoint_seconds : float
-        Wall-clock seconds between two saves (at most this much work is lost when the job is killed).
+        Wall-clock seconds between two saves: at most this much work is lost when the process is killed outright.
+        SIGTERM (what a scheduler sends at a job's time limit, before it kills the job) makes the chain save at the
+        end of the block of 250 sweeps under way and then end the process as SIGTERM would have.
 
     Attributes
     ----------
