@@ -103,6 +103,28 @@ def data_digest(arrays: dict) -> str:
     return sha.hexdigest()
 
 
+def write_checked_npz(path, arrays: dict) -> Path:
+    """Write ``arrays`` (numbers and text) to an ``.npz`` at ``path`` atomically (:func:`atomic_write`), with their
+    SHA-256 (:func:`data_digest`) under the key ``"_sha256"``, for :func:`read_checked_npz`."""
+    arrays = {**arrays, "_sha256": np.asarray(data_digest(arrays))}
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+    return atomic_write(path, write)
+
+
+def read_checked_npz(path) -> dict:
+    """The arrays :func:`write_checked_npz` wrote; ValueError (or the error of a damaged zip) if they do not
+    match their SHA-256."""
+    with np.load(path, allow_pickle=False) as saved:
+        arrays = {key: saved[key] for key in saved.files}
+    if str(arrays.pop("_sha256", "")) != data_digest(arrays):
+        raise ValueError("its SHA-256 does not match its contents")
+    return arrays
+
+
 def is_number(text: str) -> bool:
     """Whether ``text`` reads as a float (``nan`` and ``inf`` do)."""
     try:

@@ -240,11 +240,15 @@ class LabState:
         saved with the state; none is kept if the designer has none."""
         est = designer.tracked_
         if est is None or designer.n_told_ != self.X.shape[0]:
-            self.tracked_fit, self.tracked_rows, self.tracked_sha256 = None, 0, ""
+            self.drop_tracked_fit()
             return
         self.tracked_fit = {name: copy.deepcopy(getattr(est, name)) for name in est.FITTED_ATTRIBUTES}
         self.tracked_rows = int(self.X.shape[0])
         self.tracked_sha256 = _rows_digest(self.X, self.y)
+
+    def drop_tracked_fit(self) -> None:
+        """Keep no tracked fit."""
+        self.tracked_fit, self.tracked_rows, self.tracked_sha256 = None, 0, ""
 
     def saved_tracked_fit(self) -> tuple[int, WaveletTreeSpikeSlab | None]:
         """(rows, fit): the tracked fit kept by :meth:`keep_tracked_fit` on the first ``rows`` rows, warm-started as
@@ -898,7 +902,7 @@ def remove(state_path, batch: int) -> dict:
         state.removed_y = np.concatenate([state.removed_y, state.y[take]])
         state.removed_by = np.concatenate([state.removed_by, state.added_by[take]])
         if take[:state.tracked_rows].any():  # the kept tracked fit was fitted on them
-            state.tracked_fit, state.tracked_rows, state.tracked_sha256 = None, 0, ""
+            state.drop_tracked_fit()
         state.X, state.y, state.added_by = state.X[~take], state.y[~take], state.added_by[~take]
         state.was_asked, pending = _match_asked(state.asked, np.ones(state.asked.shape[0], dtype=bool), state.X)
         state.measured = ~pending

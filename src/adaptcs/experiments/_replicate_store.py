@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptcs._io import atomic_write, data_digest
+from adaptcs._io import data_digest, read_checked_npz, write_checked_npz
 from adaptcs.design.simulation import SequentialDesignResult
 
 log = logging.getLogger(__name__)
@@ -66,13 +66,7 @@ def save_replicate(path, result: SequentialDesignResult) -> None:
             else:
                 kinds[f.name], arrays[f.name] = "array", np.asarray(value)
         arrays["_kinds"] = np.asarray(json.dumps(kinds, sort_keys=True))
-        arrays["_sha256"] = np.asarray(data_digest(arrays))
-
-        def write(tmp):
-            with open(tmp, "wb") as f:
-                np.savez(f, **arrays)
-
-        atomic_write(path, write)
+        write_checked_npz(path, arrays)
     except (OSError, TypeError, ValueError) as exc:
         warnings.warn(f"{path}: cannot keep the finished replicate ({exc}); the job goes on without it",
                       RuntimeWarning, stacklevel=2)
@@ -84,11 +78,7 @@ def load_replicate(path) -> SequentialDesignResult | None:
     if not path.exists():
         return None
     try:
-        with np.load(path, allow_pickle=False) as saved:
-            arrays = {key: saved[key] for key in saved.files}
-        digest = str(arrays.pop("_sha256"))
-        if digest != data_digest(arrays):
-            raise ValueError("its SHA-256 does not match its contents")
+        arrays = read_checked_npz(path)
         kinds = json.loads(str(arrays.pop("_kinds")))
         names = {f.name for f in fields(SequentialDesignResult)}
         if set(kinds) != names:

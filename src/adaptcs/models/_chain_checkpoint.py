@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptcs._io import atomic_write, data_digest
+from adaptcs._io import data_digest, read_checked_npz, write_checked_npz
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +94,7 @@ class ChainCheckpoint:
         if self.path is None or not self.path.exists():
             return None
         try:
-            with np.load(self.path, allow_pickle=False) as saved:
-                state = {key: saved[key] for key in saved.files}
-            digest = str(state.pop("sha256"))
-            if digest != data_digest(state):
-                raise ValueError("its SHA-256 does not match its contents")
+            state = read_checked_npz(self.path)
             written, sweep = int(state["written"]), int(state["sweep"])
             expected = {"lam": shapes["lam"], "Cinv": shapes["Cinv"],
                         "w_kept": (written, shapes["w_out"][1]), "lam_kept": (written, shapes["lam_out"][1])}
@@ -151,14 +147,8 @@ class ChainCheckpoint:
             return
         state = {"sweep": np.int64(sweep), "written": np.int64(written), "lam": lam, "Cinv": Cinv,
                  "w_kept": w_out[:written], "lam_kept": lam_out[:written], "rng_state": np.asarray(_rng_state(rng))}
-        state["sha256"] = np.asarray(data_digest(state))
-
-        def write(tmp):
-            with open(tmp, "wb") as f:
-                np.savez(f, **state)
-
         try:
-            atomic_write(self.path, write)
+            write_checked_npz(self.path, state)
             self._last_save = time.perf_counter()
             if terminated:
                 log.warning("%s: terminated (SIGTERM): the chain is saved at sweep %d; run the fit again to go on",
