@@ -1,6 +1,8 @@
 """The collapsed Gibbs samplers: exact enumeration, the slice step's target, the fast Gaussian draw,
 rank updates, prior matching, and the estimator contract."""
 
+import time
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -192,14 +194,23 @@ def test_a_chain_that_has_not_mixed_is_not_converged(rng, monkeypatch):
     assert not est.converged_
 
 
-def _stop_after(monkeypatch, blocks: int) -> None:
-    """Make the kernel raise KeyboardInterrupt (a kill, as far as Python can see one) on its call ``blocks + 1``."""
+def _busy(cpu_seconds: float) -> None:
+    """Spend ``cpu_seconds`` of this process's CPU time."""
+    end = time.process_time() + cpu_seconds
+    while time.process_time() < end:
+        pass
+
+
+def _stop_after(monkeypatch, blocks: int, cpu_per_block: float = 0.0) -> None:
+    """Make the kernel raise KeyboardInterrupt (a kill, as far as Python can see one) on its call ``blocks + 1``,
+    spending ``cpu_per_block`` CPU seconds in each block before that."""
     run_sweeps, calls = kernel.run_sweeps, [0]
 
     def stopping(*args):
         calls[0] += 1
         if calls[0] > blocks:
             raise KeyboardInterrupt
+        _busy(cpu_per_block)
         return run_sweeps(*args)
 
     monkeypatch.setattr(kernel, "run_sweeps", stopping)
@@ -214,10 +225,10 @@ def test_a_chain_stopped_and_fitted_again_gives_the_samples_of_one_never_stopped
     X, y, groups, _w = random_group_problem(rng, 12, 5, 3, 0.5)
     params = dict(noise_var=0.5, n_samples=1000, burn_in=250, thin=3, refactor_every=7, random_state=11, **kwargs)
     whole = cls(groups, **params).fit(X, y)
-    assert whole.resumed_at_ == 0
+    assert whole.resumed_at_ == 0 and whole.resumed_cpu_seconds_ == 0
     handler = signal.getsignal(signal.SIGTERM)
     with monkeypatch.context() as patch:
-        _stop_after(patch, 3)
+        _stop_after(patch, 3, cpu_per_block=0.1)
         with pytest.raises(KeyboardInterrupt):
             cls(groups, **params, checkpoint_dir=tmp_path, checkpoint_seconds=0).fit(X, y)
     assert len(list(tmp_path.glob(f"{cls.__name__}-*.npz"))) == 1
@@ -225,6 +236,7 @@ def test_a_chain_stopped_and_fitted_again_gives_the_samples_of_one_never_stopped
     resumed = cls(groups, **params, checkpoint_dir=tmp_path, checkpoint_seconds=0).fit(X, y)
     assert signal.getsignal(signal.SIGTERM) == handler
     assert resumed.resumed_at_ == 750  # the save before the fourth block of 250 sweeps
+    assert resumed.resumed_cpu_seconds_ >= 0.3  # the stopped fit's three blocks, each made to take 0.1 CPU s
     np.testing.assert_array_equal(resumed.samples_, whole.samples_)
     np.testing.assert_array_equal(resumed.group_var_samples_, whole.group_var_samples_)
     assert resumed.rhat_ == whole.rhat_ and resumed.n_iter_ == whole.n_iter_

@@ -10,6 +10,7 @@ import math
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -473,6 +474,9 @@ def test_a_killed_gibbs_job_run_again_goes_on_from_its_checkpoint_to_the_same_fi
         calls[0] += 1
         if calls[0] == 3:
             raise KeyboardInterrupt
+        end = time.process_time() + 0.5  # each block made to take 0.5 CPU s more, which the resumed job must count
+        while time.process_time() < end:
+            pass
         return run_sweeps(*args)
 
     with monkeypatch.context() as patch:
@@ -480,9 +484,15 @@ def test_a_killed_gibbs_job_run_again_goes_on_from_its_checkpoint_to_the_same_fi
         with pytest.raises(KeyboardInterrupt):
             job.run_to_file(tmp_path / "resumed.h5", {}, folder, progress=False)
     assert not (tmp_path / "resumed.h5").exists() and len(list(folder.glob("*.npz"))) == 1
+    start = time.process_time()
     job.run_to_file(tmp_path / "resumed.h5", {}, folder, progress=False)
+    rerun_seconds = time.process_time() - start
     assert compare_files(whole, tmp_path / "resumed.h5") == []
     assert not folder.exists()
+    # The fit's CPU time is the chain's whole cost: the two blocks before the kill (at least 1 CPU s) are in it, so it
+    # is more than the whole rerun took.
+    fit_seconds = read_job(tmp_path / "resumed.h5").fit_seconds[0, 0]
+    assert fit_seconds >= 1.0 and fit_seconds > rerun_seconds
 
 
 def test_a_job_killed_part_way_runs_only_the_replicates_it_had_not_finished(tmp_path, monkeypatch):

@@ -87,7 +87,8 @@ class Told:
     asked : ndarray of bool, shape (k,)
         Per new row: whether it is a row that was asked for (and not told before).
     fit_seconds : float
-        CPU time of the refit (the process's, all threads; not inflated by other jobs on the machine).
+        CPU time of the refit (the process's, all threads; not inflated by other jobs on the machine). A Gibbs chain
+        resumed from a checkpoint adds the CPU time it took in the processes before (``resumed_cpu_seconds_``).
     converged : int
         1 converged, 0 not converged, -1 the method has no convergence test (or the fit failed).
     n_iter : int
@@ -506,7 +507,8 @@ class SequentialDesigner:
                     self._tracked = est
             except numerical as exc:
                 failure = f"{type(exc).__name__}: {exc}"
-        fit_seconds = time.process_time() - start
+        # A Gibbs chain resumed from a checkpoint took CPU in the processes before this one too.
+        fit_seconds = time.process_time() - start + (0.0 if failure else getattr(est, "resumed_cpu_seconds_", 0.0))
         convergence = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
         for w in caught:  # other warnings pass on as they came
             if not issubclass(w.category, ConvergenceWarning):

@@ -1,14 +1,14 @@
 """Checkpoints of a long Gibbs chain, so that a job killed at its time limit goes on where it stopped.
 
-A chain saves its whole state (the sweep it is at, the group variances, ``C^{-1}``, the random generator's state and
-the samples kept so far) every ``every`` seconds of wall time into one ``.npz`` file. The file's name is a digest
-of everything the chain depends on: its inputs, its prior, its length, its random generator's starting state and
-the sampler's code. A later fit with the same digest (the same job run again) reads it and goes on from there, so a
-resumed chain gives the same samples bit for bit as one that was never stopped. A fit of anything else never
-reads it. The file is written atomically (a kill leaves the old checkpoint or the new one) and removed when the
-chain ends. SIGTERM, which a scheduler sends at a job's time limit some seconds before it kills the job (SLURM's
-KillWait, 30 s by default), makes the chain save at the end of the block of sweeps under way, so that the job loses
-(almost) nothing.
+A chain saves its whole state (the sweep it is at, the group variances, ``C^{-1}``, the random generator's state,
+the samples kept so far and the CPU seconds the chain has taken) every ``every`` seconds of wall time into one
+``.npz`` file. The file's name is a digest of everything the chain depends on: its inputs, its prior, its length,
+its random generator's starting state and the sampler's code. A later fit with the same digest (the same job run
+again) reads it and goes on from there, so a resumed chain gives the same samples bit for bit as one that was never
+stopped. A fit of anything else never reads it. The file is written atomically (a kill leaves the old checkpoint or
+the new one) and removed when the chain ends. SIGTERM, which a scheduler sends at a job's time limit some seconds
+before it kills the job (SLURM's KillWait, 30 s by default), makes the chain save at the end of the block of sweeps
+under way, so that the job loses (almost) nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from adaptcs._io import data_digest, read_checked_npz, write_checked_npz
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: the CPU seconds spent before the save are kept
 # The files whose code decides the chain: a change to either gives another digest (the old checkpoint is not read).
 _CODE = ("gibbs.py", "_gibbs_kernel.py")
 
@@ -71,6 +71,7 @@ class ChainCheckpoint:
                                   "_versions": np.asarray(f"{FORMAT} {np.__version__}")})
             self.path = Path(folder) / f"{name}-{digest[:24]}.npz"
         self._last_save = time.perf_counter()
+        self._cpu_start, self._cpu_before = time.process_time(), 0.0  # this process's start; earlier ones' CPU
         self._terminated, self._previous = False, None  # SIGTERM held; the handler it replaced (see __enter__)
 
     def resume(self, shapes: dict, total: int, block: int) -> dict | None:
@@ -89,7 +90,8 @@ class ChainCheckpoint:
         -------
         dict or None
             ``sweep`` (int, the next sweep), ``written`` (int, samples kept), ``lam``, ``Cinv``, ``w_kept``,
-            ``lam_kept`` (the first ``written`` rows of the sample arrays) and ``rng_state`` (dict).
+            ``lam_kept`` (the first ``written`` rows of the sample arrays), ``rng_state`` (dict) and
+            ``cpu_seconds`` (float, the CPU time the chain took up to the save, in the processes that ran it).
         """
         if self.path is None or not self.path.exists():
             return None
@@ -103,14 +105,25 @@ class ChainCheckpoint:
                     or (sweep % block and sweep != total):
                 raise ValueError(f"its arrays do not fit this chain ({', '.join(wrong) or 'counts'})")
             rng_state = json.loads(str(state["rng_state"]))
+            cpu_seconds = float(state["cpu_seconds"])
+            if not np.isfinite(cpu_seconds) or cpu_seconds < 0:
+                raise ValueError(f"its CPU time {cpu_seconds} is not a duration")
         except Exception as exc:  # any damage: the chain is still right when started again
             warnings.warn(f"{self.path}: checkpoint not usable ({type(exc).__name__}: {exc}); the chain starts "
                           "again from its first sweep", RuntimeWarning, stacklevel=3)
             self.path.unlink(missing_ok=True)
             return None
-        log.info("%s: resuming the chain at sweep %d (%d samples kept)", self.path, sweep, written)
+        log.info("%s: resuming the chain at sweep %d (%d samples kept, %.1f CPU s before)", self.path, sweep, written,
+                 cpu_seconds)
+        self._cpu_before = cpu_seconds
         return {"sweep": sweep, "written": written, "lam": state["lam"], "Cinv": state["Cinv"],
-                "w_kept": state["w_kept"], "lam_kept": state["lam_kept"], "rng_state": rng_state}
+                "w_kept": state["w_kept"], "lam_kept": state["lam_kept"], "rng_state": rng_state,
+                "cpu_seconds": cpu_seconds}
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the chain has taken so far: in the processes before the one that resumed it, and in this one
+        since the checkpoint was made (the process's CPU time, all its threads)."""
+        return self._cpu_before + time.process_time() - self._cpu_start
 
     def __enter__(self) -> ChainCheckpoint:
         """While the chain runs, SIGTERM (a scheduler's time limit, ``scancel``, ``kill``) is held until the block of
@@ -146,7 +159,8 @@ class ChainCheckpoint:
         if self.path is None or not (due or terminated):
             return
         state = {"sweep": np.int64(sweep), "written": np.int64(written), "lam": lam, "Cinv": Cinv,
-                 "w_kept": w_out[:written], "lam_kept": lam_out[:written], "rng_state": np.asarray(_rng_state(rng))}
+                 "w_kept": w_out[:written], "lam_kept": lam_out[:written], "rng_state": np.asarray(_rng_state(rng)),
+                 "cpu_seconds": np.float64(self.cpu_seconds())}
         try:
             write_checked_npz(self.path, state)
             self._last_save = time.perf_counter()

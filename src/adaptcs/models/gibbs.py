@@ -151,11 +151,11 @@ class _GroupGibbs(GroupRegressor):
             {"XT": XT, "y": y, "noise": noise_s, "ptr": ptr, "lam": lam, "tau2": tau2_s, "kind": kind,
              "prior_logit": prior_logit, "v0": v0, "shape": shape, "rate": rate, "order": order, "unit": unit,
              "sweeps": [total, burn_in, thin, refactor_every, _BLOCK, width]}, rng, self.checkpoint_seconds)
-        written, first_sweep = 0, 0
+        written, first_sweep, cpu_before = 0, 0, 0.0
         saved = checkpoint.resume({"lam": lam.shape, "Cinv": Cinv.shape, "w_out": w_out.shape,
                                    "lam_out": lam_out.shape}, total, _BLOCK)
         if saved is not None:
-            first_sweep, written = saved["sweep"], saved["written"]
+            first_sweep, written, cpu_before = saved["sweep"], saved["written"], saved["cpu_seconds"]
             lam[:], Cinv[:] = saved["lam"], saved["Cinv"]
             w_out[:written], lam_out[:written] = saved["w_kept"], saved["lam_kept"]
             rng.bit_generator.state = saved["rng_state"]
@@ -196,6 +196,7 @@ class _GroupGibbs(GroupRegressor):
         self.group_var_ = tau2 * lam_out.mean(axis=0)
         self.n_iter_ = total
         self.resumed_at_ = first_sweep
+        self.resumed_cpu_seconds_ = cpu_before
         self.rhat_ = split_rhat(samples)
         self.converged_ = bool(self.rhat_ < RHAT_LIMIT)
         if not self.converged_:
@@ -283,6 +284,9 @@ _SAMPLER_DOC = """    n_samples : int
         Sweeps done (burn-in included).
     resumed_at_ : int
         The sweep a checkpoint resumed the chain at (0: the chain ran from its first sweep in this fit).
+    resumed_cpu_seconds_ : float
+        CPU seconds the chain had taken, in the fits before, up to the checkpoint it resumed from (0 when not
+        resumed); a design loop's ``fit_seconds`` includes them, so a resumed chain's cost is its whole cost.
     rhat_ : float
         Largest split R-hat over the coefficients (the kept samples cut in two halves compared as two chains;
         coefficients that never move are left out). Near 1 when the chain has mixed.
