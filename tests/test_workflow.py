@@ -527,6 +527,38 @@ def test_a_job_killed_part_way_runs_only_the_replicates_it_had_not_finished(tmp_
     assert not folder.exists()
 
 
+def test_a_job_killed_inside_a_design_loop_goes_on_from_the_loop_s_last_save(tmp_path, monkeypatch):
+    """The replicate under way keeps its design loop's state in the job's checkpoint folder: run again after a kill
+    at its fourth designed row, the job asks only for the rows after the save and writes the file of a run never
+    stopped."""
+    from adaptcs.design import designer as designer_module
+    from adaptcs.design import simulation
+    from adaptcs.design._loop_checkpoint import LoopCheckpoint
+
+    job = Job("E3", 0, "gss_ep", "oracle", "design", 0, (0,), n_steps=6)
+    whole = job.run_to_file(tmp_path / "whole.h5", {}, progress=False)
+    folder = Path(jb.job_file(str(tmp_path), "checkpoints", job.name))
+    monkeypatch.setattr(simulation, "LoopCheckpoint", lambda path, every: LoopCheckpoint(path, 0.0))
+    ask, asked = designer_module.SequentialDesigner.ask, []
+
+    def counted(self, *args, **kwargs):
+        asked.append(self.n_told_)
+        if len(asked) == 4 and stop[0]:
+            raise KeyboardInterrupt
+        return ask(self, *args, **kwargs)
+
+    stop = [True]
+    monkeypatch.setattr(designer_module.SequentialDesigner, "ask", counted)
+    with pytest.raises(KeyboardInterrupt):
+        job.run_to_file(tmp_path / "resumed.h5", {}, folder, progress=False)
+    assert len(list(folder.glob("loop-replicate0-*.npz"))) == 1
+    stop[0], asked[:] = False, []
+    job.run_to_file(tmp_path / "resumed.h5", {}, folder, progress=False)
+    assert asked == [35, 36, 37]  # 32 random rows and 3 designed ones were told before the kill
+    assert compare_files(whole, tmp_path / "resumed.h5") == []
+    assert not folder.exists()
+
+
 def test_a_kept_replicate_is_named_by_everything_that_decides_its_numbers(tmp_path):
     from adaptcs.experiments._replicate_store import replicate_path
 

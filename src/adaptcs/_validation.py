@@ -242,6 +242,16 @@ def check_positive_scalar(value, name: str) -> float:
     return value
 
 
+def check_nonnegative_scalar(value, name: str) -> float:
+    """Validate a finite real scalar >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number >= 0; got {value!r}")
+    value = float(value)
+    if not np.isfinite(value) or value < 0.0:
+        raise ValueError(f"{name} must be finite and >= 0; got {value}")
+    return value
+
+
 def check_fraction(value, name: str, *, low_open: bool = True) -> float:
     """Validate a real number in (0, 1] (or [0, 1] when ``low_open`` is False)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

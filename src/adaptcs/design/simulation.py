@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
+from adaptcs.design._loop_checkpoint import KEYS, LoopCheckpoint
 from adaptcs.design.designer import (
     STRATEGIES,
     FitFailedWarning,
@@ -101,7 +102,8 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
                           row_norm: float, rng=None, pool=None, batch_size: int = 1,
                           callback: Callable[[int, int, float], None] | None = None,
                           checkpoints=(), row_constraint: str = "sphere", basis=None,
-                          settle_reported: bool = True) -> SequentialDesignResult:
+                          settle_reported: bool = True, resume_file=None,
+                          save_seconds: float = 60.0) -> SequentialDesignResult:
     """Measure, refit, repeat: the sequential design loop for any estimator.
 
     Parameters
@@ -151,6 +153,14 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         Take the fits that are read, those at ``checkpoints`` and the last one, on to their convergence test where
         the refit stopped short (:meth:`SequentialDesigner.converge`; the first fit, from scratch, does that by
         itself); the refits between them only choose the next rows and may stop early (``converged`` says so).
+    resume_file : str or path, optional
+        Keep the loop's state in this file every ``save_seconds`` of wall time (at the end of a step), and go on
+        from it if it is there when the loop starts (:mod:`adaptcs.design._loop_checkpoint`): a loop killed
+        part-way and run again with the same arguments and file gives the result of one never stopped. The file
+        must name this loop only (the caller's job: the workflow names it by a digest of the job, the replicate's
+        data and the code); it is removed when the loop ends.
+    save_seconds : float
+        Seconds of wall time between saves of ``resume_file`` (0: after every step).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
@@ -177,10 +187,17 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         if pool.shape[0] < n_steps * batch_size:
             raise ValueError(f"pool has {pool.shape[0]} rows; {n_steps} steps of {batch_size} need "
                              f"{n_steps * batch_size}")
-    # The initial rows X are the protocol's random start: every later row is chosen by ``strategy``.
-    designer = SequentialDesigner(estimator, strategy=strategy, row_norm=row_norm, batch_size=batch_size,
-                                  pool=pool, row_constraint=row_constraint, rng=rng, basis=basis, n_random_start=0)
-    record = _Record(w_true, checkpoints)
+    save_seconds = val.check_nonnegative_scalar(save_seconds, "save_seconds")
+    saved_loop = LoopCheckpoint(resume_file, save_seconds)
+    state = saved_loop.load()
+    if state is None:
+        # The initial rows X are the protocol's random start: every later row is chosen by ``strategy``.
+        designer = SequentialDesigner(estimator, strategy=strategy, row_norm=row_norm, batch_size=batch_size,
+                                      pool=pool, row_constraint=row_constraint, rng=rng, basis=basis,
+                                      n_random_start=0)
+        record = _Record(w_true, checkpoints)
+    else:  # the generator is the designer's own (one pickle keeps them one object)
+        designer, record, rng, ok, done = (state[k] for k in KEYS)
     reported = {int(c) for c in checkpoints} | {n0 + n_steps * batch_size}
 
     def tell(X_new, y_new, step) -> bool:
@@ -192,8 +209,10 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
                 designer.converge()
         return record.fit(designer, step)
 
-    ok = tell(X, y, 0)
-    for step in range(1, n_steps + 1):
+    if state is None:
+        ok, done = tell(X, y, 0), 0
+        saved_loop.save_if_due(designer=designer, record=record, rng=rng, ok=ok, step=0)
+    for step in range(done + 1, n_steps + 1):
         if not ok:  # nothing sensible can be designed from a failed fit: the rest of the run is missing
             record.missing(batch_size)
             continue
@@ -201,6 +220,7 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
         record.select_seconds.append(designer.history_[-1].seconds)
         new_y = new_X @ w_true + rng.normal(0.0, np.sqrt(noise_var), size=new_X.shape[0])
         ok = tell(new_X, new_y, step)
+        saved_loop.save_if_due(designer=designer, record=record, rng=rng, ok=ok, step=step)
         if callback is not None:
             callback(step, designer.n_told_, record.errors[-1])
 
@@ -214,6 +234,7 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     summary = designer.not_converged_summary()
     if summary:
         warnings.warn(f"sequential design: {summary}", ConvergenceWarning, stacklevel=2)
+    saved_loop.remove()
     return SequentialDesignResult(
         n_measurements=np.asarray(record.n_measurements, dtype=np.int64),
         errors=np.asarray(record.errors, dtype=float), fit_seconds=np.asarray(record.fit_seconds),

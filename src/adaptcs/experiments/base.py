@@ -232,11 +232,13 @@ class Experiment(ABC):
         """The rows of a strategy the experiment supplies, shape (n_rows, d)."""
         raise ValueError(f"{self.name} supplies no rows for strategy {strategy!r}")
 
-    def run_case(self, estimator, case: Case, replicate: int, plan: Plan, strategy: str, rng, callback=None):
+    def run_case(self, estimator, case: Case, replicate: int, plan: Plan, strategy: str, rng, callback=None,
+                 resume_file=None):
         """Measure one replicate with ``strategy`` as ``plan`` says, fitting ``estimator`` along the way.
 
         By default the sequential design loop (:func:`adaptcs.design.run_sequential_design`) simulates new
-        measurements of the case's signal; a kind whose measurements were recorded replays them instead.
+        measurements of the case's signal, keeping its state in ``resume_file`` (if given) as it goes and going on
+        from it when it is there; a kind whose measurements were recorded replays them instead.
 
         Returns
         -------
@@ -249,7 +251,7 @@ class Experiment(ABC):
         return run_sequential_design(estimator, p.w_true, p.X, p.y, plan.n_steps, strategy=STRATEGIES[strategy].loop,
                                      noise_var=p.noise_var, row_norm=float(np.sqrt(p.w_true.shape[0])), rng=rng,
                                      checkpoints=plan.checkpoints, pool=plan.fixed_rows, batch_size=plan.batch_size,
-                                     basis=plan.basis, callback=callback)
+                                     basis=plan.basis, callback=callback, resume_file=resume_file)
 
     def plan(self, setting: int, n_steps: int, strategy: str) -> Plan:
         """How the design loop measures the setting's replicates with ``strategy`` for ``n_steps`` steps."""

@@ -228,8 +228,10 @@ class MRILinesExperiment(Experiment):
         """What is measured: the phase-encode lines of the slice, the ``start`` centre lines first."""
         return KSpaceLines(self.basis(setting), n_first=self.start)
 
-    def run_case(self, estimator, case: Case, replicate: int, plan: Plan, strategy: str, rng, callback=None):
-        """Measure slice ``replicate`` with ``strategy``'s lines; score every count in ``plan.checkpoints``."""
+    def run_case(self, estimator, case: Case, replicate: int, plan: Plan, strategy: str, rng, callback=None,
+                 resume_file=None):
+        """Measure slice ``replicate`` with ``strategy``'s lines; score every count in ``plan.checkpoints``.
+        ``resume_file`` is not used: a slice stopped part-way runs again from its start."""
         acq = self.acquisition(replicate)
         operator = self.operator(0)
         counts = tuple(plan.checkpoints)

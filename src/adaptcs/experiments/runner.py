@@ -78,8 +78,10 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
         default the experiment's first (oracle where it has one).
     checkpoint_dir : str or path, optional
         Where the job keeps each finished replicate (:mod:`adaptcs.experiments._replicate_store`) and the method's
-        Gibbs chains save their state (``checkpoint_dir`` of :mod:`adaptcs.models.gibbs`), so that the job run
-        again after a kill reads the replicates done and goes on from the chain's last save, to the same numbers.
+        Gibbs chains save their state (``checkpoint_dir`` of :mod:`adaptcs.models.gibbs`), as does the design loop
+        of the replicate under way (``resume_file`` of :func:`adaptcs.design.run_sequential_design`), so that the
+        job run again after a kill reads the replicates done and goes on from the loop's and the chain's last
+        saves, to the same numbers.
         The caller removes the folder once the result is safe.
     """
     data_options = dict(data_options or {})
@@ -126,8 +128,9 @@ def run_job(experiment: str | Experiment, setting_index: int, method: str, strat
                 _save_chains_in(estimator, checkpoint_dir)
             callback = _step_logger(f"{spec.name} setting {setting_index} {label}/{strategy} replicate "
                                     f"{replicate}", steps) if progress else None
+            resume_file = None if kept is None else kept.with_name(f"loop-{kept.name}")  # the loop part-way
             result = spec.run_case(estimator, case, replicate, plan, strategy, problem_rng(*case.design_seed),
-                                   callback)
+                                   callback, resume_file=resume_file)
             if kept is not None:
                 save_replicate(kept, result)
         if plan.image_side is not None:

@@ -212,8 +212,10 @@ class ReplayExperiment(Experiment):
         return Plan(n_steps=n_steps, batch_size=self.batch_size(setting), checkpoints=self.checkpoint_counts(),
                     basis=self.basis(setting), image_side=self.side)
 
-    def run_case(self, estimator, case: Case, replicate: int, plan: Plan, strategy: str, rng, callback=None):
-        """Replay ``strategy``'s order on the recorded values (no simulated measurement)."""
+    def run_case(self, estimator, case: Case, replicate: int, plan: Plan, strategy: str, rng, callback=None,
+                 resume_file=None):
+        """Replay ``strategy``'s order on the recorded values (no simulated measurement). ``resume_file`` is not
+        used: a replay stopped part-way runs again from its start."""
         basis = self.basis(0)
         values = self.scan_values(replicate)
         fractions = [n / basis.d for n in plan.checkpoints]
