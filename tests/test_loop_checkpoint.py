@@ -84,16 +84,19 @@ def test_a_loop_stopped_and_run_again_gives_the_result_of_one_never_stopped(tmp_
     assert np.all(np.isfinite(resumed.fit_seconds)) and resumed.fit_seconds.size == whole.fit_seconds.size
 
 
-def test_a_damaged_loop_checkpoint_is_removed_and_the_loop_starts_again(tmp_path):
-    whole = _run("oracle", 3)
-    path = tmp_path / "loop.npz"
-
+def _stopped_at_step_2(path, save_seconds):
     def stop(step, n, error):
         if step == 2:
             raise Stop
 
     with pytest.raises(Stop):
-        _run("oracle", 3, resume_file=path, save_seconds=0, callback=stop)
+        _run("oracle", 3, resume_file=path, save_seconds=save_seconds, callback=stop)
+
+
+def test_a_damaged_loop_checkpoint_is_removed_and_the_loop_starts_again(tmp_path):
+    whole = _run("oracle", 3)
+    path = tmp_path / "loop.npz"
+    _stopped_at_step_2(path, 0)
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
@@ -106,13 +109,7 @@ def test_a_damaged_loop_checkpoint_is_removed_and_the_loop_starts_again(tmp_path
 
 def test_a_loop_saves_only_when_its_interval_has_passed(tmp_path):
     path = tmp_path / "loop.npz"
-
-    def stop(step, n, error):
-        if step == 2:
-            raise Stop
-
-    with pytest.raises(Stop):
-        _run("oracle", 3, resume_file=path, save_seconds=3600.0, callback=stop)
+    _stopped_at_step_2(path, 3600.0)
     assert not path.exists()  # an hour had not passed
     with pytest.raises(ValueError, match="save_seconds"):
         _run("oracle", 1, resume_file=path, save_seconds=-1.0)
