@@ -24,7 +24,13 @@ from adaptcs.cli import main
 from adaptcs.compare_runs import compare_files
 from adaptcs.jobs import Job, resolve_jobs
 from adaptcs.results import read_job, read_summary
-from adaptcs.workflow import RESULTS_OWNER, check_results_owner, claim_results, config_identity
+from adaptcs.workflow import (
+    RESULTS_OWNER,
+    check_results_owner,
+    claim_results,
+    config_identity,
+    prune_empty_checkpoints,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -148,6 +154,7 @@ def test_dry_run_with_the_slurm_profile(tmp_path):
 def test_tiny_end_to_end_run(tmp_path):
     snakemake(tmp_path, "--cores", "2", config=TINY_CONFIG)
     out = tmp_path / "out"
+    assert not (out / "checkpoints").exists()  # every job's folder went with its file, the empty ones above at the end
 
     job = read_job(out / "runs/E3/setting0/gss_ep-oracle-design-chunk0.h5")
     assert job.errors.shape == (2, 4) and list(job.n_measurements) == [32, 33, 34, 35]
@@ -557,6 +564,23 @@ def test_a_job_killed_inside_a_design_loop_goes_on_from_the_loop_s_last_save(tmp
     assert asked == [35, 36, 37]  # 32 random rows and 3 designed ones were told before the kill
     assert compare_files(whole, tmp_path / "resumed.h5") == []
     assert not folder.exists()
+
+
+def test_only_empty_checkpoint_folders_are_pruned(tmp_path):
+    kept = tmp_path / "checkpoints/runs/E1/setting0/gss_mcmc-oracle-random-chunk0"
+    kept.mkdir(parents=True)
+    (kept / "GroupSpikeSlabGibbs-0.npz").write_bytes(b"a chain a killed job left")
+    (tmp_path / "checkpoints/runs/E1/setting1").mkdir()
+    (tmp_path / "checkpoints/runs/E3/setting0").mkdir(parents=True)
+    prune_empty_checkpoints(tmp_path)
+    left = sorted(p.relative_to(tmp_path / "checkpoints/runs").as_posix()
+                  for p in (tmp_path / "checkpoints/runs").rglob("*"))
+    assert left == ["E1", "E1/setting0", "E1/setting0/gss_mcmc-oracle-random-chunk0",
+                    "E1/setting0/gss_mcmc-oracle-random-chunk0/GroupSpikeSlabGibbs-0.npz"]
+    (kept / "GroupSpikeSlabGibbs-0.npz").unlink()
+    prune_empty_checkpoints(tmp_path)
+    assert not (tmp_path / "checkpoints").exists()
+    prune_empty_checkpoints(tmp_path)  # nothing there: nothing to do
 
 
 def test_a_kept_replicate_is_named_by_everything_that_decides_its_numbers(tmp_path):

@@ -57,6 +57,22 @@ def claim_results(results, config_files) -> None:
     atomic_write(Path(results) / RESULTS_OWNER, lambda tmp: Path(tmp).write_text(text))
 
 
+def prune_empty_checkpoints(results) -> None:
+    """Remove the empty folders under ``results/checkpoints`` (each job removes its own folder when its file is
+    written; the folders of experiments and settings above it stay, since other jobs may be using them). A folder
+    that still holds a file (a job killed and not run again) is kept. For the end of a successful run, when no job
+    is running."""
+    root = Path(results) / "checkpoints"
+    if not root.is_dir():
+        return
+    for folder in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True) \
+            + [root]:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty
+            pass
+
+
 class WorkflowPlan:
     """A config resolved once for the Snakefile: its experiments, jobs and effective config.
 

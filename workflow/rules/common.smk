@@ -2,7 +2,7 @@
 # experiments with their defaults, every job by name, the effective config), so the rules themselves hold no logic.
 import adaptcs
 from adaptcs.jobs import job_file
-from adaptcs.workflow import WorkflowPlan, check_results_owner, claim_results
+from adaptcs.workflow import WorkflowPlan, check_results_owner, claim_results, prune_empty_checkpoints
 
 RESULTS = config["results"]
 # a results folder belongs to the config that made it: another config would rewrite its files and tables
@@ -35,3 +35,9 @@ onstart:
 
         settings = workflow.executor_settings
         check_slurm_status_command(settings.status_command, settings.init_seconds_before_status_checks)
+
+
+# A job removes its own checkpoint folder when its file is written; the empty folders of experiments and settings
+# above those go at the end of a run that succeeded (no job is running then).
+onsuccess:
+    prune_empty_checkpoints(RESULTS)

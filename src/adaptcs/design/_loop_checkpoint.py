@@ -37,7 +37,8 @@ class LoopCheckpoint:
     Parameters
     ----------
     path : path or None
-        The file (its folder is created on the first save); None: never save or resume.
+        The file (its folder is created on the first save, by :func:`adaptcs._io.atomic_write`); None: never save
+        or resume.
     every : float
         Seconds of wall time between saves (0: after every step).
     """
@@ -75,7 +76,6 @@ class LoopCheckpoint:
             return
         try:
             data = np.frombuffer(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             write_checked_npz(self.path, {"format": np.int64(FORMAT), "pickle": data})
         except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
             warnings.warn(f"{self.path}: cannot save the design loop's checkpoint ({type(exc).__name__}: {exc}); "
