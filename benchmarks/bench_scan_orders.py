@@ -132,7 +132,8 @@ def run(args) -> None:
         for side in args.sides:
             basis = make_basis(args.wavelet, side, level=int(np.log2(side // 8)))
             for photons in args.photons:
-                for r, name in enumerate(args.images):
+                for name in args.images:
+                    r = IMAGES.index(name)  # seeds by image, whichever images are run
                     truth = image(name, side)
                     rng = np.random.default_rng([44, side, int(photons), r])
                     values = photon_basis_scan(basis, truth, photons, rng)
