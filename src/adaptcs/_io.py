@@ -6,6 +6,8 @@ import hashlib
 import json
 import os
 import stat
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -123,6 +125,38 @@ def read_checked_npz(path) -> dict:
     if str(arrays.pop("_sha256", "")) != data_digest(arrays):
         raise ValueError("its SHA-256 does not match its contents")
     return arrays
+
+
+def read_or_discard(path, read: Callable, *, what: str, instead: str, stacklevel: int = 2):
+    """``read(path)``, or None if there is no file at ``path`` or it cannot be read: then it is removed, with a
+    RuntimeWarning ``"<path>: <what> not usable (<error>); <instead>"``.
+
+    For files that only save work (checkpoints, kept results): whatever damage a file has, doing the work again is
+    always right, so any exception of ``read`` (a damaged zip, a wrong checksum, a layout check of the caller's)
+    discards the file.
+
+    Parameters
+    ----------
+    path : path
+    read : callable
+        Reads and checks the file: ``read(path) -> value``.
+    what : str
+        What the file holds, for the warning ("design loop checkpoint").
+    instead : str
+        What happens instead, for the warning ("the loop starts again from its first step").
+    stacklevel : int
+        The warning's, as the caller would give it to :func:`warnings.warn` (2: the caller's caller).
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        return read(path)
+    except Exception as exc:
+        warnings.warn(f"{path}: {what} not usable ({type(exc).__name__}: {exc}); {instead}", RuntimeWarning,
+                      stacklevel=stacklevel + 1)
+        path.unlink(missing_ok=True)
+        return None
 
 
 def is_number(text: str) -> bool:

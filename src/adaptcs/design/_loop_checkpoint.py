@@ -23,12 +23,22 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptcs._io import read_checked_npz, write_checked_npz
+from adaptcs._io import read_checked_npz, read_or_discard, write_checked_npz
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
 KEYS = ("designer", "record", "rng", "ok", "step")
+
+
+def _read(path) -> dict:
+    saved = read_checked_npz(path)
+    if int(saved["format"]) != FORMAT:
+        raise ValueError(f"format {int(saved['format'])}, not {FORMAT}")
+    state = pickle.loads(saved["pickle"].tobytes())
+    if not isinstance(state, dict) or set(state) != set(KEYS):
+        raise ValueError("it does not hold a design loop's state")
+    return state
 
 
 class LoopCheckpoint:
@@ -51,19 +61,11 @@ class LoopCheckpoint:
     def load(self) -> dict | None:
         """The saved state (``designer``, ``record``, ``rng``, ``ok`` and ``step``, the last step done), or None if
         there is no readable file (a damaged one is removed with a warning)."""
-        if self.path is None or not self.path.exists():
+        if self.path is None:
             return None
-        try:
-            saved = read_checked_npz(self.path)
-            if int(saved["format"]) != FORMAT:
-                raise ValueError(f"format {int(saved['format'])}, not {FORMAT}")
-            state = pickle.loads(saved["pickle"].tobytes())
-            if not isinstance(state, dict) or set(state) != set(KEYS):
-                raise ValueError("it does not hold a design loop's state")
-        except Exception as exc:  # any damage: starting the loop again is always right
-            warnings.warn(f"{self.path}: design loop checkpoint not usable ({type(exc).__name__}: {exc}); the loop "
-                          "starts again from its first step", RuntimeWarning, stacklevel=3)
-            self.path.unlink(missing_ok=True)
+        state = read_or_discard(self.path, _read, what="design loop checkpoint",
+                                instead="the loop starts again from its first step", stacklevel=3)
+        if state is None:
             return None
         log.info("%s: resuming the design loop after step %d (%d rows told)", self.path, state["step"],
                  state["designer"].n_told_)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptcs._io import data_digest, read_checked_npz, write_checked_npz
+from adaptcs._io import data_digest, read_checked_npz, read_or_discard, write_checked_npz
 from adaptcs.design.simulation import SequentialDesignResult
 
 log = logging.getLogger(__name__)
@@ -74,29 +74,22 @@ def save_replicate(path, result: SequentialDesignResult) -> None:
 
 def load_replicate(path) -> SequentialDesignResult | None:
     """The result saved at ``path``, or None if there is none or it cannot be read (then it is removed)."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    try:
-        arrays = read_checked_npz(path)
-        kinds = json.loads(str(arrays.pop("_kinds")))
-        names = {f.name for f in fields(SequentialDesignResult)}
-        if set(kinds) != names:
-            raise ValueError("its fields are not those of a replicate's result")
-        values = {}
-        for name, kind in kinds.items():
-            if kind == "none":
-                values[name] = None
-            elif kind == "str":
-                values[name] = str(arrays[name])
-            elif kind == "json":
-                values[name] = json.loads(str(arrays[name]))
-            else:
-                values[name] = arrays[name]
-        result = SequentialDesignResult(**values)
-    except Exception as exc:  # any damage: running the replicate again is always right
-        warnings.warn(f"{path}: finished replicate not usable ({type(exc).__name__}: {exc}); running it again",
-                      RuntimeWarning, stacklevel=2)
-        path.unlink(missing_ok=True)
-        return None
-    return result
+    return read_or_discard(path, _read_replicate, what="finished replicate", instead="running it again")
+
+
+def _read_replicate(path) -> SequentialDesignResult:
+    arrays = read_checked_npz(path)
+    kinds = json.loads(str(arrays.pop("_kinds")))
+    if set(kinds) != {f.name for f in fields(SequentialDesignResult)}:
+        raise ValueError("its fields are not those of a replicate's result")
+    values = {}
+    for name, kind in kinds.items():
+        if kind == "none":
+            values[name] = None
+        elif kind == "str":
+            values[name] = str(arrays[name])
+        elif kind == "json":
+            values[name] = json.loads(str(arrays[name]))
+        else:
+            values[name] = arrays[name]
+    return SequentialDesignResult(**values)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptcs._io import data_digest, read_checked_npz, write_checked_npz
+from adaptcs._io import data_digest, read_checked_npz, read_or_discard, write_checked_npz
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +93,11 @@ class ChainCheckpoint:
             ``lam_kept`` (the first ``written`` rows of the sample arrays), ``rng_state`` (dict) and
             ``cpu_seconds`` (float, the CPU time the chain took up to the save, in the processes that ran it).
         """
-        if self.path is None or not self.path.exists():
+        if self.path is None:
             return None
-        try:
-            state = read_checked_npz(self.path)
+
+        def read(path) -> dict:
+            state = read_checked_npz(path)
             written, sweep = int(state["written"]), int(state["sweep"])
             expected = {"lam": shapes["lam"], "Cinv": shapes["Cinv"],
                         "w_kept": (written, shapes["w_out"][1]), "lam_kept": (written, shapes["lam_out"][1])}
@@ -104,21 +105,21 @@ class ChainCheckpoint:
             if wrong or not 0 <= written <= shapes["w_out"][0] or not 0 <= sweep <= total \
                     or (sweep % block and sweep != total):
                 raise ValueError(f"its arrays do not fit this chain ({', '.join(wrong) or 'counts'})")
-            rng_state = json.loads(str(state["rng_state"]))
             cpu_seconds = float(state["cpu_seconds"])
             if not np.isfinite(cpu_seconds) or cpu_seconds < 0:
                 raise ValueError(f"its CPU time {cpu_seconds} is not a duration")
-        except Exception as exc:  # any damage: the chain is still right when started again
-            warnings.warn(f"{self.path}: checkpoint not usable ({type(exc).__name__}: {exc}); the chain starts "
-                          "again from its first sweep", RuntimeWarning, stacklevel=3)
-            self.path.unlink(missing_ok=True)
+            return {"sweep": sweep, "written": written, "lam": state["lam"], "Cinv": state["Cinv"],
+                    "w_kept": state["w_kept"], "lam_kept": state["lam_kept"],
+                    "rng_state": json.loads(str(state["rng_state"])), "cpu_seconds": cpu_seconds}
+
+        state = read_or_discard(self.path, read, what="checkpoint",
+                                instead="the chain starts again from its first sweep", stacklevel=3)
+        if state is None:
             return None
-        log.info("%s: resuming the chain at sweep %d (%d samples kept, %.1f CPU s before)", self.path, sweep, written,
-                 cpu_seconds)
-        self._cpu_before = cpu_seconds
-        return {"sweep": sweep, "written": written, "lam": state["lam"], "Cinv": state["Cinv"],
-                "w_kept": state["w_kept"], "lam_kept": state["lam_kept"], "rng_state": rng_state,
-                "cpu_seconds": cpu_seconds}
+        log.info("%s: resuming the chain at sweep %d (%d samples kept, %.1f CPU s before)", self.path, state["sweep"],
+                 state["written"], state["cpu_seconds"])
+        self._cpu_before = state["cpu_seconds"]
+        return state
 
     def cpu_seconds(self) -> float:
         """CPU seconds the chain has taken so far: in the processes before the one that resumed it, and in this one
