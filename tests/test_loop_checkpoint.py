@@ -113,3 +113,38 @@ def test_a_loop_saves_only_when_its_interval_has_passed(tmp_path):
     assert not path.exists()  # an hour had not passed
     with pytest.raises(ValueError, match="save_seconds"):
         _run("oracle", 1, resume_file=path, save_seconds=-1.0)
+
+
+_TERMINATED_CHILD = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from test_loop_checkpoint import _run
+
+def terminated_during_step_3(step, n, error):
+    if step == 2:  # the callback runs after step 2's save point: SIGTERM comes while step 3 runs
+        os.kill(os.getpid(), signal.SIGTERM)
+
+_run("oracle", 6, resume_file=sys.argv[1], save_seconds=3600.0, callback=terminated_during_step_3)
+print("the loop ended")
+"""
+
+
+def test_sigterm_saves_the_loop_at_the_end_of_the_step_under_way_and_ends_the_process(tmp_path):
+    """SIGTERM (a time limit) during a step: the loop finishes the step, saves, and the process ends by SIGTERM; run
+    again, the loop goes on from the next step to the result of one never stopped. No periodic save is due (one an
+    hour), so the file can only come from the signal."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "loop.npz"
+    done = subprocess.run([sys.executable, "-c", _TERMINATED_CHILD, str(path), str(Path(__file__).parent)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    assert "the loop ended" not in done.stdout and "saved after step 3" in done.stderr
+    steps = []
+    resumed = _run("oracle", 6, resume_file=path, save_seconds=3600.0, callback=lambda s, n, e: steps.append(s))
+    assert steps == [4, 5, 6]
+    _assert_same(resumed, _run("oracle", 6))
+    assert not path.exists()

@@ -10,7 +10,10 @@ atomically with a SHA-256 of its bytes (:func:`adaptcs._io.write_checked_npz`) a
 The caller names the file so that only the same loop reads it: the workflow puts it next to the replicate's kept
 result (:mod:`adaptcs.experiments._replicate_store`), whose digest covers the job, the replicate's data and the
 code of the whole package. A file that cannot be read is removed with a warning and the loop starts from its first
-step. Pickles run code when read: only files this library wrote in the job's own results folder are read.
+step. SIGTERM (a scheduler's time limit) is held until the step under way ends; the loop then saves, whatever the
+interval, and the process ends. A chain inside the step (a Gibbs sampler's) that reaches its own save point first
+saves itself and ends the process there; the loop's last save stands. Pickles run code when read: only files this
+library wrote in the job's own results folder are read.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from adaptcs._io import read_checked_npz, read_or_discard, write_checked_npz
+from adaptcs._termination import TerminationHold, end_process
+from adaptcs._termination import requested as termination_requested
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +62,7 @@ class LoopCheckpoint:
         self.path = None if path is None else Path(path)
         self.every = float(every)
         self._last_save = time.perf_counter()
+        self._hold = TerminationHold(active=False)  # entered with the loop (see __enter__)
 
     def load(self) -> dict | None:
         """The saved state (``designer``, ``record``, ``rng``, ``ok`` and ``step``, the last step done), or None if
@@ -71,20 +77,39 @@ class LoopCheckpoint:
                  state["designer"].n_told_)
         return state
 
+    def __enter__(self) -> LoopCheckpoint:
+        """While the loop runs, SIGTERM (a scheduler's time limit) is held until the step under way ends
+        (:class:`adaptcs._termination.TerminationHold`): :meth:`save_if_due` then saves the loop and ends the process
+        by SIGTERM (a handler of the caller's runs instead). Only where there is a file to save to, and only in the
+        main thread."""
+        self._hold = TerminationHold(active=self.path is not None).__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hold.release()  # a SIGTERM held while the loop ended (an error, say) is delivered now
+
     def save_if_due(self, **state) -> None:
-        """Save ``state`` (the :data:`KEYS`) if ``every`` seconds have passed since the last save or the start.
-        Saving is a convenience: a full or read-only disk only warns, and the loop goes on unsaved."""
-        if self.path is None or time.perf_counter() - self._last_save < self.every:
+        """Save ``state`` (the :data:`KEYS`) if ``every`` seconds have passed since the last save or the start, or if
+        SIGTERM came during the step (then end the process by it, once saved). Saving is a convenience: a full or
+        read-only disk only warns, and the loop goes on unsaved."""
+        terminated = self._hold.holding and termination_requested()
+        if self.path is None or not (terminated or time.perf_counter() - self._last_save >= self.every):
             return
         try:
             data = np.frombuffer(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
             write_checked_npz(self.path, {"format": np.int64(FORMAT), "pickle": data})
+            self._last_save = time.perf_counter()
+            if terminated:
+                log.warning("%s: terminated (SIGTERM): the design loop is saved after step %d; run it again to go on",
+                            self.path, state["step"])
         except (OSError, pickle.PicklingError, TypeError, AttributeError) as exc:
             warnings.warn(f"{self.path}: cannot save the design loop's checkpoint ({type(exc).__name__}: {exc}); "
                           "going on without one", RuntimeWarning, stacklevel=3)
             self.path = None
-            return
-        self._last_save = time.perf_counter()
+        if terminated:
+            end_process()
+        if self.path is None:
+            self._hold.release()  # nothing to save to: SIGTERM ends the process at once again (if nothing else holds)
 
     def remove(self) -> None:
         """Remove the file (the loop has ended)."""

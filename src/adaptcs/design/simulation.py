@@ -156,9 +156,10 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     resume_file : str or path, optional
         Keep the loop's state in this file every ``save_seconds`` of wall time (at the end of a step), and go on
         from it if it is there when the loop starts (:mod:`adaptcs.design._loop_checkpoint`): a loop killed
-        part-way and run again with the same arguments and file gives the result of one never stopped. The file
-        must name this loop only (the caller's job: the workflow names it by a digest of the job, the replicate's
-        data and the code); it is removed when the loop ends.
+        part-way and run again with the same arguments and file gives the result of one never stopped. SIGTERM (a
+        scheduler's time limit) is held until the step under way ends, which saves; then the process ends by it.
+        The file must name this loop only (the caller's job: the workflow names it by a digest of the job, the
+        replicate's data and the code); it is removed when the loop ends.
     save_seconds : float
         Seconds of wall time between saves of ``resume_file`` (0: after every step).
     """
@@ -209,20 +210,21 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
                 designer.converge()
         return record.fit(designer, step)
 
-    if state is None:
-        ok, done = tell(X, y, 0), 0
-        saved_loop.save_if_due(designer=designer, record=record, rng=rng, ok=ok, step=0)
-    for step in range(done + 1, n_steps + 1):
-        if not ok:  # nothing sensible can be designed from a failed fit: the rest of the run is missing
-            record.missing(batch_size)
-            continue
-        new_X = designer.ask()
-        record.select_seconds.append(designer.history_[-1].seconds)
-        new_y = new_X @ w_true + rng.normal(0.0, np.sqrt(noise_var), size=new_X.shape[0])
-        ok = tell(new_X, new_y, step)
-        saved_loop.save_if_due(designer=designer, record=record, rng=rng, ok=ok, step=step)
-        if callback is not None:
-            callback(step, designer.n_told_, record.errors[-1])
+    with saved_loop:  # SIGTERM waits for the end of the step under way, which saves (LoopCheckpoint)
+        if state is None:
+            ok, done = tell(X, y, 0), 0
+            saved_loop.save_if_due(designer=designer, record=record, rng=rng, ok=ok, step=0)
+        for step in range(done + 1, n_steps + 1):
+            if not ok:  # nothing sensible can be designed from a failed fit: the rest of the run is missing
+                record.missing(batch_size)
+                continue
+            new_X = designer.ask()
+            record.select_seconds.append(designer.history_[-1].seconds)
+            new_y = new_X @ w_true + rng.normal(0.0, np.sqrt(noise_var), size=new_X.shape[0])
+            ok = tell(new_X, new_y, step)
+            saved_loop.save_if_due(designer=designer, record=record, rng=rng, ok=ok, step=step)
+            if callback is not None:
+                callback(step, designer.n_told_, record.errors[-1])
 
     est = designer.estimator_
     group_prob = getattr(est, "group_prob_", None) if ok else None
