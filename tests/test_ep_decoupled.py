@@ -96,3 +96,39 @@ def test_a_stalled_warm_refit_ends_at_an_ep_fixed_point():
     moved, _, _ = reference_ep(problem.X, problem.y, problem.coef_group, p0, v0, hyper.noise_var,
                                v_inf=problem.v_inf_ratio * v0, n_iter=1, damping=1.0, sites=sites)
     assert np.max(np.abs(moved - parallel.post.mean)) / size > ep.RESIDUAL_FACTOR * kw["tol"]
+
+
+@pytest.mark.slow
+def test_a_fit_that_is_read_gets_the_larger_fallback_budget_and_is_then_at_an_ep_fixed_point(monkeypatch):
+    """E3 signal 7's learned cold fit (32 rows, a fit that is read) needs more of the fallback than the 50 outer
+    steps a refit may take (measured: it stays short with 50). Its strict phase calls the fallback with the budget
+    of fits that are read, and then, independently, one undamped update of the dense reference EP at the learned
+    values barely moves its mean."""
+    import adaptcs.models.spike_slab_ep as sse
+    from adaptcs.models import GroupSpikeSlabEP
+    from adaptcs.models._ep_learning import STRICT_FALLBACK_OUTER
+
+    budgets, fits, fit = [], [], GroupSpikeSlabEP.fit
+
+    def fallback(problem, hyper, sites, *, tol, max_outer=50, **kw):
+        budgets.append(max_outer)
+        return decoupled_ep(problem, hyper, sites, tol=tol, max_outer=max_outer, **kw)
+
+    def recording(self, X, y):
+        fits.append((fit(self, X, y), np.array(X), np.array(y)))
+        return fits[-1][0]
+
+    monkeypatch.setattr(sse, "decoupled_ep", fallback)
+    monkeypatch.setattr(GroupSpikeSlabEP, "fit", recording)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_job("E3", 0, "gss_ep", "design", [7], hyperparameters="learned", n_steps=0)
+    est, X, y = fits[0]
+    assert STRICT_FALLBACK_OUTER > 50 and STRICT_FALLBACK_OUTER in budgets and est.converged_
+    labels = np.unique(est.groups, return_inverse=True)[1]
+    sites = (est.sites_.var, est.sites_.mean, est.sites_.logit)
+    moved, prob, _ = reference_ep(X, y, labels, np.full(labels.max() + 1, est.p0_), est.v0_, est.noise_var_,
+                                  v_inf=est.v_inf_ratio * est.v0_, n_iter=1, damping=1.0, sites=sites)
+    size = np.sqrt(np.max(est.coef_**2 + est.coef_var_))
+    assert np.max(np.abs(moved - est.coef_)) / size < ep.RESIDUAL_FACTOR * est.tol
+    assert np.max(np.abs(prob - est.group_prob_)) < ep.RESIDUAL_FACTOR * est.tol
