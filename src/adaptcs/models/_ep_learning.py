@@ -71,8 +71,8 @@ TRACK_TOL = 0.02
 STRICT_DAMPING = ((0.1, 1200),)
 SQUAREM_CYCLES = 20  # accelerated cycles (3 EP runs each) a strict fit may spend on learned values that crawl
 # The variance-decoupled fallback's outer steps in a fit that is read (its default, 50, bounds the refits that only
-# choose rows). On E3's 50 learned cold fits (32 rows) 200 take one more to the fixed point (5 -> 4 not converged);
-# 800 take none more (benchmarks/bench_design_loop.py and docs/model.md, "Fits that are read").
+# choose rows). In E3's 50 learned loops 200 take one more cold fit to the fixed point (6 -> 5 not converged); 800
+# take none more where the cold fits run alone (docs/model.md, "The variance-decoupled fallback").
 STRICT_FALLBACK_OUTER = 200
 
 
