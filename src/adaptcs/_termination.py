@@ -86,3 +86,32 @@ class TerminationHold:
             if _state["requested"]:
                 _state["requested"] = False
                 signal.raise_signal(signal.SIGTERM)
+
+
+class SavesOnTermination:
+    """Base of a checkpoint file that saves on SIGTERM (a chain's, a design loop's): ``with checkpoint:`` holds
+    SIGTERM while the work runs, where there is a file to save to (``self.path`` not None); the subclass's save
+    point asks :meth:`_terminated`, saves, and calls :meth:`_after_save`."""
+
+    path = None
+    _hold = TerminationHold(active=False)  # replaced on entering
+
+    def __enter__(self):
+        self._hold = TerminationHold(active=self.path is not None).__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hold.release()  # a SIGTERM held while the work ended (an error, say) is delivered now
+
+    def _terminated(self) -> bool:
+        """Whether SIGTERM came while this work held it."""
+        return self._hold.holding and requested()
+
+    def _after_save(self, terminated: bool) -> None:
+        """End the process by a held SIGTERM (once saved, or once saving failed); with no file left to save to (a
+        failed save sets ``path`` to None) stop holding, so that SIGTERM ends the process at once again (if nothing
+        else holds it)."""
+        if terminated:
+            end_process()
+        if self.path is None:
+            self._hold.release()

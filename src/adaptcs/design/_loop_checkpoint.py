@@ -27,8 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from adaptcs._io import read_checked_npz, read_or_discard, write_checked_npz
-from adaptcs._termination import TerminationHold, end_process
-from adaptcs._termination import requested as termination_requested
+from adaptcs._termination import SavesOnTermination
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ def _read(path) -> dict:
     return state
 
 
-class LoopCheckpoint:
+class LoopCheckpoint(SavesOnTermination):
     """The checkpoint file of one design loop (or nothing, when ``path`` is None).
 
     Parameters
@@ -62,7 +61,6 @@ class LoopCheckpoint:
         self.path = None if path is None else Path(path)
         self.every = float(every)
         self._last_save = time.perf_counter()
-        self._hold = TerminationHold(active=False)  # entered with the loop (see __enter__)
 
     def load(self) -> dict | None:
         """The saved state (``designer``, ``record``, ``rng``, ``ok`` and ``step``, the last step done), or None if
@@ -77,22 +75,11 @@ class LoopCheckpoint:
                  state["designer"].n_told_)
         return state
 
-    def __enter__(self) -> LoopCheckpoint:
-        """While the loop runs, SIGTERM (a scheduler's time limit) is held until the step under way ends
-        (:class:`adaptcs._termination.TerminationHold`): :meth:`save_if_due` then saves the loop and ends the process
-        by SIGTERM (a handler of the caller's runs instead). Only where there is a file to save to, and only in the
-        main thread."""
-        self._hold = TerminationHold(active=self.path is not None).__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._hold.release()  # a SIGTERM held while the loop ended (an error, say) is delivered now
-
     def save_if_due(self, **state) -> None:
         """Save ``state`` (the :data:`KEYS`) if ``every`` seconds have passed since the last save or the start, or if
         SIGTERM came during the step (then end the process by it, once saved). Saving is a convenience: a full or
         read-only disk only warns, and the loop goes on unsaved."""
-        terminated = self._hold.holding and termination_requested()
+        terminated = self._terminated()
         if self.path is None or not (terminated or time.perf_counter() - self._last_save >= self.every):
             return
         try:
@@ -106,10 +93,7 @@ class LoopCheckpoint:
             warnings.warn(f"{self.path}: cannot save the design loop's checkpoint ({type(exc).__name__}: {exc}); "
                           "going on without one", RuntimeWarning, stacklevel=3)
             self.path = None
-        if terminated:
-            end_process()
-        if self.path is None:
-            self._hold.release()  # nothing to save to: SIGTERM ends the process at once again (if nothing else holds)
+        self._after_save(terminated)
 
     def remove(self) -> None:
         """Remove the file (the loop has ended)."""

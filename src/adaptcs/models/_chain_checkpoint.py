@@ -23,8 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from adaptcs._io import data_digest, read_checked_npz, read_or_discard, write_checked_npz
-from adaptcs._termination import TerminationHold, end_process
-from adaptcs._termination import requested as termination_requested
+from adaptcs._termination import SavesOnTermination
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ def _rng_state(rng: np.random.Generator) -> str:
     return json.dumps(rng.bit_generator.state, sort_keys=True)
 
 
-class ChainCheckpoint:
+class ChainCheckpoint(SavesOnTermination):
     """The checkpoint file of one chain (or nothing, when ``folder`` is None).
 
     Parameters
@@ -72,7 +71,6 @@ class ChainCheckpoint:
             self.path = Path(folder) / f"{name}-{digest[:24]}.npz"
         self._last_save = time.perf_counter()
         self._cpu_start, self._cpu_before = time.process_time(), 0.0  # this process's start; earlier ones' CPU
-        self._hold = TerminationHold(active=False)  # entered with the chain (see __enter__)
 
     def resume(self, shapes: dict, total: int, block: int) -> dict | None:
         """The saved state if there is a readable one of these shapes, else None (a damaged file is removed with a
@@ -126,23 +124,12 @@ class ChainCheckpoint:
         since the checkpoint was made (the process's CPU time, all its threads)."""
         return self._cpu_before + time.process_time() - self._cpu_start
 
-    def __enter__(self) -> ChainCheckpoint:
-        """While the chain runs, SIGTERM (a scheduler's time limit, ``scancel``, ``kill``) is held until the block of
-        sweeps under way ends (:class:`adaptcs._termination.TerminationHold`): :meth:`save_if_due` then saves the
-        chain and ends the process by SIGTERM as it would have ended (a handler of the caller's runs instead). Only
-        where there is a file to save to, and only in the main thread (the only one Python lets set a handler)."""
-        self._hold = TerminationHold(active=self.path is not None).__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._hold.release()  # a SIGTERM held while the chain ended (an error, say) is delivered now
-
     def save_if_due(self, sweep: int, written: int, lam, Cinv, w_out, lam_out, rng, *,
                     only_if_terminated: bool = False) -> None:
         """Save the state before ``sweep`` if ``every`` seconds have passed since the last save (or the start) and
         not ``only_if_terminated``, or if SIGTERM came during the last block (then end the process by it, once
         saved)."""
-        terminated = self._hold.holding and termination_requested()
+        terminated = self._terminated()
         due = time.perf_counter() - self._last_save >= self.every and not only_if_terminated
         if self.path is None or not (due or terminated):
             return
@@ -159,10 +146,7 @@ class ChainCheckpoint:
             warnings.warn(f"{self.path}: cannot save the chain's checkpoint ({exc}); going on without one",
                           RuntimeWarning, stacklevel=3)
             self.path = None
-        if terminated:
-            end_process()
-        if self.path is None:
-            self._hold.release()  # nothing to save to: SIGTERM ends the process at once again (if nothing else holds)
+        self._after_save(terminated)
 
     def remove(self) -> None:
         """Remove the file (the chain has ended)."""
