@@ -19,12 +19,18 @@ fine, within a scale the largest ``p_j^2`` first):
 * ``variance |p|, p2``: the same with a term in ``|p_j|`` too;
 * ``variance +tree +nbrs``: with the parent's squared value and the mean predicted square of the 3 x 3 neighbours
   (same subband) as well, fitted the same way;
+* ``+ parent's residual``: all of the above and the parent position's squared residual ``(c - beta p)^2`` summed
+  over its three orientations (where the interpolation already failed one scale up), fitted the same way;
+* ``prediction + parent's residual``: the prediction scan, but within a scale ranked by ``p^2`` plus a quarter of
+  the parent position's squared residual, each normalised by its mean over the scale (nothing fitted; the weight
+  the best of 0.25, 0.5, 1, 2, 4 at 64 x 64);
 * ``adaptive nbrs``: the prediction scan, but within a scale in batches of 16, each ranked by ``p^2`` (normalised by
   its mean) plus the mean squared residual of the already measured details in the 3 x 3 neighbourhood (all three
   orientations; normalised by the mean measured one), weight 0.5 (the best of 0.5, 1, 2, 4, 8 at 64 x 64);
 * ``oracle``: the details with the largest true residuals first (no scan can know them).
 
-Every fitted model is fitted to the very residuals it ranks, so these are optimistic. Prints design-free gains
+Every fitted model is fitted to the very residuals it ranks, and the parent's value and residual are taken as
+known even where a ranking reaches a detail before its parent, so these are optimistic. Prints design-free gains
 over the prediction scan: mean +- s.e. [images better] per size and fraction. Run:
 ``python benchmarks/bench_prediction_ceiling.py`` (about a minute). Simulated; no noise.
 """
@@ -43,6 +49,7 @@ from adaptcs.design.prediction import predicted_coefficients
 
 FRACTIONS = (0.05, 0.10, 0.15, 0.25)
 ADAPTIVE_WEIGHT, ADAPTIVE_BATCH = 0.5, 16
+PARENT_RESIDUAL_WEIGHT = 0.25
 
 
 def hindsight_prediction(c: np.ndarray, p: np.ndarray, scales: np.ndarray) -> np.ndarray:
@@ -75,6 +82,17 @@ def parent_square(basis, c: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return out
 
 
+def parent_residual(basis, r2: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """The squared residuals ``r2`` of each detail's parent position, summed over its three orientations (0 at the
+    first detail scale), shape (d,)."""
+    out = np.zeros(basis.d)
+    for s in range(2, int(scales.max()) + 1):
+        side = int(np.sqrt(np.sum(scales == s) // 3))
+        parent = subband_grid(r2[scales == s - 1], side // 2).sum(axis=-1, keepdims=True)
+        out[scales == s] = np.repeat(np.repeat(np.repeat(parent, 3, axis=-1), 2, axis=0), 2, axis=1).ravel()
+    return out
+
+
 def calibrated_score(features: list[np.ndarray], r2: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """Per scale, the non-negative least-squares fit of ``r2`` on ``[1, features...]``: the expected residual."""
     score = np.full(r2.shape, np.inf)
@@ -89,6 +107,18 @@ def calibrated_score(features: list[np.ndarray], r2: np.ndarray, scales: np.ndar
 def prediction_scan(p: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """Coarse to fine; within a scale the largest predicted square first. Indices in order, shape (d,)."""
     return np.lexsort((-p**2, scales))
+
+
+def parent_residual_scan(p: np.ndarray, parent_r2: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Coarse to fine; within a scale by ``p^2`` plus ``PARENT_RESIDUAL_WEIGHT`` times the parent's squared
+    residual, each normalised by its mean over the scale. Indices in order, shape (d,)."""
+    score = np.zeros(p.shape)
+    for s in range(1, int(scales.max()) + 1):
+        i = scales == s
+        score[i] = p[i] ** 2 / np.mean(p[i] ** 2)
+        if s > 1:
+            score[i] += PARENT_RESIDUAL_WEIGHT * parent_r2[i] / np.mean(parent_r2[i])
+    return np.lexsort((-score, scales))
 
 
 def adaptive_scan(p: np.ndarray, r2: np.ndarray, scales: np.ndarray, k: int) -> np.ndarray:
@@ -143,7 +173,8 @@ def main() -> None:
     parser.add_argument("--sides", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--wavelet", default="haar", choices=("haar", "bior2.2"))
     args = parser.parse_args()
-    names = ("variance p2", "variance |p|, p2", "variance +tree +nbrs", "adaptive nbrs", "oracle")
+    names = ("variance p2", "variance |p|, p2", "variance +tree +nbrs", "+ parent's residual",
+             "prediction + parent's residual", "adaptive nbrs", "oracle")
     for side in args.sides:
         basis = make_basis(args.wavelet, side, level=int(np.log2(side // 8)))
         scales = basis.scales()
@@ -164,11 +195,15 @@ def main() -> None:
                 sub = int(np.sqrt(np.sum(scales == s) // 3))
                 nbr[scales == s] = neighbour_mean(subband_grid(p[scales == s] ** 2, sub)).ravel()
             detail_r2 = np.where(scales > 0, r2, 0.0) * weight
+            parent_r2 = parent_residual(basis, detail_r2, scales)
+            every_feature = [np.abs(p), p**2, parent_square(basis, c, scales), nbr, parent_r2]
             orders = {
                 "variance p2": np.argsort(-calibrated_score([p**2], detail_r2, scales)),
                 "variance |p|, p2": np.argsort(-calibrated_score([np.abs(p), p**2], detail_r2, scales)),
                 "variance +tree +nbrs": np.argsort(-calibrated_score(
                     [p**2, parent_square(basis, c, scales), nbr], detail_r2, scales)),
+                "+ parent's residual": np.argsort(-calibrated_score(every_feature, detail_r2, scales)),
+                "prediction + parent's residual": parent_residual_scan(p, parent_r2, scales),
                 "oracle": np.argsort(-np.where(scales == 0, np.inf, detail_r2)),
             }
             base_order = prediction_scan(p, scales)
