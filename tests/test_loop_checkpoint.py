@@ -68,16 +68,16 @@ def test_a_loop_stopped_and_run_again_gives_the_result_of_one_never_stopped(tmp_
     path = tmp_path / "loop.npz"
     steps = []
 
-    def stop_after_step_3(step, n, error):
+    def stop_in_step_4(step, n, error):
         steps.append(step)
-        if step == 3:
+        if step == 4:  # the progress report comes before the step's save: the last save is step 3's
             raise Stop
 
     with pytest.raises(Stop):
-        _run(kind, 6, resume_file=path, save_seconds=0, callback=stop_after_step_3)
+        _run(kind, 6, resume_file=path, save_seconds=0, callback=stop_in_step_4)
     assert path.exists()
     resumed = _run(kind, 6, resume_file=path, save_seconds=0, callback=lambda step, n, e: steps.append(step))
-    assert steps == [1, 2, 3, 4, 5, 6]  # the run again began after the saved step 3
+    assert steps == [1, 2, 3, 4, 4, 5, 6]  # the run again began after the saved step 3
     _assert_same(resumed, whole)
     assert not path.exists()  # removed when the loop ended
     # The fits of the stopped run are counted where they were made: the first four fit times are kept.
@@ -120,19 +120,20 @@ import os, signal, sys
 sys.path.insert(0, sys.argv[2])
 from test_loop_checkpoint import _run
 
-def terminated_during_step_3(step, n, error):
-    if step == 2:  # the callback runs after step 2's save point: SIGTERM comes while step 3 runs
+def terminated_in_step_2(step, n, error):
+    print("reported step", step, flush=True)
+    if step == 2:  # the progress report comes before the step's save point: SIGTERM is held until then
         os.kill(os.getpid(), signal.SIGTERM)
 
-_run("oracle", 6, resume_file=sys.argv[1], save_seconds=3600.0, callback=terminated_during_step_3)
+_run("oracle", 6, resume_file=sys.argv[1], save_seconds=3600.0, callback=terminated_in_step_2)
 print("the loop ended")
 """
 
 
 def test_sigterm_saves_the_loop_at_the_end_of_the_step_under_way_and_ends_the_process(tmp_path):
-    """SIGTERM (a time limit) during a step: the loop finishes the step, saves, and the process ends by SIGTERM; run
-    again, the loop goes on from the next step to the result of one never stopped. No periodic save is due (one an
-    hour), so the file can only come from the signal."""
+    """SIGTERM (a time limit) during a step: the loop finishes the step, reports it, saves, and the process ends by
+    SIGTERM; run again, the loop goes on from the next step to the result of one never stopped, so every step is
+    reported once. No periodic save is due (one an hour), so the file can only come from the signal."""
     import signal
     import subprocess
     import sys
@@ -142,9 +143,10 @@ def test_sigterm_saves_the_loop_at_the_end_of_the_step_under_way_and_ends_the_pr
     done = subprocess.run([sys.executable, "-c", _TERMINATED_CHILD, str(path), str(Path(__file__).parent)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGTERM, done.stderr
-    assert "the loop ended" not in done.stdout and "saved after step 3" in done.stderr
+    assert "the loop ended" not in done.stdout and "saved after step 2" in done.stderr
+    assert done.stdout.split() == ["reported", "step", "1", "reported", "step", "2"]
     steps = []
     resumed = _run("oracle", 6, resume_file=path, save_seconds=3600.0, callback=lambda s, n, e: steps.append(s))
-    assert steps == [4, 5, 6]
+    assert steps == [3, 4, 5, 6]
     _assert_same(resumed, _run("oracle", 6))
     assert not path.exists()

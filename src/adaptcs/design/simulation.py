@@ -140,7 +140,9 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     batch_size : int
         Rows added per step (top-k eigenvectors by subspace iteration for "design").
     callback : callable, optional
-        Called as ``callback(step, n_measurements, error)`` after every step (progress reporting).
+        Called as ``callback(step, n_measurements, error)`` after every step (progress reporting), before the
+        step's checkpoint save: a loop ended by SIGTERM has reported every step it saved, and one that raises in
+        the callback goes on, when run again, from the save before it.
     checkpoints : iterable of int
         Numbers of rows at which to keep a copy of the estimate (e.g. for pictures of reconstructions).
     row_constraint : {"sphere", "binary"}
@@ -222,9 +224,9 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
             record.select_seconds.append(designer.history_[-1].seconds)
             new_y = new_X @ w_true + rng.normal(0.0, np.sqrt(noise_var), size=new_X.shape[0])
             ok = tell(new_X, new_y, step)
-            saved_loop.save_if_due(designer=designer, record=record, rng=rng, ok=ok, step=step)
-            if callback is not None:
+            if callback is not None:  # before the save: a step saved on SIGTERM has been reported
                 callback(step, designer.n_told_, record.errors[-1])
+            saved_loop.save_if_due(designer=designer, record=record, rng=rng, ok=ok, step=step)
 
     est = designer.estimator_
     group_prob = getattr(est, "group_prob_", None) if ok else None
