@@ -12,7 +12,8 @@ Every basis image of a Haar basis (``--wavelet``: or the Le Gall 5/3, ``bior2.2`
 shown) with an 8 x 8 approximation (the depth of a camera scan: ``log2(side / 8)``) is "measured" once with photon
 noise (:func:`adaptcs.design.basis_scan.photon_basis_scan`: each pattern shown as
 its positive and negative part, ``--photons`` per unit intensity), seeded by image and photon level only; then
-each order replays the acquisition on those same values with the same estimator (``--prior``), and the
+each order replays the acquisition on those same values with the same estimator (``--prior``; ``--noise photon``:
+the noise variance of each pattern proportional to the light it collects, the tree priors only), and the
 reconstruction is scored by PSNR against the full-scan image (all measured values synthesised: what a user of a
 recorded scan can compute) and against the true image. Everything here is simulated.
 
@@ -37,7 +38,7 @@ from threadpoolctl import threadpool_limits
 
 from adaptcs.basis import make_basis
 from adaptcs.design.basis_scan import REPLAY_ORDERS, photon_basis_scan, replay_basis_scan
-from adaptcs.replay import PRIORS, make_estimator
+from adaptcs.replay import NOISE_MODELS, PRIORS, make_estimator
 
 FRACTIONS = (0.05, 0.10, 0.15, 0.25)
 PHOTOGRAPHS = ("camera", "astronaut", "coffee", "chelsea", "rocket", "coins", "moon", "clock")
@@ -123,8 +124,8 @@ def run(args) -> None:
     done = set()
     if args.resume and out.exists():
         previous = _read(out)
-        done = set(zip(previous["prior"], previous["wavelet"], previous["side"], previous["photons"],
-                       previous["image"], previous["order"], strict=True))
+        done = set(zip(previous["prior"], previous["noise"], previous["wavelet"], previous["side"],
+                       previous["photons"], previous["image"], previous["order"], strict=True))
     elif out.exists():
         raise SystemExit(f"{out} exists; give --resume to go on from it, or another --out")
     warnings.simplefilter("ignore")
@@ -139,13 +140,14 @@ def run(args) -> None:
                     values = photon_basis_scan(basis, truth, photons, rng)
                     full = basis.synthesize(values)
                     for order in args.orders:
-                        if (args.prior, args.wavelet, side, photons, name, order) in done:
+                        if (args.prior, args.noise, args.wavelet, side, photons, name, order) in done:
                             continue
                         started = time.process_time()
-                        replay = replay_basis_scan(make_estimator(args.prior, basis, values), basis, values, order,
-                                                   FRACTIONS, rng=r)
+                        estimator = make_estimator(args.prior, basis, values, noise=args.noise)
+                        replay = replay_basis_scan(estimator, basis, values, order, FRACTIONS, rng=r)
                         cpu = time.process_time() - started
-                        rows = [{"prior": args.prior, "wavelet": args.wavelet, "side": side, "photons": photons,
+                        rows = [{"prior": args.prior, "noise": args.noise, "wavelet": args.wavelet, "side": side,
+                                 "photons": photons,
                                  "image": name, "order": order,
                                  "fraction": n / basis.d, "psnr_full": psnr(basis.synthesize(c), full),
                                  "psnr_truth": psnr(basis.synthesize(c), truth), "converged": int(ok),
@@ -156,10 +158,13 @@ def run(args) -> None:
 
 
 def _read(path) -> pd.DataFrame:
-    """The rows of ``path`` (rows written before ``--wavelet`` existed are Haar's)."""
+    """The rows of ``path`` (rows written before ``--wavelet`` or ``--noise`` existed are Haar's, with one noise
+    variance)."""
     table = pd.read_csv(path)
+    if "noise" not in table:
+        table.insert(1, "noise", "constant")
     if "wavelet" not in table:
-        table.insert(1, "wavelet", "haar")
+        table.insert(2, "wavelet", "haar")
     return table
 
 
@@ -167,13 +172,14 @@ def summary(path, reference: str = "psnr_full") -> str:
     """Markdown: mean PSNR per order and design minus each other order, paired, per (side, photons, fraction)."""
     table = _read(path)
     lines = []
-    for (prior, wavelet, side, photons), part in table.groupby(["prior", "wavelet", "side", "photons"]):
+    for (prior, noise, wavelet, side, photons), part in table.groupby(["prior", "noise", "wavelet", "side",
+                                                                       "photons"]):
         wide = part.pivot_table(index=["image", "fraction"], columns="order", values=reference)
         images = wide.index.get_level_values("image").unique().size
         others = [o for o in REPLAY_ORDERS if o != "design" and o in wide.columns]
         against = "against the full-scan image" if reference == "psnr_full" else "against the true image"
-        lines += [f"\nprior {prior}, {wavelet}, {side} x {side}, {photons:g} photons per unit intensity, {images} "
-                  f"images; PSNR (dB, {against})"]
+        lines += [f"\nprior {prior}, {noise} noise, {wavelet}, {side} x {side}, {photons:g} photons per unit "
+                  f"intensity, {images} images; PSNR (dB, {against})"]
         lines += paired_table(wide, others, part)
     return "\n".join(lines)
 
@@ -207,6 +213,8 @@ def main() -> None:
     parser.add_argument("--images", nargs="+", default=list(IMAGES), choices=IMAGES)
     parser.add_argument("--orders", nargs="+", default=list(REPLAY_ORDERS), choices=REPLAY_ORDERS)
     parser.add_argument("--prior", default="tree", choices=PRIORS)
+    parser.add_argument("--noise", default="constant", choices=NOISE_MODELS,
+                        help="one noise variance for every pattern, or one proportional to its light (photon)")
     parser.add_argument("--wavelet", default="haar", choices=("haar", "bior2.2"),
                         help="the scan's wavelet (bior2.2: Le Gall 5/3, its analysis functions shown)")
     parser.add_argument("--summary-only", action="store_true", help="print the summary of an existing --out")

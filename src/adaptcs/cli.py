@@ -341,7 +341,8 @@ def _add_replay_parser(sub) -> None:
                              "per scale")
     replay.add_argument("--noise", default="constant", choices=["constant", "photon"],
                         help="constant: one noise variance (default); photon: proportional to the light each "
-                             "pattern collects (a photon-counting camera; tree priors only)")
+                             "pattern collects (a photon-counting camera; tree priors only; worse on simulated "
+                             "photon scans, docs/results.md)")
     replay.add_argument("--batch", type=int, help="patterns per refit (default d/256)")
     replay.add_argument("--seed", type=int, default=0, help="seed of the random order")
     replay.add_argument("--out", required=True, help="CSV to write: order, fraction, n, psnr, relative_error, ...")
