@@ -46,7 +46,7 @@ from adaptcs.models._hmt import GroupTree, sum_product
 _LOG_2PI = float(np.log(2.0 * np.pi))
 PROBABILITY_BOUNDS = (1e-6, 1.0 - 1e-6)  # EM keeps transition probabilities inside these
 NOISE_FLOOR = 1e-10  # learned noise variance stays above this fraction of the mean squared measurement
-LIGHT_FLOOR = 1e-3  # noise="photon": no pattern's noise weight below this fraction of the mean
+LIGHT_FLOOR = 0.1  # noise="photon": no pattern's noise weight below this fraction of the mean (docs/results.md)
 BETA_PRIOR = (1.0, 1.0)  # mean and variance of the prediction's gain per scale (a MAP step, see _prediction_m_step)
 KAPPA_FLOOR = 1e-8  # kappa stays positive (its EM step is multiplicative)
 PREDICTION_INNER = 20  # alternations of the gain, kappa and v0 updates in one M-step (see _m_step)
