@@ -263,6 +263,21 @@ def test_photon_noise_weights_are_the_light_of_each_pattern():
         WaveletTreeSpikeSlab(basis, noise="photon", learn=()).fit(np.eye(basis.d), -values)
 
 
+def test_a_dark_pattern_keeps_a_tenth_of_the_mean_light_as_its_noise_weight():
+    """Dark counts and read noise: a pattern over a black region is not taken as noise-free (a floor of 1e-3 made
+    fits of black-background scans markedly worse, docs/results.md)."""
+    basis = make_basis("haar", 16, level=2)
+    image = np.zeros((16, 16))
+    image[:, 8:] = np.linspace(0.5, 1.0, 8)  # the left half black
+    values = basis.analyze(image.ravel())
+    est = WaveletTreeSpikeSlab(basis, noise="photon", learn=()).fit(np.eye(basis.d), values)
+    approximation_image = basis.synthesize(np.where(basis.scales() == 0, values, 0.0))
+    light = np.abs(basis.synthesize(np.eye(basis.d))) @ np.maximum(approximation_image, 0.0)  # brute force
+    relative = light / light.mean()
+    assert np.sum(relative < 0.1) >= basis.d // 4  # the patterns over the black half collect no light
+    np.testing.assert_allclose(est.noise_weight_, np.maximum(relative, 0.1), rtol=1e-10)
+
+
 @pytest.mark.parametrize("name, side, level", [("haar", 16, 2), ("db2", 32, 3), ("db4", 16, 4)])
 def test_pattern_light_equals_the_dense_sum(name, side, level):
     basis = make_basis(name, side, level=level)
