@@ -13,7 +13,8 @@ shown) with an 8 x 8 approximation (the depth of a camera scan: ``log2(side / 8)
 noise (:func:`adaptcs.design.basis_scan.photon_basis_scan`: each pattern shown as
 its positive and negative part, ``--photons`` per unit intensity), seeded by image and photon level only; then
 each order replays the acquisition on those same values with the same estimator (``--prior``; ``--noise photon``:
-the noise variance of each pattern proportional to the light it collects, the tree priors only), and the
+the noise variance of each pattern proportional to the light it collects, the tree priors only; ``--noise
+photon-known``: the same with the scan's photon level given to the estimator, as a camera's calibrated gain), and the
 reconstruction is scored by PSNR against the full-scan image (all measured values synthesised: what a user of a
 recorded scan can compute) and against the true image. Everything here is simulated.
 
@@ -41,6 +42,7 @@ from adaptcs.design.basis_scan import REPLAY_ORDERS, photon_basis_scan, replay_b
 from adaptcs.replay import NOISE_MODELS, PRIORS, make_estimator
 
 FRACTIONS = (0.05, 0.10, 0.15, 0.25)
+KNOWN_PHOTONS = "photon-known"  # the photon noise model told the simulated photon level (not learned)
 PHOTOGRAPHS = ("camera", "astronaut", "coffee", "chelsea", "rocket", "coins", "moon", "clock")
 MICROGRAPHS = ("cell", "microaneurysms", "retina", "hubble_deep_field")
 PHANTOMS = ("shepp_logan", "bars", "disks", "blobs")
@@ -143,7 +145,9 @@ def run(args) -> None:
                         if (args.prior, args.noise, args.wavelet, side, photons, name, order) in done:
                             continue
                         started = time.process_time()
-                        estimator = make_estimator(args.prior, basis, values, noise=args.noise)
+                        known = args.noise == KNOWN_PHOTONS
+                        estimator = make_estimator(args.prior, basis, values, noise="photon" if known else args.noise,
+                                                   photons=photons if known else None)
                         replay = replay_basis_scan(estimator, basis, values, order, FRACTIONS, rng=r)
                         cpu = time.process_time() - started
                         rows = [{"prior": args.prior, "noise": args.noise, "wavelet": args.wavelet, "side": side,
@@ -213,8 +217,9 @@ def main() -> None:
     parser.add_argument("--images", nargs="+", default=list(IMAGES), choices=IMAGES)
     parser.add_argument("--orders", nargs="+", default=list(REPLAY_ORDERS), choices=REPLAY_ORDERS)
     parser.add_argument("--prior", default="tree", choices=PRIORS)
-    parser.add_argument("--noise", default="constant", choices=NOISE_MODELS,
-                        help="one noise variance for every pattern, or one proportional to its light (photon)")
+    parser.add_argument("--noise", default="constant", choices=list(NOISE_MODELS) + [KNOWN_PHOTONS],
+                        help="one noise variance for every pattern, or one proportional to its light (photon), "
+                             "learned; photon-known: the photon model given the scan's photon level")
     parser.add_argument("--wavelet", default="haar", choices=("haar", "bior2.2"),
                         help="the scan's wavelet (bior2.2: Le Gall 5/3, its analysis functions shown)")
     parser.add_argument("--summary-only", action="store_true", help="print the summary of an existing --out")

@@ -278,6 +278,44 @@ def test_a_dark_pattern_keeps_a_tenth_of_the_mean_light_as_its_noise_weight():
     np.testing.assert_allclose(est.noise_weight_, np.maximum(relative, 0.1), rtol=1e-10)
 
 
+@pytest.mark.parametrize("prediction", [False, True])
+def test_a_known_photon_count_gives_each_value_the_simulated_cameras_variance(prediction):
+    """With ``photons`` the noise is not learned: a value's variance is its pattern's light over the photon count,
+    and for the approximation's patterns (whose light the approximation image holds exactly) that is the variance
+    of the simulated camera, ``(a+ . x + a- . x) / photons``, summed over the dense patterns."""
+    basis = make_basis("haar", 16, level=2)
+    image = np.random.default_rng(5).uniform(0.1, 1.0, basis.d)
+    values = basis.analyze(image)
+    photons = 250.0
+    est = WaveletTreeSpikeSlab(basis, noise="photon", photons=photons, prediction=prediction).fit(np.eye(basis.d),
+                                                                                                   values)
+    variance = est.noise_var_ * est.noise_weight_
+    patterns = basis.synthesize(np.eye(basis.d))  # row j: basis image j in pixels
+    camera = (np.maximum(patterns, 0) @ image + np.maximum(-patterns, 0) @ image) / photons
+    approximation = basis.scales() == 0
+    np.testing.assert_allclose(variance[approximation], camera[approximation], rtol=1e-10)
+    approximation_image = basis.synthesize(np.where(approximation, values, 0.0))
+    light = np.abs(patterns) @ approximation_image  # every pattern: the light of the approximation image
+    np.testing.assert_allclose(variance, np.maximum(light, 0.1 * light.mean()) / photons, rtol=1e-10)
+    assert "noise_var" in est.learn and est.n_iter_ > 1  # learning ran, and left the noise as the photons give it
+    learned = WaveletTreeSpikeSlab(basis, noise="photon", prediction=prediction).fit(np.eye(basis.d), values)
+    assert not np.isclose(learned.noise_var_, est.noise_var_, rtol=0.1)
+
+
+def test_a_photon_count_needs_the_photon_model_and_a_measured_approximation():
+    basis = make_basis("haar", 16, level=2)
+    values = basis.analyze(np.linspace(0.2, 1.0, basis.d))
+    X = np.eye(basis.d)
+    for bad in ({"noise": "constant"}, {"noise": "photon", "noise_var": 1e-3}):
+        with pytest.raises(ValueError, match="photons gives the noise"):
+            WaveletTreeSpikeSlab(basis, photons=100.0, **bad).fit(X, values)
+    details = basis.scales() > 0
+    with pytest.raises(ValueError, match="no approximation coefficient"):
+        WaveletTreeSpikeSlab(basis, noise="photon", photons=100.0).fit(X[details], values[details])
+    with pytest.raises(ValueError, match="photons"):
+        WaveletTreeSpikeSlab(basis, noise="photon", photons=-1.0).fit(X, values)
+
+
 @pytest.mark.parametrize("name, side, level", [("haar", 16, 2), ("db2", 32, 3), ("db4", 16, 4)])
 def test_pattern_light_equals_the_dense_sum(name, side, level):
     basis = make_basis(name, side, level=level)

@@ -287,6 +287,9 @@ def _replay(args) -> int:
 
     refuse_overwriting_inputs({"--out": args.out, "--images": args.images},
                               {"--values": args.values, "--rows": args.rows})
+    if args.photons is not None and not (args.noise == "photon" and args.photons > 0):
+        raise ValueError(f"--photons must be positive and goes with --noise photon; got --photons {args.photons:g} "
+                         f"with --noise {args.noise}")
     basis, values = replay.load_scan(args.basis, args.side, args.values, args.rows, level=args.level)
     measured = int(np.sum(~np.isnan(values)))
     depth = f" (depth {basis.level})" if hasattr(basis, "level") else ""
@@ -294,7 +297,8 @@ def _replay(args) -> int:
           f"{', '.join(args.orders)} with the {args.prior} prior", file=sys.stderr)
     with threadpool_limits(args.threads):
         table, images = replay.replay_scan(basis, values, args.orders, args.fractions, prior=args.prior,
-                                           batch_size=args.batch, seed=args.seed, noise=args.noise)
+                                           batch_size=args.batch, seed=args.seed, noise=args.noise,
+                                           photons=args.photons)
     atomic_write(args.out, lambda f: table.to_csv(f, index=False))
     if args.images is not None:
         arrays = {"full": images.pop("full")} | {f"{order}_{n}": image for (order, n), image in images.items()}
@@ -341,8 +345,12 @@ def _add_replay_parser(sub) -> None:
                              "per scale")
     replay.add_argument("--noise", default="constant", choices=["constant", "photon"],
                         help="constant: one noise variance (default); photon: proportional to the light each "
-                             "pattern collects (a photon-counting camera; tree priors only; worse on simulated "
-                             "photon scans, docs/results.md)")
+                             "pattern collects (a photon-counting camera; tree priors only; learned, it is no "
+                             "better on simulated photon scans, docs/results.md)")
+    replay.add_argument("--photons", type=float,
+                        help="with --noise photon: the camera's known photon count per unit of the values (1 for "
+                             "values in photon counts); each value's noise variance is then its pattern's light "
+                             "over this, not learned")
     replay.add_argument("--batch", type=int, help="patterns per refit (default d/256)")
     replay.add_argument("--seed", type=int, default=0, help="seed of the random order")
     replay.add_argument("--out", required=True, help="CSV to write: order, fraction, n, psnr, relative_error, ...")

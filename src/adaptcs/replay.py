@@ -195,20 +195,24 @@ def _check_magnitudes(values: np.ndarray) -> None:
         raise ValueError("every measured value of the scan is 0: there is nothing to reconstruct")
 
 
-def make_estimator(prior: str, basis, values: np.ndarray, noise: str = "constant"):
+def make_estimator(prior: str, basis, values: np.ndarray, noise: str = "constant", photons: float | None = None):
     """The estimator a replay reconstructs with: "tree" (:class:`WaveletTreeSpikeSlab`, everything learned),
     "prediction" (the same tree whose "on" state follows the wavelet prediction of each detail, exact spike,
     everything learned) or "scales" (GSS-EP with a prior per scale, learned). ``noise``: one noise variance for
     every pattern ("constant") or a photon-counting camera's, proportional to the light each pattern collects
-    ("photon"; the tree priors only)."""
+    ("photon"; the tree priors only); ``photons``: with "photon", the camera's known photon count per unit
+    intensity, which then gives the noise instead of learning it."""
     if noise not in NOISE_MODELS:
         raise ValueError(f"noise must be one of {NOISE_MODELS}; got {noise!r}")
+    if photons is not None and noise != "photon":
+        raise ValueError("photons is the photon noise model's known photon count: it needs noise='photon'")
     if prior in ("tree", "prediction"):
         from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 
         if prior == "prediction":
-            return WaveletTreeSpikeSlab(basis, prediction=True, noise=noise)
-        return WaveletTreeSpikeSlab(basis, learn=("p_on", "p_off", "v0", "v_small", "noise_var"), noise=noise)
+            return WaveletTreeSpikeSlab(basis, prediction=True, noise=noise, photons=photons)
+        return WaveletTreeSpikeSlab(basis, learn=("p_on", "p_off", "v0", "v_small", "noise_var"), noise=noise,
+                                    photons=photons)
     if noise != "constant":
         raise ValueError("noise='photon' is a model of the tree priors ('tree', 'prediction'); 'scales' has one "
                          "noise variance")
@@ -223,7 +227,8 @@ def make_estimator(prior: str, basis, values: np.ndarray, noise: str = "constant
 
 
 def replay_scan(basis, values, orders=REPLAY_ORDERS, fractions=(0.10, 0.15, 0.25), prior: str = "prediction",
-                batch_size: int | None = None, seed: int = 0, noise: str = "constant") -> tuple[pd.DataFrame, dict]:
+                batch_size: int | None = None, seed: int = 0, noise: str = "constant",
+                photons: float | None = None) -> tuple[pd.DataFrame, dict]:
     """Replay every order on a scan and score it against the full-scan image.
 
     Parameters
@@ -244,6 +249,9 @@ def replay_scan(basis, values, orders=REPLAY_ORDERS, fractions=(0.10, 0.15, 0.25
         The random order.
     noise : {"constant", "photon"}
         The noise model (:func:`make_estimator`).
+    photons : float, optional
+        With ``noise="photon"``: the camera's photon count per unit intensity, known (default: the noise is
+        learned).
 
     Returns
     -------
@@ -262,7 +270,7 @@ def replay_scan(basis, values, orders=REPLAY_ORDERS, fractions=(0.10, 0.15, 0.25
     peak = float(full.max() - full.min()) or 1.0
     records, images = [], {"full": full}
     for order in orders:
-        estimator = make_estimator(prior, basis, values, noise)
+        estimator = make_estimator(prior, basis, values, noise, photons)
         replay = replay_basis_scan(estimator, basis, values, order, fractions, batch_size=batch_size, rng=seed)
         for n, coef, converged, noise_var in zip(replay.n, replay.coef, replay.converged, replay.noise_var,
                                                      strict=True):

@@ -155,6 +155,10 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         as its positive and negative parts), relative to its mean over all basis images; the light is computed
         from the image of the measured approximation (an unmeasured approximation coefficient counts as the mean
         of the measured ones; the values must be intensities, of positive mean).
+    photons : float, optional
+        With ``noise="photon"``, a camera whose gain is known: the expected photon count per unit of ``|a_j| . x``
+        (in the values' units; values in photon counts: 1). The noise variance of a basis image's value is then
+        its light over ``photons`` (floored as below), and ``noise_var`` is not learned. Default: learned.
 
     Attributes
     ----------
@@ -218,6 +222,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         "warm_start": ["boolean"],
         "prediction": ["boolean"],
         "noise": [StrOptions(set(NOISE_MODELS))],
+        "photons": [Interval(Real, 0, None, closed="neither"), None],
     }
     LEARNABLE = ("p_on", "p_off", "v0", "v_small", "noise_var")
     accepts_sparse_selection = True  # fit takes a scipy.sparse X (replay_basis_scan passes one)
@@ -233,7 +238,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
 
     def __init__(self, basis, *, states="coefficients", p_on=0.7, p_off=0.1, v0=None, v_small=0.0, noise_var=None,
                  learn=("p_on", "p_off", "v0", "noise_var"), scale_profile="decay", max_iter=500, tol=1e-4,
-                 warm_start=False, prediction=False, noise="constant"):
+                 warm_start=False, prediction=False, noise="constant", photons=None):
         self.basis = basis
         self.states = states
         self.p_on = p_on
@@ -248,6 +253,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         self.warm_start = warm_start
         self.prediction = prediction
         self.noise = noise
+        self.photons = photons
 
     # -- data ------------------------------------------------------------------------------------------------
     def _measurements(self, X, y):
@@ -355,7 +361,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         else:
             v0 = np.broadcast_to(np.asarray(self.v0, dtype=float), (L + 1,)).copy()
         v_small = np.broadcast_to(np.asarray(self.v_small, dtype=float), (L + 1,)).copy()
-        if "v_small" in self.learn:
+        if "v_small" in self._learned:
             v_small = np.where(v_small > 0, v_small, v0 / 100)
         if self.noise_var is None:
             finest = measured & (scale_of == scale_of[measured].max()) if measured.any() else measured
@@ -370,23 +376,33 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             beta, kappa = np.zeros(L + 1), 0.0
         return p_on, p_off, v0, v_small, s2, beta, kappa
 
-    def _noise_weight(self, value, measured) -> np.ndarray:
-        """Each basis image's noise variance relative to ``noise_var`` (the photon model's light, or ones)."""
+    @property
+    def _learned(self) -> tuple:
+        """What EM learns: ``learn``, without the noise variance where ``photons`` gives it."""
+        return tuple(name for name in self.learn if name != "noise_var" or self.photons is None)
+
+    def _noise_weight(self, value, measured) -> tuple[np.ndarray, float | None]:
+        """Each basis image's noise variance relative to ``noise_var`` (the photon model's light, or ones), and the
+        noise variance that ``photons`` gives (None without it)."""
         d = self.basis.d
         if self.noise == "constant":
-            return np.ones(d)
+            return np.ones(d), None
         approximation = self.basis.scales() == 0
         known = approximation & measured
         if not known.any():  # nothing to estimate the light from yet
-            return np.ones(d)
+            if self.photons is not None:
+                raise ValueError("photons: the light of the patterns is estimated from the approximation, and no "
+                                 "approximation coefficient is measured")
+            return np.ones(d), None
         # the approximation image, an unmeasured approximation coefficient taken as the mean of the measured ones
         coarse = self.basis.synthesize(np.where(known, value, np.where(approximation, np.mean(value[known]), 0.0)))
         if not np.mean(coarse) > 0:
             raise ValueError("noise='photon' needs measurements of non-negative intensities; the approximation "
                              f"image has mean {np.mean(coarse):.3g}")
         light = self.basis.pattern_light(np.maximum(coarse, 0.0))
-        light /= np.mean(light)
-        return np.maximum(light, LIGHT_FLOOR)  # a dark region still has read noise
+        mean_light = float(np.mean(light))
+        # a dark region still has dark counts and read noise
+        return np.maximum(light / mean_light, LIGHT_FLOOR), None if self.photons is None else mean_light / self.photons
 
     def _predict_details(self, coef: np.ndarray) -> np.ndarray:
         """The wavelet prediction of every detail from the coarser scales of ``coef`` (0 for the approximation)."""
@@ -409,9 +425,11 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         unknown = set(self.learn) - set(self.LEARNABLE)
         if unknown:
             raise ValueError(f"learn may name {self.LEARNABLE}; got {sorted(unknown)}")
+        if self.photons is not None and (self.noise != "photon" or self.noise_var is not None):
+            raise ValueError("photons gives the noise of the photon model: it needs noise='photon' and no noise_var")
         tree = WaveletTree(self.basis, self.states)
         value, G, count, measured, residual, y = self._measurements(X, y)
-        weight = self._noise_weight(value, measured)
+        weight, known_noise_var = self._noise_weight(value, measured)
         if self.prediction:
             warm = self.warm_start and getattr(self, "coef_", None) is not None and self.coef_.shape == value.shape
             prediction = self._predict_details(self.coef_ if warm else np.where(measured, value, 0.0))
@@ -424,8 +442,10 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         data = _Scan(tree, value, G, measured, residual_sum, y.shape[0],
                      NOISE_FLOOR * float(np.mean(y * y)), weight, prediction, tree.group_scale[tree.coef_group])
         params = self._start(tree, value, G, measured, y)
+        if known_noise_var is not None:  # the light can change with the approximation measured since a warm start
+            params = params[:4] + (known_noise_var,) + params[5:]
         post = self._posterior(data, params)
-        learning = bool(self.learn)
+        learning = bool(self._learned)
         converged, iterations = not learning and not self.prediction, 0
         while (learning or self.prediction) and iterations < self.max_iter:
             iterations += 1
@@ -450,8 +470,8 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             post_first = self._posterior(data, first)
             second = self._m_step(data, post_first, first)
             post_second = self._posterior(data, second)
-            start, r = _pack(params, self.learn), _pack(first, self.learn) - _pack(params, self.learn)
-            v = _pack(second, self.learn) - _pack(first, self.learn) - r
+            start, r = _pack(params, self._learned), _pack(first, self._learned) - _pack(params, self._learned)
+            v = _pack(second, self._learned) - _pack(first, self._learned) - r
             params, post = second, post_second
             if np.linalg.norm(v) > 0:
                 # SQUAREM (Varadhan & Roland 2008): two EM steps, then a jump along them, kept only if it does
@@ -460,9 +480,9 @@ class WaveletTreeSpikeSlab(GroupRegressor):
                 alpha = min(-np.linalg.norm(r) / np.linalg.norm(v), -1.0)
                 # a jump of at most MAX_JUMP (logit or log units) per parameter beyond the second step: far
                 # jumps only overflow, and one rejected jump costs a posterior
-                target = _pack(second, self.learn)
+                target = _pack(second, self._learned)
                 theta = np.clip(start - 2 * alpha * r + alpha**2 * v, target - MAX_JUMP, target + MAX_JUMP)
-                jump = _slab_floor(_unpack(theta, second, self.learn, data.noise_floor), data)
+                jump = _slab_floor(_unpack(theta, second, self._learned, data.noise_floor), data)
                 with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
                     post_jump = self._posterior(data, jump)
                 if np.isfinite(post_jump[2]) and _finite(post_jump) \
@@ -508,7 +528,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         # with the prediction, the slab's gain, kappa and v0 are maximised together by alternating their exact
         # updates (the expected log-likelihood is fixed by the posterior): one alternation only would be EM with
         # the slab split into two parts as well, which crawls where one part explains a scale
-        inner = self.prediction and bool(self.learn)
+        inner = self.prediction and bool(self._learned)
         moments = _Moments.of(data, q, mean, var, v0.shape[0])
         for _ in range(PREDICTION_INNER if inner else 1):
             before = (beta, kappa, v0.copy())
@@ -518,7 +538,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             if max(np.abs(beta - before[0]).max(), abs(np.log(kappa / before[1])) if before[1] > 0 else 0.0,
                    np.abs(np.log(v0 / before[2])).max()) < 0.1 * self.tol:
                 break
-        if "noise_var" in self.learn:
+        if "noise_var" in self._learned:
             # E[(value - c)^2] under the posterior mixture, scaled back by G and the noise weight; plus the
             # repeats' residual
             miss = sum(w * ((value - m) ** 2 + v) for w, m, v in zip(weights, mean, var, strict=True))
@@ -531,7 +551,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         """EM's update of the learned ``v0`` and ``v_small`` (in place) for the given gain and ``kappa``."""
         m = moments
         for name, target, state in (("v_small", v_small, 0), ("v0", v0, 1)):
-            if name not in self.learn:
+            if name not in self._learned:
                 continue
             # per scale: expected count W and expected sum of squares S of the coefficients in this state
             # (unmeasured coefficients add nothing at EM's fixed point, so they are left out); of E[(c - prior
@@ -582,7 +602,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     def _transitions(self, tree, prob, pair, p_on, p_off) -> None:
         """EM's update of the transition probabilities (in place): expected transitions over expected parents."""
         for name, target, z_parent in (("p_on", p_on, 1), ("p_off", p_off, 0)):
-            if name not in self.learn:
+            if name not in self._learned:
                 continue
             for s, level in enumerate(tree.levels, start=1):
                 if s == 1:
