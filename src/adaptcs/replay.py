@@ -204,8 +204,6 @@ def make_estimator(prior: str, basis, values: np.ndarray, noise: str = "constant
     intensity, which then gives the noise instead of learning it."""
     if noise not in NOISE_MODELS:
         raise ValueError(f"noise must be one of {NOISE_MODELS}; got {noise!r}")
-    if photons is not None and noise != "photon":
-        raise ValueError("photons is the photon noise model's known photon count: it needs noise='photon'")
     if prior in ("tree", "prediction"):
         from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 
