@@ -152,13 +152,14 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     noise : {"constant", "photon"}
         "constant": one noise variance for every measurement. "photon": the variance of a basis image's value is
         ``noise_var`` times the light it collects, ``|a_j| . x`` (a photon-counting camera showing the pattern
-        as its positive and negative parts), relative to its mean over all basis images; the light is computed
-        from the image of the measured approximation (an unmeasured approximation coefficient counts as the mean
-        of the measured ones; the values must be intensities, of positive mean).
+        as its positive and negative parts), relative to its mean over all basis images and at least
+        ``LIGHT_FLOOR`` (a tenth) of that mean (a dark pattern still has dark counts and read noise); the light
+        is computed from the image of the measured approximation (an unmeasured approximation coefficient counts
+        as the mean of the measured ones; the values must be intensities, of positive mean).
     photons : float, optional
         With ``noise="photon"``, a camera whose gain is known: the expected photon count per unit of ``|a_j| . x``
         (in the values' units; values in photon counts: 1). The noise variance of a basis image's value is then
-        its light over ``photons`` (floored as below), and ``noise_var`` is not learned. Default: learned.
+        its light over ``photons`` (with the same floor), and ``noise_var`` is not learned. Default: learned.
 
     Attributes
     ----------
