@@ -6,13 +6,17 @@ EXPERIMENTS = ("E1", "E2", "E3", "E4", "E5", "E6", "E7")  # adaptcs.experiments.
 METHODS = ("gss_ep", "gss_ep_scales", "gss_ep_profile", "wavelet_tree", "wavelet_tree_prediction", "lines_gaussian",
            "lines_spike_slab", "lines_phase", "ss_ep", "g_ard", "g_lasso", "gss_mcmc", "g_hs", "bg_lasso", "vg",
            "vg_ungrouped", "flas", "flas_ungrouped")
-STRATEGIES = ("design", "random", "topdown", "pca", "predict", "low_to_high", "equispaced", "variable_density",
-              "jittered_density", "offline_greedy", "oracle_greedy")  # adaptcs.experiments.STRATEGIES
+STRATEGIES = ("design", "random", "topdown", "pca", "predict", "low_to_high", "partial_fourier_5_8",
+              "partial_fourier_6_8", "partial_fourier_7_8", "pf_variable_density", "pf_equispaced", "equispaced",
+              "variable_density", "jittered_density", "fastmri_random", "fastmri_equispaced", "offline_greedy",
+              "oracle_greedy")  # adaptcs.experiments.STRATEGIES
 HYPERPARAMETERS = ("oracle", "learned")  # adaptcs.models.registry.HYPERPARAMETERS
 MNIST_SOURCES = ("auto", "download", "embedded", "path")  # adaptcs.data.mnist.SOURCES
 BASES = ("haar", "db2", "db4", "bior2.2", "bior4.4", "dct")  # adaptcs.basis.BASES
 # python -m adaptcs mri (strategy names; adaptcs.mri.design.FIXED_MASKS and "design")
-MRI_ORDERS = ("design", "low_to_high", "equispaced", "variable_density", "jittered_density")
+MRI_ORDERS = ("design", "low_to_high", "partial_fourier_5_8", "partial_fourier_6_8", "partial_fourier_7_8",
+              "pf_variable_density", "pf_equispaced", "equispaced", "variable_density", "jittered_density",
+              "fastmri_random", "fastmri_equispaced")
 MRI_PRIORS = ("gaussian", "sparse", "phase")  # adaptcs.mri.replay.PRIORS
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")  # adaptcs.design.basis_scan.REPLAY_ORDERS
 REPLAY_PRIORS = ("tree", "prediction", "scales")  # adaptcs.replay.PRIORS

@@ -30,7 +30,7 @@ from adaptcs.design.simulation import SequentialDesignResult
 from adaptcs.experiments.base import Experiment, Plan
 from adaptcs.experiments.case import Case
 from adaptcs.models.registry import PriorInfo
-from adaptcs.mri.data import KSpaceSlice, colin27_kspace, colin27_slices
+from adaptcs.mri.data import PHASE_REGIMES, KSpaceSlice, colin27_kspace, colin27_slices
 from adaptcs.mri.design import FIXED_MASKS, centre_lines, design_lines, fixed_mask, largest_gain
 from adaptcs.mri.greedy import offline_greedy, oracle_choice
 from adaptcs.mri.lines import SeparableWavelet
@@ -39,7 +39,7 @@ from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.mri.replay import magnitude_scores
 from adaptcs.operators import KSpaceLines
 
-DATA_KEYS = ("source", "size", "wavelet", "level", "noise", "start", "counts")
+DATA_KEYS = ("source", "size", "wavelet", "level", "noise", "phase", "start", "counts")
 DEFAULT_STRATEGIES = ("design", "low_to_high", "equispaced", "variable_density")
 SOURCES = ("colin27",)
 
@@ -57,6 +57,8 @@ class MRILinesExperiment(Experiment):
         The separable orthonormal wavelet (:class:`adaptcs.mri.lines.SeparableWavelet`).
     noise : float
         Standard deviation of the complex k-space noise, as a fraction of the image's 99th magnitude percentile.
+    phase : str
+        The simulated phase regime (:data:`adaptcs.mri.data.PHASE_REGIMES`; default "spin_echo").
     start : int
         Centre lines every mask starts with (default size / 16).
     counts : tuple of int
@@ -77,6 +79,7 @@ class MRILinesExperiment(Experiment):
     wavelet: str = "db4"
     level: int = 4
     noise: float = 0.02
+    phase: str = "spin_echo"
     start: int | None = None
     counts: tuple = ()
     strategies: tuple = DEFAULT_STRATEGIES
@@ -109,6 +112,9 @@ class MRILinesExperiment(Experiment):
         noise = float(options.get("noise", 0.02))
         if not noise > 0.0:
             raise ValueError(f"{name}: data.noise must be positive; got {noise}")
+        phase = options.get("phase", "spin_echo")
+        if phase not in PHASE_REGIMES:
+            raise ValueError(f"{name}: data.phase must be one of {PHASE_REGIMES}; got {phase!r}")
         try:
             SeparableWavelet((size, size), options.get("wavelet", "db4"), level)
         except ValueError as exc:
@@ -120,7 +126,7 @@ class MRILinesExperiment(Experiment):
         if not counts or counts[0] < start or counts[-1] > size or start < 1:
             raise ValueError(f"{name}: data.counts must lie in start..size ({start}..{size}); got {list(counts)}")
         return cls(name=name, size=size, wavelet=options.get("wavelet", "db4"), level=level, noise=noise,
-                   start=start, counts=counts, options=given)
+                   phase=phase, start=start, counts=counts, options=given)
 
     # --- the protocol ------------------------------------------------------------------------------------------
 
@@ -131,8 +137,11 @@ class MRILinesExperiment(Experiment):
 
     @property
     def settings(self) -> tuple:
-        """One setting: the grid, the wavelet and the noise."""
-        return ({"size": self.size, "wavelet": self.wavelet, "level": self.level, "noise": self.noise},)
+        """One setting: the grid, the wavelet, the noise (and the phase regime unless it is the default)."""
+        setting = {"size": self.size, "wavelet": self.wavelet, "level": self.level, "noise": self.noise}
+        if self.phase != "spin_echo":  # the default's settings read as they did before the regimes existed
+            setting["phase"] = self.phase
+        return (setting,)
 
     @property
     def d(self) -> int:
@@ -176,7 +185,7 @@ class MRILinesExperiment(Experiment):
 
     def acquisition(self, replicate: int) -> KSpaceSlice:
         """Test slice ``replicate``, simulated (:func:`adaptcs.mri.data.colin27_kspace`)."""
-        slices = _acquisitions(self.size, self.noise, "test")
+        slices = _acquisitions(self.size, self.noise, "test", self.phase)
         if not 0 <= replicate < len(slices):
             raise ValueError(f"{self.name}: replicate must be in 0..{len(slices) - 1} (one per test slice)")
         return slices[replicate]
@@ -202,7 +211,7 @@ class MRILinesExperiment(Experiment):
     def prior_profile(self) -> np.ndarray:
         """Slab variances per pair of scales from the training slices' noise-free references (never a test slice):
         :func:`adaptcs.mri.model.pair_profile`."""
-        return _profile(self.size, self.wavelet, self.level, self.noise)
+        return _profile(self.size, self.wavelet, self.level, self.noise, self.phase)
 
     def make_estimator(self, method: str, case: Case, method_params: dict, hyperparameters: str):
         """The line model, told only what :meth:`case` says (learning starts from it: there is no oracle)."""
@@ -278,9 +287,9 @@ class MRILinesExperiment(Experiment):
         """The offline greedy order of the training slices under a clone of ``estimator`` (the noise of each slice
         from its own readout edges), computed once per process."""
         params = {k: v for k, v in estimator.get_params().items() if k not in ("basis", "noise_var", "profile")}
-        key = (self.size, self.wavelet, self.level, self.noise, self.start, budget, repr(sorted(params.items())))
+        key = (self.size, self.wavelet, self.level, self.noise, self.phase, self.start, budget, repr(sorted(params.items())))
         if key not in _OFFLINE_ORDERS:
-            training = _acquisitions(self.size, self.noise, "train")
+            training = _acquisitions(self.size, self.noise, "train", self.phase)
             first = centre_lines(self.size, self.start)
             noises = iter([noise_from_readout_edges(a.kspace[first]) for a in training])
             _OFFLINE_ORDERS[key] = offline_greedy(
@@ -314,14 +323,14 @@ def _integer(name: str, options: dict, key: str, default: int) -> int:
 
 
 @functools.lru_cache(maxsize=4)
-def _acquisitions(size: int, noise: float, which: str) -> tuple:
-    return tuple(colin27_kspace(size, which=which, noise=noise))
+def _acquisitions(size: int, noise: float, which: str, phase: str = "spin_echo") -> tuple:
+    return tuple(colin27_kspace(size, which=which, noise=noise, phase=phase))
 
 
 @functools.lru_cache(maxsize=4)
-def _profile(size: int, wavelet: str, level: int, noise: float) -> np.ndarray:
+def _profile(size: int, wavelet: str, level: int, noise: float, phase: str = "spin_echo") -> np.ndarray:
     basis = SeparableWavelet((size, size), wavelet, level)
-    return pair_profile(basis, [a.reference for a in _acquisitions(size, noise, "train")])
+    return pair_profile(basis, [a.reference for a in _acquisitions(size, noise, "train", phase)])
 
 
 def _result(fits: dict, seconds: dict, select: dict, counts, acq: KSpaceSlice, case: Case) -> SequentialDesignResult:

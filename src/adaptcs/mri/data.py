@@ -6,6 +6,16 @@ No raw scanner k-space is used. Each slice (0.5 mm voxels, from Debian's ``mricr
 fine grid and cropped to the central n x n samples (n = 256: 1 mm pixels; n = 128: 2 mm): the image on the
 n x n grid is then not a pixel image the reconstruction grid can represent exactly (no "inverse crime").
 Complex Gaussian noise is added in k-space at a stated level.
+
+The phase comes in three regimes (:data:`PHASE_REGIMES`, docs/mri.md "Phase regimes"):
+
+- ``"spin_echo"`` (the default, as it always was): smooth, cosines to 3 cycles per field of view, at most pi peak to
+  peak: the receive coil's and the transmit field's phase, which a spin echo refocuses everything else of;
+- ``"gradient_echo"``: a wider smooth field (2 pi peak to peak, the off-resonance of B0 over the head times the echo
+  time) plus mid spatial frequencies, 4 to 10 cycles per field of view, 3 rad peak to peak (tissue susceptibility
+  differences, veins): what a gradient echo does not refocus;
+- ``"susceptibility"``: the spin-echo phase plus local bumps of 2 to 3 rad, 6 to 12 mm wide, centred on the brain's
+  outline (air-tissue interfaces: the sinuses and ear canals sit just outside the brain).
 """
 
 from __future__ import annotations
@@ -70,7 +80,70 @@ def smooth_phase(shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray
     return PHASE_SPAN * (phase - phase.min()) / (phase.max() - phase.min()) - PHASE_SPAN / 2
 
 
-def simulate(slice_u8: np.ndarray, n, *, noise: float, seed: int, name: str = "") -> KSpaceSlice:
+MID_TERMS = (4, 10)  # gradient echo: the band of mid spatial frequencies, cycles per field of view
+MID_SPAN = 3.0  # their peak-to-peak range, radians
+WIDE_SPAN = 2 * np.pi  # gradient echo: the smooth field's peak-to-peak range, radians
+BUMPS = 3  # susceptibility: local bumps per slice
+BUMP_RAD = (2.0, 3.0)  # their peak phase, radians (random sign)
+BUMP_WIDTH_MM = (6.0, 12.0)  # their standard deviation, mm
+FIELD_OF_VIEW_MM = 256.0
+
+
+def _cosine_field(shape: tuple[int, int], frequencies: range, rng: np.random.Generator, span: float) -> np.ndarray:
+    """A random sum of cosines of the given frequencies (cycles per field of view, along each axis and their sums),
+    amplitudes decaying as 1 / (1 + f^2), scaled to a peak-to-peak range of ``span`` radians and centred on 0."""
+    ny, nx = shape
+    y, x = np.meshgrid(np.arange(ny) / ny, np.arange(nx) / nx, indexing="ij")
+    phase = np.zeros(shape)
+    for fy in frequencies:
+        for fx in frequencies:
+            amp = rng.normal() / (1.0 + fy * fy + fx * fx)
+            phase += amp * np.cos(2 * np.pi * (fy * y + fx * x) + rng.uniform(0, 2 * np.pi))
+    return span * (phase - phase.min()) / (phase.max() - phase.min()) - span / 2
+
+
+def gradient_echo_phase(shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+    """The gradient-echo-like phase (radians), shape ``shape``: a smooth field of :data:`WIDE_SPAN` peak to peak
+    (as :func:`smooth_phase`) plus cosines of :data:`MID_TERMS` cycles per field of view along each axis
+    (signed: both directions), :data:`MID_SPAN` peak to peak."""
+    wide = _cosine_field(shape, range(PHASE_TERMS + 1), rng, WIDE_SPAN)
+    lo, hi = MID_TERMS
+    mid = _cosine_field(shape, range(-hi, hi + 1), rng, 1.0)  # all frequencies to hi, then the low ones removed
+    spectrum = np.fft.fft2(mid)
+    fy, fx = np.meshgrid(np.fft.fftfreq(shape[0], 1 / shape[0]), np.fft.fftfreq(shape[1], 1 / shape[1]),
+                         indexing="ij")
+    spectrum[np.maximum(np.abs(fy), np.abs(fx)) < lo] = 0.0
+    mid = np.real(np.fft.ifft2(spectrum))
+    mid = MID_SPAN * (mid - mid.min()) / (mid.max() - mid.min()) - MID_SPAN / 2
+    return wide + mid
+
+
+def susceptibility_phase(brain: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The spin-echo phase (:func:`smooth_phase`) plus :data:`BUMPS` Gaussian bumps of :data:`BUMP_RAD` radians
+    (random sign) and :data:`BUMP_WIDTH_MM` width, centred on points of the outline of ``brain`` (boolean, shape of
+    the grid, :data:`FIELD_OF_VIEW_MM` across)."""
+    phase = smooth_phase(brain.shape, rng)
+    inside = brain.copy()
+    inside[1:-1, 1:-1] = brain[1:-1, 1:-1] & brain[:-2, 1:-1] & brain[2:, 1:-1] & brain[1:-1, :-2] & brain[1:-1, 2:]
+    outline = np.argwhere(brain & ~inside)
+    if outline.shape[0] == 0:
+        raise ValueError("the brain has no outline: no place for susceptibility bumps")
+    mm = FIELD_OF_VIEW_MM / brain.shape[0]
+    y, x = np.meshgrid(np.arange(brain.shape[0]), np.arange(brain.shape[1]), indexing="ij")
+    for _ in range(BUMPS):
+        cy, cx = outline[rng.integers(outline.shape[0])]
+        width = rng.uniform(*BUMP_WIDTH_MM) / mm
+        height = rng.uniform(*BUMP_RAD) * rng.choice([-1.0, 1.0])
+        phase += height * np.exp(-((y - cy) ** 2 + (x - cx) ** 2) / (2 * width * width))
+    return phase
+
+
+#: The phase regimes of :func:`simulate`.
+PHASE_REGIMES = ("spin_echo", "gradient_echo", "susceptibility")
+
+
+def simulate(slice_u8: np.ndarray, n, *, noise: float, seed: int, name: str = "",
+             phase: str = "spin_echo") -> KSpaceSlice:
     """k-space of one slice on an n x n (or ny x nx) grid (a 256 mm field of view), with noise.
 
     Parameters
@@ -84,7 +157,12 @@ def simulate(slice_u8: np.ndarray, n, *, noise: float, seed: int, name: str = ""
         fraction of the reference image's 99th magnitude percentile inside the brain.
     seed : int
         Seeds the phase and the noise (a local Generator).
+    phase : {"spin_echo", "gradient_echo", "susceptibility"}
+        The phase regime (module docstring); "spin_echo" draws the same phase and noise as before the regimes
+        existed.
     """
+    if phase not in PHASE_REGIMES:
+        raise ValueError(f"phase must be one of {PHASE_REGIMES}; got {phase!r}")
     ny, nx = (n, n) if np.ndim(n) == 0 else (int(n[0]), int(n[1]))
     if ny % 2 or nx % 2 or not (2 <= ny <= FINE and 2 <= nx <= FINE):
         raise ValueError(f"the output size must be even and at most {FINE} along each axis; got {n}")
@@ -95,13 +173,19 @@ def simulate(slice_u8: np.ndarray, n, *, noise: float, seed: int, name: str = ""
     fine = np.zeros((FINE, FINE))
     top, left = (FINE - h) // 2, (FINE - w) // 2
     fine[top:top + h, left:left + w] = slice_u8 / 255.0
-    image = fine * np.exp(1j * smooth_phase(fine.shape, rng))
+    brain = np.zeros((FINE, FINE), bool)
+    brain[top:top + h, left:left + w] = slice_u8 > 0
+    if phase == "spin_echo":
+        phi = smooth_phase(fine.shape, rng)
+    elif phase == "gradient_echo":
+        phi = gradient_echo_phase(fine.shape, rng)
+    else:
+        phi = susceptibility_phase(brain, rng)
+    image = fine * np.exp(1j * phi)
     lo_y, lo_x = (FINE - ny) // 2, (FINE - nx) // 2
     # cropping the centred unitary k-space from FINE^2 to ny nx samples scales the image by FINE / sqrt(ny nx)
     clean = to_kspace(image)[lo_y:lo_y + ny, lo_x:lo_x + nx] * (np.sqrt(ny * nx) / FINE)
     reference = to_image(clean)
-    brain = np.zeros((FINE, FINE), bool)
-    brain[top:top + h, left:left + w] = slice_u8 > 0
     if FINE % ny == 0 and FINE % nx == 0:  # pixels that are more than half brain
         mask = brain.reshape(ny, FINE // ny, nx, FINE // nx).mean(axis=(1, 3)) > 0.5
     else:  # the brain at every pixel's centre on the fine grid
@@ -113,9 +197,10 @@ def simulate(slice_u8: np.ndarray, n, *, noise: float, seed: int, name: str = ""
     return KSpaceSlice(kspace=noisy, reference=reference, mask=mask, noise_var=sigma**2, name=name)
 
 
-def colin27_kspace(n=256, *, which: str = "test", noise: float = 0.02, seed: int = 0) -> list[KSpaceSlice]:
-    """Every slice of the test (or training) set as a simulated acquisition (:func:`simulate`); slice i is seeded by
-    ``seed * 1000 + i``."""
+def colin27_kspace(n=256, *, which: str = "test", noise: float = 0.02, seed: int = 0,
+                   phase: str = "spin_echo") -> list[KSpaceSlice]:
+    """Every slice of the test (or training) set as a simulated acquisition (:func:`simulate`, phase regime
+    ``phase``); slice i is seeded by ``seed * 1000 + i``."""
     slices, zs = colin27_slices(which)
-    return [simulate(s, n, noise=noise, seed=seed * 1000 + i, name=f"colin27-z{z}")
+    return [simulate(s, n, noise=noise, seed=seed * 1000 + i, name=f"colin27-z{z}", phase=phase)
             for i, (s, z) in enumerate(zip(slices, zs, strict=True))]

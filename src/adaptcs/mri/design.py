@@ -1,4 +1,5 @@
-"""Which k-space lines to measure: Bayesian design by exact information gain, and the fixed masks it is compared with.
+"""Which k-space lines to measure: Bayesian design by exact information gain; the fixed masks it is compared with
+are in :mod:`adaptcs.mri.masks` (imported here too).
 
 Every mask is a set of rows of the centred k-space (:mod:`adaptcs.mri.lines`) with the same number of lines,
 centre block included. Seeds go through local Generators only.
@@ -10,85 +11,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adaptcs.mri.masks import (  # noqa: F401 (the fixed masks' home is adaptcs.mri.masks; named here as before)
+    FIXED_MASKS,
+    PARTIAL_FOURIER_MASKS,
+    centre_lines,
+    equispaced,
+    fastmri_centre,
+    fastmri_equispaced,
+    fastmri_random,
+    fixed_mask,
+    jittered_density,
+    low_to_high,
+    partial_fourier,
+    pf_equispaced,
+    pf_variable_density,
+    variable_density,
+)
 from adaptcs.mri.model import LineSpikeSlab
 from adaptcs.operators.kspace import KSpaceLines
-
-
-def centre_lines(ny: int, count: int) -> np.ndarray:
-    """The ``count`` rows nearest the centre of a centred k-space (ky = 0 at ``ny // 2``), shape (count,)."""
-    if not 0 < count <= ny:
-        raise ValueError(f"count must lie in 1..{ny}; got {count}")
-    return np.sort(np.argsort(np.abs(np.arange(ny) - ny // 2), kind="stable")[:count])
-
-
-def low_to_high(ny: int, count: int) -> np.ndarray:
-    """The low-pass mask: the ``count`` lowest frequencies (:func:`centre_lines`)."""
-    return centre_lines(ny, count)
-
-
-def equispaced(ny: int, count: int, centre: int) -> np.ndarray:
-    """``centre`` centre lines plus equispaced lines over the rest (the fastMRI convention), ``count`` in all."""
-    middle = centre_lines(ny, centre)
-    rest = np.setdiff1d(np.arange(ny), middle)
-    picks = rest[np.round(np.linspace(0, rest.shape[0] - 1, count - centre)).astype(np.intp)]
-    return np.sort(np.concatenate([middle, np.unique(picks)]))
-
-
-def variable_density(ny: int, count: int, centre: int, rng: np.random.Generator, power: float = 2.0) -> np.ndarray:
-    """``centre`` centre lines plus ``count - centre`` others drawn without replacement with probability
-    proportional to ``(1 - |ky| / (ny / 2))^power + 1e-3``: a polynomial variable density (Lustig et al. 2007);
-    the small floor lets every line be drawn."""
-    middle = centre_lines(ny, centre)
-    rest = np.setdiff1d(np.arange(ny), middle)
-    distance = np.abs(rest - ny // 2) / (ny / 2)
-    prob = (1.0 - distance) ** power + 1e-3
-    prob /= prob.sum()
-    return np.sort(np.concatenate([middle, rng.choice(rest, count - centre, replace=False, p=prob)]))
-
-
-def jittered_density(ny: int, count: int, centre: int, rng: np.random.Generator, power: float = 2.0) -> np.ndarray:
-    """A Poisson-like variable-density mask: ``centre`` centre lines plus ``count - centre`` others placed by
-    jittered (stratified) sampling of the density of :func:`variable_density`, so that no two lines crowd together
-    and gaps grow smoothly with ``|ky|`` (the blue-noise spacing Poisson-disc masks aim at, in one dimension).
-
-    Stratum i of the density's cumulative distribution over the non-centre rows gets one line at a uniform draw
-    inside it; a draw that lands on a row taken already moves to the nearest free row.
-    """
-    middle = centre_lines(ny, centre)
-    rest = np.setdiff1d(np.arange(ny), middle)
-    k = count - centre
-    if not 0 <= k <= rest.shape[0]:
-        raise ValueError(f"need centre <= count <= {ny}; got centre {centre}, count {count}")
-    prob = (1.0 - np.abs(rest - ny // 2) / (ny / 2)) ** power + 1e-3
-    cdf = np.cumsum(prob) / prob.sum()
-    targets = (np.arange(k) + rng.uniform(size=k)) / max(k, 1)
-    free = np.ones(rest.shape[0], bool)
-    picks = []
-    for t in targets:
-        i = int(min(np.searchsorted(cdf, t), rest.shape[0] - 1))
-        if not free[i]:
-            open_rows = np.flatnonzero(free)
-            i = int(open_rows[np.argmin(np.abs(open_rows - i))])
-        free[i] = False
-        picks.append(rest[i])
-    return np.sort(np.concatenate([middle, np.array(picks, dtype=np.intp)]))
-
-
-#: The fixed masks by name (the workflow's strategy names), each ``mask(ny, count, centre, rng)``.
-FIXED_MASKS = {
-    "low_to_high": lambda ny, count, centre, rng: low_to_high(ny, count),
-    "equispaced": lambda ny, count, centre, rng: equispaced(ny, count, centre),
-    "variable_density": variable_density,
-    "jittered_density": jittered_density,
-}
-
-
-def fixed_mask(kind: str, ny: int, count: int, centre: int, rng: np.random.Generator) -> np.ndarray:
-    """The lines of fixed mask ``kind`` (:data:`FIXED_MASKS`), sorted, shape (count,); ``rng`` draws the random
-    ones."""
-    if kind not in FIXED_MASKS:
-        raise ValueError(f"unknown mask {kind!r}; choose from {sorted(FIXED_MASKS)}")
-    return np.sort(FIXED_MASKS[kind](ny, count, centre, rng))
 
 
 @dataclass
@@ -187,11 +127,13 @@ class LineMaskFunc:
 
     Parameters
     ----------
-    kind : {"low_to_high", "equispaced", "variable_density", "jittered_density"}
+    kind : str
+        One of :data:`adaptcs.mri.masks.FIXED_MASKS` (partial Fourier, fastMRI's masks, variable density, ...).
     count : int
-        Lines in the mask, centre included.
+        Lines in the mask, centre included (every kind has exactly this many).
     centre : int
-        Centre lines (low_to_high is all centre).
+        Centre lines of the kinds that take a centre block (low_to_high is all centre; the partial-Fourier blocks
+        and fastMRI's masks set their own, reported as the low-frequency count).
 
     Calling it with a k-space ``shape`` ``(..., ny, nx)`` (phase encodes along axis -2, this package's convention;
     fastMRI puts them along the last axis, so transpose for its files) returns a boolean mask of shape ``(ny, 1)``
@@ -213,7 +155,17 @@ class LineMaskFunc:
         if self.count > ny:
             raise ValueError(f"a mask of {self.count} lines does not fit {ny} phase encodes")
         lines = fixed_mask(self.kind, ny, self.count, self.centre, np.random.default_rng(seed))
-        low = self.count if self.kind == "low_to_high" else self.centre
+        low = low_frequency_lines(self.kind, ny, self.count, self.centre)
         mask = np.zeros((ny, 1), bool)
         mask[lines] = True
         return mask, low
+
+
+def low_frequency_lines(kind: str, ny: int, count: int, centre: int) -> int:
+    """The contiguous low-frequency lines of mask ``kind`` (what fastMRI's masks return beside the mask): all of
+    them for the contiguous blocks, fastMRI's centre for its masks, ``centre`` otherwise."""
+    if kind == "low_to_high" or kind.startswith("partial_fourier"):
+        return count
+    if kind.startswith("fastmri"):
+        return fastmri_centre(ny, count)
+    return centre
