@@ -287,7 +287,8 @@ class MRILinesExperiment(Experiment):
         """The offline greedy order of the training slices under a clone of ``estimator`` (the noise of each slice
         from its own readout edges), computed once per process."""
         params = {k: v for k, v in estimator.get_params().items() if k not in ("basis", "noise_var", "profile")}
-        key = (self.size, self.wavelet, self.level, self.noise, self.phase, self.start, budget, repr(sorted(params.items())))
+        key = (self.size, self.wavelet, self.level, self.noise, self.phase, self.start, budget,
+               repr(sorted(params.items())))
         if key not in _OFFLINE_ORDERS:
             training = _acquisitions(self.size, self.noise, "train", self.phase)
             first = centre_lines(self.size, self.start)
