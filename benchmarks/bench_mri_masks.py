@@ -1,0 +1,211 @@
+"""MRI line design against the masks an MRI user runs, each with its own best reconstructor (issue 73).
+
+Simulated k-space of the 8 Colin27 test slices (``adaptcs.mri.data``, phase regime ``--phase``, noise ``--noise``;
+nothing here is recorded scanner data). Per slice: the design (the phase-aware line model, from ``size / 16``
+centre lines, exact information gain, refits) up to each budget, and every fixed mask of
+``adaptcs.mri.masks.FIXED_MASKS`` at the same line count. Every mask, the design's lines included, is reconstructed
+by
+
+- ``line``: the line model the design uses (``PhaseLineGaussian`` with the training slices' y-scale profile);
+- ``l1``: sigpy's L1-wavelet reconstruction, ``tv``: sigpy's total variation, each with its penalty (a multiple of
+  the noise's standard deviation) chosen on 2 training slices per mask family (contiguous blocks, random
+  densities, equispaced lines, the design's own lines designed on those slices);
+- ``pocs``: POCS partial Fourier (the phase of the symmetric centre).
+
+Scores: PSNR of the magnitude inside the brain (peak: the reference's largest magnitude there) and the relative l2
+error. The noise variance given to the line model is the simulation's. Raw rows go to ``--out`` (CSV, one per
+slice, mask, draw, budget and reconstructor); the summary prints, per budget, every mask's line-model score, its best
+reconstructor (the one of largest mean PSNR on the test slices, which favours the mask) and the paired differences
+design - mask, mean +- s.e. [slices the design won by more than 0.01 dB].
+
+Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_mri_masks.py --size 128 --phase gradient_echo --out F.csv``
+(CPU time per slice printed; never asserts on time). ``--summary F.csv`` prints the summary of a file again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from threadpoolctl import threadpool_limits
+
+from adaptcs.mri.data import PHASE_REGIMES, colin27_kspace
+from adaptcs.mri.design import centre_lines, design_lines
+from adaptcs.mri.lines import SeparableWavelet
+from adaptcs.mri.masks import FIXED_MASKS, fixed_mask
+from adaptcs.mri.phase import PhaseLineGaussian, magnitude_profile
+from adaptcs.mri.recon import l1_wavelet_sigpy, pocs_partial_fourier, symmetric_half_width, total_variation_sigpy
+from adaptcs.mri.replay import magnitude_scores
+
+PENALTIES = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)  # times the noise's standard deviation
+FAMILIES = {"contiguous": ("low_to_high", "partial_fourier_5_8", "partial_fourier_6_8", "partial_fourier_7_8"),
+            "random": ("variable_density", "jittered_density", "fastmri_random", "pf_variable_density"),
+            "equispaced": ("equispaced", "fastmri_equispaced", "pf_equispaced"),
+            "design": ("design",)}
+FAMILY = {mask: family for family, masks in FAMILIES.items() for mask in masks}
+TIE_DB = 0.01
+FIELDS = ("size", "phase", "noise", "slice", "mask", "draw", "lines", "reconstructor", "psnr", "relative_error",
+          "converged", "cpu_seconds")
+
+
+def penalised(name: str, acq, lines, factor: float, max_iter: int) -> np.ndarray:
+    """The ``l1`` or ``tv`` reconstruction of ``lines`` with penalty ``factor`` x the noise's standard deviation."""
+    recon = l1_wavelet_sigpy if name == "l1" else total_variation_sigpy
+    return recon(acq.kspace[lines], lines, acq.kspace.shape, factor * np.sqrt(acq.noise_var), max_iter=max_iter)
+
+
+def choose_penalties(args, make_model, budgets) -> dict:
+    """(reconstructor, family, budget) -> the factor of smallest mean relative error on 2 training slices."""
+    training = colin27_kspace(args.size, which="train", noise=args.noise, phase=args.phase)[:2]
+    rng = np.random.default_rng(777)
+    masks = {}  # family -> list of (acq, lines) at each budget
+    for b in budgets:
+        for acq in training:
+            for family, kinds in FAMILIES.items():
+                if family == "design":
+                    continue
+                for kind in kinds:
+                    masks.setdefault((family, b), []).append((acq, fixed_mask(kind, args.size, b, args.centre, rng)))
+    for acq in training:
+        run = design_lines(acq.kspace, make_model(acq.noise_var), start=centre_lines(args.size, args.centre),
+                           budget=max(budgets), checkpoints=budgets)
+        for b in budgets:
+            masks.setdefault(("design", b), []).append((acq, run.lines[:b]))
+    chosen = {}
+    for (family, b), cases in masks.items():
+        for name in ("l1", "tv"):
+            errors = {f: np.mean([magnitude_scores(penalised(name, acq, lines, f, args.max_iter), acq.reference,
+                                                   acq.mask)[0] for acq, lines in cases]) for f in PENALTIES}
+            chosen[(name, family, b)] = min(errors, key=errors.get)
+    return chosen
+
+
+def summary(rows: list[dict]) -> None:
+    """Per budget: each mask's line-model PSNR, its best reconstructor, and the paired differences with the design."""
+    def key(r):
+        return int(r["slice"]), r["mask"], int(r["lines"]), r["reconstructor"]
+
+    psnr = {}
+    for r in rows:  # the mean over a random mask's draws
+        psnr.setdefault(key(r), []).append(float(r["psnr"]))
+    psnr = {k: float(np.mean(v)) for k, v in psnr.items()}
+    slices = sorted({k[0] for k in psnr})
+    masks = list(dict.fromkeys(k[1] for k in psnr))
+    recons = list(dict.fromkeys(k[3] for k in psnr))
+    head = rows[0]
+    print(f"\n{head['size']} x {head['size']}, phase {head['phase']}, noise {head['noise']}, {len(slices)} simulated "
+          "Colin27 slices; PSNR (dB) of the magnitude in the brain; design = the line model's design, reconstructed "
+          "by the line model; differences paired per slice, mean +- s.e. [slices design won]")
+
+    def diff(a, b):
+        d = np.array(a) - np.array(b)
+        se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
+        return f"{d.mean():+6.2f} +- {se:4.2f} [{int(np.sum(d > TIE_DB))}/{len(d)}]"
+
+    for b in sorted({k[2] for k in psnr}):
+        design = [psnr[(s, "design", b, "line")] for s in slices]
+        print(f"\n{b} lines (R = {int(head['size']) / b:g})")
+        print(f"{'mask':22s} {'line':>6s} {'best':>6s} {'by':5s} {'design - mask (line)':>24s} "
+              f"{'design - mask (its best)':>26s}  " + " ".join(f"{r:>6s}" for r in recons))
+        for m in masks:
+            by = {r: [psnr.get((s, m, b, r), np.nan) for s in slices] for r in recons}
+            means = {r: float(np.mean(v)) for r, v in by.items() if not np.any(np.isnan(v))}
+            best = max(means, key=means.get)
+            print(f"{m:22s} {means['line']:6.2f} {means[best]:6.2f} {best:5s} {diff(design, by['line']):>24s} "
+                  f"{diff(design, by[best]):>26s}  " + " ".join(f"{means.get(r, np.nan):6.2f}" for r in recons))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--phase", choices=PHASE_REGIMES, default="spin_echo")
+    parser.add_argument("--noise", type=float, default=0.02)
+    parser.add_argument("--slices", type=int, default=8)
+    parser.add_argument("--only", type=int, nargs="+", help="run only these of the first --slices slices")
+    parser.add_argument("--level", type=int, default=4)
+    parser.add_argument("--draws", type=int, default=1, help="draws of every random mask per slice")
+    parser.add_argument("--max-iter", type=int, default=100, help="iterations of sigpy's L1 and TV")
+    parser.add_argument("--masks", nargs="+", default=list(FIXED_MASKS), choices=list(FIXED_MASKS))
+    parser.add_argument("--reconstructors", nargs="+", default=["line", "l1", "tv", "pocs"],
+                        choices=["line", "l1", "tv", "pocs"])
+    parser.add_argument("--out", help="CSV of the raw rows")
+    parser.add_argument("--summary", help="print the summary of this CSV and stop")
+    args = parser.parse_args()
+    if args.summary:
+        with open(args.summary, newline="") as fh:
+            summary(list(csv.DictReader(fh)))
+        return
+    n = args.size
+    args.centre = n // 16
+    budgets = [n // 8, n // 4]
+    basis = SeparableWavelet((n, n), "db4", args.level)
+    profile = magnitude_profile("db4", args.level, [np.abs(a.reference) for a in colin27_kspace(
+        n, which="train", noise=args.noise, phase=args.phase)])
+
+    def make_model(noise_var):
+        return PhaseLineGaussian(basis, noise_var=noise_var, profile=profile)
+
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    rows = []
+    out = open(args.out, "w", newline="") if args.out else None  # noqa: SIM115 (rows written as they come)
+    writer = csv.DictWriter(out, FIELDS) if out else None
+    if writer:
+        writer.writeheader()
+    with threadpool_limits(1):
+        started = time.process_time()
+        penalties = choose_penalties(args, make_model, budgets) if {"l1", "tv"} & set(args.reconstructors) else {}
+        print(f"penalties chosen on 2 training slices ({time.process_time() - started:.0f} CPU s): "
+              f"{ {'/'.join(map(str, k)): v for k, v in penalties.items()} }", flush=True)
+        acquisitions = colin27_kspace(n, noise=args.noise, phase=args.phase)[: args.slices]
+        indices = list(range(len(acquisitions))) if args.only is None else args.only
+        for s in indices:
+            acq = acquisitions[s]
+            started = time.process_time()
+            run = design_lines(acq.kspace, make_model(acq.noise_var), start=centre_lines(n, args.centre),
+                               budget=max(budgets), checkpoints=budgets)
+            design_cpu = time.process_time() - started
+            rng = np.random.default_rng(1000 + s)  # the slice's draws, wherever it runs
+            for b in budgets:
+                cases = [("design", 0, run.lines[:b])]
+                for kind in args.masks:
+                    draws = args.draws if kind in FAMILIES["random"] or kind.startswith("fastmri") else 1
+                    cases += [(kind, d, fixed_mask(kind, n, b, args.centre, rng)) for d in range(draws)]
+                for mask, draw, lines in cases:
+                    for recon in args.reconstructors:
+                        t0 = time.process_time()
+                        converged = True
+                        if recon == "line":
+                            fit = run.fits[b] if mask == "design" else make_model(acq.noise_var).fit(
+                                acq.kspace[lines], lines)
+                            image, converged = fit.image, fit.converged
+                        elif recon == "pocs":
+                            rows_measured = np.zeros(n, bool)
+                            rows_measured[lines] = True
+                            if symmetric_half_width(rows_measured) < 2:
+                                continue
+                            image = pocs_partial_fourier(acq.kspace[lines], lines, (n, n))
+                        else:
+                            image = penalised(recon, acq, lines, penalties[(recon, FAMILY[mask], b)], args.max_iter)
+                        err, psnr = magnitude_scores(image, acq.reference, acq.mask)
+                        cpu = design_cpu if (mask == "design" and recon == "line") else time.process_time() - t0
+                        row = {"size": n, "phase": args.phase, "noise": args.noise, "slice": s, "mask": mask,
+                               "draw": draw, "lines": b, "reconstructor": recon, "psnr": round(psnr, 4),
+                               "relative_error": round(err, 6), "converged": converged, "cpu_seconds": round(cpu, 2)}
+                        rows.append(row)
+                        if writer:
+                            writer.writerow(row)
+                            out.flush()
+            print(f"slice {s} ({acq.name}): design {design_cpu:.1f} CPU s, lines on the negative side "
+                  f"{int(np.sum(run.lines[args.centre:] < n // 2))} of {max(budgets) - args.centre}, whole slice "
+                  f"{time.process_time() - started:.0f} CPU s", flush=True)
+    if out:
+        out.close()
+    summary(rows)
+
+
+if __name__ == "__main__":
+    main()

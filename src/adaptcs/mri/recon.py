@@ -1,0 +1,123 @@
+"""The reconstructors MRI users run on a fixed mask, beside the line models (docs/mri.md, "Reconstructors").
+
+- :func:`l1_wavelet_sigpy` and :func:`total_variation_sigpy`: sigpy's ``mri.app.L1WaveletRecon`` and
+  ``mri.app.TotalVariationRecon`` (single coil: a sensitivity of ones), the field's standard nonlinear
+  reconstructions for random and variable-density masks (Lustig et al. 2007). sigpy is an optional dependency
+  (``pip install adaptcs[mri]``); without it these raise ImportError saying so.
+- :func:`pocs_partial_fourier`: projection onto convex sets for partial Fourier (Haacke et al. 1991): the phase of
+  the symmetric centre of k-space, then alternately the measured lines and that phase imposed on the image.
+
+Every function takes the measured lines of the centred k-space (:mod:`adaptcs.mri.lines` convention, the same as
+sigpy's centred orthonormal FFT) and returns the complex image, shape (ny, nx).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adaptcs.mri.lines import to_image, to_kspace
+
+
+def _measured(kspace_lines: np.ndarray, lines, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The zero-filled k-space (ny, nx) and the measured rows as a boolean (ny,), after checking the input."""
+    ny, nx = shape
+    lines = np.asarray(lines, dtype=np.intp)
+    kspace_lines = np.asarray(kspace_lines)
+    if kspace_lines.shape != (lines.shape[0], nx):
+        raise ValueError(f"kspace_lines must have shape ({lines.shape[0]}, {nx}); got {kspace_lines.shape}")
+    if np.any((lines < 0) | (lines >= ny)) or np.unique(lines).shape[0] != lines.shape[0]:
+        raise ValueError(f"lines must be distinct rows of the centred k-space, 0..{ny - 1}")
+    if not np.all(np.isfinite(kspace_lines)):
+        raise ValueError("kspace_lines must be finite")
+    data = np.zeros(shape, complex)
+    data[lines] = kspace_lines
+    rows = np.zeros(ny, bool)
+    rows[lines] = True
+    return data, rows
+
+
+def _sigpy_app(name: str):
+    try:
+        import sigpy.mri.app as app
+    except ImportError as exc:  # pragma: no cover - the test environment has sigpy
+        raise ImportError(f"{name} needs sigpy: pip install 'adaptcs[mri]' (or pip install sigpy)") from exc
+    return app
+
+
+def l1_wavelet_sigpy(kspace_lines: np.ndarray, lines, shape: tuple[int, int], lam: float, *,
+                     wavelet: str = "db4", max_iter: int = 100) -> np.ndarray:
+    """sigpy's L1-wavelet reconstruction, ``min 1/2 |M F x - y|^2 + lam |W x|_1`` (W a 2-D PyWavelets transform).
+
+    Parameters
+    ----------
+    kspace_lines : ndarray of complex, shape (m, nx)
+    lines : array-like of int, shape (m,)
+    shape : (ny, nx)
+    lam : float
+        Penalty, in the units of the k-space values (a multiple of the noise's standard deviation), >= 0.
+    wavelet : str
+    max_iter : int
+        Iterations of sigpy's proximal gradient method.
+    """
+    if not lam >= 0.0:
+        raise ValueError(f"lam must be non-negative; got {lam}")
+    data, rows = _measured(kspace_lines, lines, shape)
+    weights = np.broadcast_to(rows[:, None], shape).astype(float)
+    app = _sigpy_app("l1_wavelet_sigpy").L1WaveletRecon(data[None], np.ones((1, *shape), complex), lam,
+                                                        weights=weights, wave_name=wavelet, max_iter=max_iter,
+                                                        show_pbar=False)
+    return np.asarray(app.run())
+
+
+def total_variation_sigpy(kspace_lines: np.ndarray, lines, shape: tuple[int, int], lam: float, *,
+                          max_iter: int = 100) -> np.ndarray:
+    """sigpy's total-variation reconstruction, ``min 1/2 |M F x - y|^2 + lam |grad x|_1`` (arguments as
+    :func:`l1_wavelet_sigpy`)."""
+    if not lam >= 0.0:
+        raise ValueError(f"lam must be non-negative; got {lam}")
+    data, rows = _measured(kspace_lines, lines, shape)
+    weights = np.broadcast_to(rows[:, None], shape).astype(float)
+    app = _sigpy_app("total_variation_sigpy").TotalVariationRecon(data[None], np.ones((1, *shape), complex), lam,
+                                                                  weights=weights, max_iter=max_iter,
+                                                                  show_pbar=False)
+    return np.asarray(app.run())
+
+
+def symmetric_half_width(rows: np.ndarray) -> int:
+    """The largest h such that every row ky = -h..h (centred order, ky = 0 at ``ny // 2``) is measured; -1 when the
+    centre itself is not."""
+    centre = rows.shape[0] // 2
+    h = -1
+    while centre - h - 1 >= 0 and centre + h + 1 < rows.shape[0] and rows[centre - h - 1] and rows[centre + h + 1]:
+        h += 1
+    return h
+
+
+def pocs_partial_fourier(kspace_lines: np.ndarray, lines, shape: tuple[int, int], *, n_iter: int = 50,
+                         tol: float = 1e-6) -> np.ndarray:
+    """POCS partial-Fourier reconstruction.
+
+    The phase comes from the symmetric centre (rows ky = -h..h all measured, :func:`symmetric_half_width`, at
+    least 2 lines each side), windowed by a Hann taper along ky; then, ``n_iter`` times or until the image
+    changes by less than ``tol`` of its norm, the image's magnitude is given that phase and the measured lines are
+    put back. On a mask that measures both sides it keeps what was measured and fills the rest by the phase
+    constraint, so it also runs on masks that are not partial Fourier (it is not a compressed-sensing method).
+    """
+    data, rows = _measured(kspace_lines, lines, shape)
+    h = symmetric_half_width(rows)
+    if h < 2:
+        raise ValueError("POCS needs a symmetric centre of at least 5 measured lines (ky = -2..2)")
+    ny = shape[0]
+    ky = np.arange(ny) - ny // 2
+    taper = np.where(np.abs(ky) <= h, 0.5 * (1.0 + np.cos(np.pi * ky / (h + 1))), 0.0)
+    phase = np.exp(1j * np.angle(to_image(data * taper[:, None])))
+    image = to_image(data)
+    for _ in range(n_iter):
+        kspace = to_kspace(np.abs(image) * phase)
+        kspace[rows] = data[rows]
+        new = to_image(kspace)
+        change = np.linalg.norm(new - image) / max(np.linalg.norm(new), np.finfo(float).tiny)
+        image = new
+        if change <= tol:
+            break
+    return image
