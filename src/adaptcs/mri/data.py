@@ -104,15 +104,17 @@ def _cosine_field(shape: tuple[int, int], frequencies: range, rng: np.random.Gen
 
 def gradient_echo_phase(shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
     """The gradient-echo-like phase (radians), shape ``shape``: a smooth field of :data:`WIDE_SPAN` peak to peak
-    (as :func:`smooth_phase`) plus cosines of :data:`MID_TERMS` cycles per field of view along each axis
-    (signed: both directions), :data:`MID_SPAN` peak to peak."""
+    (as :func:`smooth_phase`) plus a random field of the spatial frequencies whose larger component lies in
+    :data:`MID_TERMS` cycles per field of view (complex Gaussian amplitudes decaying as 1 / (1 + f^2)),
+    :data:`MID_SPAN` peak to peak."""
     wide = _cosine_field(shape, range(PHASE_TERMS + 1), rng, WIDE_SPAN)
     lo, hi = MID_TERMS
-    mid = _cosine_field(shape, range(-hi, hi + 1), rng, 1.0)  # all frequencies to hi, then the low ones removed
-    spectrum = np.fft.fft2(mid)
-    fy, fx = np.meshgrid(np.fft.fftfreq(shape[0], 1 / shape[0]), np.fft.fftfreq(shape[1], 1 / shape[1]),
-                         indexing="ij")
-    spectrum[np.maximum(np.abs(fy), np.abs(fx)) < lo] = 0.0
+    f = np.arange(-hi, hi + 1)
+    fy, fx = np.meshgrid(f, f, indexing="ij")
+    band = np.maximum(np.abs(fy), np.abs(fx)) >= lo
+    spectrum = np.zeros(shape, complex)
+    amplitude = (rng.normal(size=fy.shape) + 1j * rng.normal(size=fy.shape)) / (1.0 + fy**2 + fx**2)
+    spectrum[fy[band] % shape[0], fx[band] % shape[1]] = amplitude[band]
     mid = np.real(np.fft.ifft2(spectrum))
     mid = MID_SPAN * (mid - mid.min()) / (mid.max() - mid.min()) - MID_SPAN / 2
     return wide + mid
