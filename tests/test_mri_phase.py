@@ -8,7 +8,7 @@ from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines
 from adaptcs.mri.greedy import oracle_choice
 from adaptcs.mri.lines import SeparableWavelet, to_kspace
-from adaptcs.mri.phase import PhaseLineGaussian, magnitude_profile
+from adaptcs.mri.phase import PhaseLineGaussian
 
 N = 16
 
@@ -96,16 +96,76 @@ def test_the_phase_comes_from_the_band_and_the_band_must_be_measured():
         model.fit(K[[6, 6]], [6, 6])
 
 
-def test_design_with_the_phase_skips_the_conjugate_side_on_a_simulated_slice():
-    """On a simulated 64 x 64 slice, a smoothly phased brain: the designed lines are mostly on one side of the
-    centre (the other side is nearly the conjugate of the first), unlike the phase-blind model's."""
-    acq = colin27_kspace(64)[3]
-    basis = SeparableWavelet((64, 64), "db4", 3)
-    profile = magnitude_profile("db4", 3, [np.abs(a.reference) for a in colin27_kspace(64, which="train")])
-    run = design_lines(acq.kspace, PhaseLineGaussian(basis, noise_var=acq.noise_var, profile=profile),
-                       start=centre_lines(64, 4), budget=16)
-    offsets = run.lines[4:] - 32
-    assert max(np.sum(offsets > 0), np.sum(offsets < 0)) >= 10
+def _column_logpdf(z, cov):
+    """Dense Gaussian log density (the independent check of the model's stacked Cholesky evidence)."""
+    from scipy.stats import multivariate_normal
+
+    return multivariate_normal(mean=np.zeros(z.shape[0]), cov=cov).logpdf(z)
+
+
+def test_each_columns_phase_confidence_maximises_the_evidence_of_the_lines_outside_the_band(fitted):
+    """eps_x is the grid value of largest log p(z_rest | z_band) of its column, computed densely."""
+    from adaptcs.mri.phase import EPS_GRID
+
+    _, K, lines, model, _ = fitted
+    v = model._state[0]
+    R = np.concatenate(model._real_rows(lines), axis=1)  # (nx, 2m, 2ny)
+    hybrid = K[lines] @ model._Fx_conj
+    z = np.concatenate([hybrid.real, hybrid.imag], axis=0).T  # (nx, 2m)
+    band = np.flatnonzero(np.isin(np.concatenate([lines, lines]), model._band))
+    shape = np.concatenate([model._profile[model.basis.scale_y]] * 2)
+    s = model.noise_var / 2
+    assert 0 < band.shape[0] < z.shape[1]
+    for col in range(N):
+        scores = []
+        for eps in EPS_GRID:
+            lam = model._prior_var(v, np.full(N, eps), shape)[col]
+            cov = R[col] @ np.diag(lam) @ R[col].T + s * np.eye(R.shape[1])
+            scores.append(_column_logpdf(z[col], cov) - _column_logpdf(z[col, band], cov[np.ix_(band, band)]))
+        assert model.eps_[col] == EPS_GRID[int(np.argmax(scores))]
+
+
+def test_with_only_the_band_measured_the_phase_is_trusted():
+    from adaptcs.mri.phase import EPS_GRID
+
+    basis = SeparableWavelet((N, N), "haar", 2)
+    K = to_kspace(np.exp(0.7j) * np.ones((N, N)))
+    model = PhaseLineGaussian(basis, noise_var=1e-3, band=4)
+    model.fit(K[[6, 7, 8, 9]], [6, 7, 8, 9])
+    np.testing.assert_array_equal(model.eps_, EPS_GRID[0])
+
+
+def test_columns_whose_phase_the_band_misses_reach_the_phase_blind_limit():
+    """Half the columns have a phase of 7 cycles along y (beyond 4 band lines); lines on both sides outside the
+    band show it: those columns reach eps = 1 (circular, phase-blind), the others stay well below."""
+    n = 32
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[:n, :n] / n
+    magnitude = ((y - 0.5) ** 2 / 0.16 + (x - 0.5) ** 2 / 0.12 < 1) * (1 + 0.3 * np.cos(6 * np.pi * y))
+    phase = 0.8 * np.cos(2 * np.pi * x) + np.where(x < 0.5, 0.0, 2.0 * np.cos(2 * np.pi * 7 * y + 3 * x))
+    K = to_kspace(magnitude * np.exp(1j * phase)) + 0.01 * (rng.normal(size=(n, n)) + 1j * rng.normal(size=(n, n)))
+    lines = np.concatenate([centre_lines(n, 4), [10, 22, 7, 25]])
+    model = PhaseLineGaussian(SeparableWavelet((n, n), "db2", 2), noise_var=2e-4)
+    model.fit(K[lines], lines)
+    inside = magnitude.sum(axis=0) > 0
+    rough, smooth = inside & (x[0] >= 0.5), inside & (x[0] < 0.5)
+    assert np.all(model.eps_[rough] == 1.0)
+    assert np.median(model.eps_[smooth]) <= 0.3
+
+
+def test_the_phase_is_trusted_less_in_a_gradient_echo_than_in_a_spin_echo():
+    """Simulated 128 x 128 slices, 32 low-to-high lines: the median eps_x of the brain's columns is at most 0.03
+    with the spin-echo phase and at least 0.1 with the gradient-echo-like one (slices 0 and 3)."""
+    basis = SeparableWavelet((128, 128), "db4", 3)
+    lines = centre_lines(128, 32)
+    from adaptcs.mri.data import colin27_slices, simulate
+
+    slices = colin27_slices("test")[0]
+    for regime, ok in (("spin_echo", lambda e: e <= 0.03), ("gradient_echo", lambda e: e >= 0.1)):
+        for acq in [simulate(slices[i], 128, noise=0.02, seed=i, phase=regime) for i in (0, 3)]:  # colin27_kspace's
+            model = PhaseLineGaussian(basis, noise_var=acq.noise_var)
+            model.fit(acq.kspace[lines], lines)
+            assert ok(float(np.median(model.eps_[acq.mask.any(axis=0)]))), regime
 
 
 def test_a_design_loop_reads_fits_that_learned_on_all_their_lines():

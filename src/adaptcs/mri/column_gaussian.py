@@ -33,13 +33,6 @@ def _times_cov(factor: np.ndarray, prior_var: np.ndarray, rows: np.ndarray) -> n
     return prior_var[:, :, None] * rows_t - np.matmul(factor.transpose(0, 2, 1), np.matmul(factor, rows_t))
 
 
-def _quadratic(factor: np.ndarray, prior_var: np.ndarray, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """``A_k V_q B_k^T`` for every column q and candidate k: (nq, k)."""
-    diagonal = np.matmul(prior_var[:, None, :], (A * B).transpose(0, 2, 1))[:, 0, :]
-    GA, GB = np.matmul(factor, A.transpose(0, 2, 1)), np.matmul(factor, B.transpose(0, 2, 1))  # (nq, r, k)
-    return diagonal - np.einsum("qrk,qrk->qk", GA, GB)
-
-
 def gains_of_lines(factor: np.ndarray, prior_var: np.ndarray, R1: np.ndarray, R2: np.ndarray, s: float) -> np.ndarray:
     """Exact information gain (nats) of each candidate line: ``sum_q 1/2 log det(I_2 + B_kq V_q B_kq^T / s)``.
 
@@ -56,9 +49,12 @@ def gains_of_lines(factor: np.ndarray, prior_var: np.ndarray, R1: np.ndarray, R2
     -------
     ndarray, shape (k,)
     """
-    q11 = _quadratic(factor, prior_var, R1, R1)
-    q12 = _quadratic(factor, prior_var, R1, R2)
-    q22 = _quadratic(factor, prior_var, R2, R2)
+    G1, G2 = np.matmul(factor, R1.transpose(0, 2, 1)), np.matmul(factor, R2.transpose(0, 2, 1))  # (nq, r, k)
+
+    def quadratic(A, B, GA, GB):  # A_k V_q B_k^T for every column and candidate, with G A^T formed once
+        return np.matmul(prior_var[:, None, :], (A * B).transpose(0, 2, 1))[:, 0, :] - np.einsum("qrk,qrk->qk", GA, GB)
+
+    q11, q12, q22 = quadratic(R1, R1, G1, G1), quadratic(R1, R2, G1, G2), quadratic(R2, R2, G2, G2)
     det = (1.0 + q11 / s) * (1.0 + q22 / s) - (q12 / s) ** 2
     return 0.5 * np.sum(np.log(det), axis=0)
 

@@ -13,8 +13,18 @@ information gain of every line is exact, as in :mod:`adaptcs.mri.model`.
 
 Prior variance of ``a`` at y-scale s in column x: ``v * p_s * w_x``, ``p_s`` the y-scale profile of training
 magnitudes (or flat), ``w_x`` the column's share of the low-resolution image's energy (plus a floor), ``v`` learned
-by maximum evidence; ``eps`` learned from a grid. Units as in :mod:`adaptcs.mri.model` (noise variance per
-complex sample).
+by maximum evidence. Units as in :mod:`adaptcs.mri.model` (noise variance per complex sample).
+
+How far the phase is trusted: ``eps_x``, one per column of pixels, from :data:`EPS_GRID` up to 1. At ``eps_x = 1``
+the column's prior is circular (the real and imaginary parts of ``exp(-i phi) x`` alike: no pseudo-covariance, so a
+line says nothing of its conjugate partner, as in a phase-blind model); near 0 the column is real up to the
+estimated phase. The band lines cannot judge the phase that was estimated from them (the zero-filled band image is
+exactly real once demodulated), so ``eps_x`` maximises the evidence of the lines *outside* the band given those in
+it, column by column: ``log p(z_rest | z_band; v, eps_x)``. With no line outside the band there is nothing to judge
+by and every column starts at the grid's smallest value; a design loop updates ``eps_x`` after every line (at the
+``v`` of the last fit read), so lines on both sides of the centre that disagree with the phase raise it, and the
+design then measures both sides where the phase is uncertain and one side where it is known. A fit that is read
+learns ``v`` (full evidence) and ``eps_x`` (that conditional evidence) in turn until ``eps_x`` stops changing.
 """
 
 from __future__ import annotations
@@ -38,7 +48,10 @@ from adaptcs.mri.design import centre_lines
 from adaptcs.mri.lines import SeparableWavelet, centred_dft, zero_filled
 from adaptcs.mri.model import LineFit
 
-EPS_GRID = (1e-3, 1e-2, 1e-1)  # imaginary-part variance over the real part's, chosen by evidence
+#: The imaginary part's variance over the real part's, per column, chosen by the evidence of the lines outside the
+#: phase band (module docstring); 1 is the phase-blind limit.
+EPS_GRID = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
+LEARN_ROUNDS = 4  # alternations of v and eps_x in a fit that is read (they settle in 2-3)
 COLUMN_FLOOR = 0.02  # added to every column's energy share: no column is assumed empty
 LOG_V_SPAN = 12.0  # v is searched within exp(+-span) of its moment estimate
 
@@ -89,8 +102,9 @@ class PhaseLineGaussian(BaseEstimator):
     True
     """
 
-    #: Warm refits keep ``v`` and ``eps`` (learning them costs some 25 evidence evaluations): a design loop refits
-    #: from scratch where a fit is read (:func:`adaptcs.mri.design.design_lines`).
+    #: Warm refits learn ``v`` and ``eps_x`` again from the last fit's ``eps_x``, at most two rounds (each an
+    #: eigendecomposition per column and one evidence per grid value); a design loop refits from scratch where a fit
+    #: is read (:func:`adaptcs.mri.design.design_lines`).
     relearn_when_read = True
 
     _parameter_constraints = {
@@ -146,8 +160,9 @@ class PhaseLineGaussian(BaseEstimator):
 
     @with_blas_limit
     def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False) -> LineFit:
-        """The exact posterior on the measured lines; ``v`` and ``eps`` learned by maximum evidence (``warm``: kept
-        from the last fit, as a design loop's refits between read fits do).
+        """The exact posterior on the measured lines; ``v`` and every column's ``eps_x`` learned (module docstring;
+        ``warm``: from the last fit's ``eps_x``, at most two rounds, as a design loop's refits between read fits
+        do). The columns' ``eps_x`` are left in ``eps_`` (nx,).
 
         Returns a :class:`LineFit` whose ``coef`` (ny, nx) are the y-wavelet coefficients of the phase-corrected
         image ``exp(-i phi) x``, column by column of pixels (not separable wavelet coefficients), ``image`` the
@@ -167,10 +182,12 @@ class PhaseLineGaussian(BaseEstimator):
         R = np.concatenate(self._real_rows(lines), axis=1)  # (nx, 2m, 2ny)
         s = self.noise_var / 2.0
         shape = np.concatenate([self._profile[self.basis.scale_y]] * 2)  # (2ny,)
-        if warm and self._state is not None:
-            v, eps = self._state
+        grams = self._grams(R, shape)
+        band_rows = self._band_rows(lines)
+        if warm and self._state is not None:  # from the last fit's values: one or two rounds
+            v, eps = self._learn(grams, z, s, band_rows, start=self._state[1], rounds=2)
         else:
-            v, eps = self._learn(R, z, s, shape)
+            v, eps = self._learn(grams, z, s, band_rows)
         evidence, post = self._posterior(R, z, s, v, eps, shape)
         self._state, self._post = (v, eps), post
         coef = post["mean"][:, :ny].T + 1j * post["mean"][:, ny:].T  # (ny, nx): y-wavelet coefficients per column
@@ -181,11 +198,12 @@ class PhaseLineGaussian(BaseEstimator):
         self.eps_ = eps
         return self.fit_
 
-    def _prior_var(self, v: float, eps: float, shape: np.ndarray) -> np.ndarray:
-        """(nx, 2ny): the prior variances of every column's real and imaginary parts."""
-        ny = self.basis.shape[0]
-        scale = np.concatenate([np.ones(ny), np.full(ny, eps)])
-        return v * self.column_weight_[:, None] * (shape * scale)[None, :]
+    def _prior_var(self, v: float, eps: np.ndarray, shape: np.ndarray) -> np.ndarray:
+        """(nx, 2ny): the prior variances of every column's real and imaginary parts (``eps`` of shape (nx,))."""
+        ny, nx = self.basis.shape
+        scale = np.ones((nx, 2 * ny))
+        scale[:, ny:] = np.broadcast_to(np.asarray(eps, dtype=np.float64), (nx,))[:, None]
+        return v * self.column_weight_[:, None] * shape[None, :] * scale
 
     def _posterior(self, R, z, s, v, eps, shape) -> tuple[float, dict]:
         lam = self._prior_var(v, eps, shape)  # (nx, 2ny)
@@ -200,29 +218,79 @@ class PhaseLineGaussian(BaseEstimator):
         evidence = -0.5 * (np.sum(white * white) + log_det + z.size * np.log(2 * np.pi))
         return float(evidence), {"mean": mean, "factor": factor, "prior_var": lam}
 
-    def _learn(self, R, z, s, shape) -> tuple[float, float]:
-        """``v`` by a bounded search on log v around its moment estimate, for each ``eps`` of :data:`EPS_GRID`; the
-        pair of largest evidence. With ``A_x = R_x diag(lambda_x(v = 1)) R_x^T = U_x diag(w_x) U_x^T`` (one
-        eigendecomposition per column and eps), the evidence at any v is
-        ``-1/2 sum (|U^T z|^2 / (v w + s) + log(v w + s)) + const``: O(nx m) per evaluation."""
-        best = None
+    def _grams(self, R: np.ndarray, shape: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every column's data covariance in two parts, ``K_x(v, eps) = v (G_a + eps G_b) + s I``: ``G_a`` from the
+        real part ``a`` and ``G_b`` from the imaginary part ``b`` at ``v = 1`` (each (nx, 2m, 2m))."""
+        ny = self.basis.shape[0]
+        lam = self._prior_var(1.0, 1.0, shape)  # (nx, 2ny)
+        scaled = R * np.sqrt(lam)[:, None, :]
+        real, imag = scaled[:, :, :ny], scaled[:, :, ny:]
+        return np.matmul(real, real.transpose(0, 2, 1)), np.matmul(imag, imag.transpose(0, 2, 1))
+
+    def _band_rows(self, lines: np.ndarray) -> np.ndarray:
+        """The real rows (of the 2m: real parts of the m lines, then their imaginary parts) of the band lines."""
+        in_band = np.isin(lines, self._band)
+        return np.concatenate([np.flatnonzero(in_band), lines.shape[0] + np.flatnonzero(in_band)])
+
+    @staticmethod
+    def _column_evidence(K: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """Gaussian log density of every column's data ``z`` (nx, r) under covariance ``K`` (nx, r, r): (nx,)."""
+        chol = np.linalg.cholesky(K)
+        white = np.linalg.solve(chol, z[:, :, None])[:, :, 0]
+        log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
+        return -0.5 * (np.sum(white * white, axis=1) + log_det + z.shape[1] * np.log(2 * np.pi))
+
+    def _best_eps(self, grams, z: np.ndarray, s: float, v: float, band_rows: np.ndarray) -> np.ndarray:
+        """Per column, the ``eps`` of :data:`EPS_GRID` of largest evidence of the lines outside the band given those
+        in it, at ``v``; the grid's smallest value where no line lies outside the band. Shape (nx,)."""
+        G_a, G_b = grams
+        nx, r = z.shape
+        if band_rows.shape[0] == r:
+            return np.full(nx, EPS_GRID[0])
+        eye = s * np.eye(r)
+        band = np.ix_(band_rows, band_rows)
+        scores = []
         for eps in EPS_GRID:
-            scaled = R * np.sqrt(self._prior_var(1.0, eps, shape))[:, None, :]
-            w, U = np.linalg.eigh(np.matmul(scaled, scaled.transpose(0, 2, 1)))  # (nx, 2m), (nx, 2m, 2m)
-            w = np.maximum(w, 0.0)
-            rotated = np.einsum("xrk,xr->xk", U, z) ** 2
+            K = v * (G_a + eps * G_b) + eye
+            score = self._column_evidence(K, z)
+            if band_rows.shape[0]:
+                score = score - self._column_evidence(K[(slice(None), *band)], z[:, band_rows])
+            scores.append(score)
+        return np.asarray(EPS_GRID)[np.argmax(np.array(scores), axis=0)]
 
-            def neg_evidence(t, w=w, rotated=rotated):
-                total = np.exp(t) * w + s
-                return 0.5 * float(np.sum(rotated / total + np.log(total)))
+    def _best_v(self, grams, z: np.ndarray, s: float, eps: np.ndarray) -> float:
+        """``v`` of largest evidence at the columns' ``eps``: with ``G_a + eps G_b = U diag(w) U^T`` per column (one
+        eigendecomposition each), the evidence at any v is ``-1/2 sum (|U^T z|^2 / (v w + s) + log(v w + s))`` +
+        const, O(nx m) per evaluation of a bounded search on log v around its moment estimate."""
+        G_a, G_b = grams
+        w, U = np.linalg.eigh(G_a + eps[:, None, None] * G_b)  # (nx, 2m), (nx, 2m, 2m)
+        w = np.maximum(w, 0.0)
+        rotated = np.einsum("xrk,xr->xk", U, z) ** 2
 
-            power = float(np.mean(w))
-            start = max(float(np.mean(z * z)) - s, 1e-3 * float(np.mean(z * z))) / max(power, 1e-300)
-            result = minimize_scalar(neg_evidence, bounds=(np.log(start) - LOG_V_SPAN, np.log(start) + LOG_V_SPAN),
-                                     method="bounded", options={"xatol": 1e-4})
-            if best is None or result.fun < best[0]:
-                best = (result.fun, float(np.exp(result.x)), eps)
-        return best[1], best[2]
+        def neg_evidence(t):
+            total = np.exp(t) * w + s
+            return 0.5 * float(np.sum(rotated / total + np.log(total)))
+
+        power = float(np.mean(w))
+        start = max(float(np.mean(z * z)) - s, 1e-3 * float(np.mean(z * z))) / max(power, 1e-300)
+        result = minimize_scalar(neg_evidence, bounds=(np.log(start) - LOG_V_SPAN, np.log(start) + LOG_V_SPAN),
+                                 method="bounded", options={"xatol": 1e-4})
+        return float(np.exp(result.x))
+
+    def _learn(self, grams, z: np.ndarray, s: float, band_rows: np.ndarray, start: np.ndarray | None = None,
+               rounds: int = LEARN_ROUNDS) -> tuple[float, np.ndarray]:
+        """``v`` by the full evidence and ``eps_x`` by the conditional one (:meth:`_best_eps`), in turn from
+        ``start`` (default: the grid's smallest ``eps``), until ``eps_x`` stops changing (at most ``rounds``)."""
+        eps = np.full(z.shape[0], EPS_GRID[0]) if start is None else np.asarray(start, dtype=np.float64)
+        for _ in range(rounds):
+            v = self._best_v(grams, z, s, eps)
+            new = self._best_eps(grams, z, s, v, band_rows)
+            if np.array_equal(new, eps):
+                break
+            eps = new
+        else:
+            v = self._best_v(grams, z, s, eps)
+        return v, eps
 
     # --- design --------------------------------------------------------------------------------------------------
 
