@@ -58,7 +58,7 @@ def test_bad_input_changes_nothing(tmp_path, scan):
     lab.init(state, (32, 32), wavelet="db2", level=2, start=4, noise_var=1e-4)
     lab.add(state, [15, 16], scan[[15, 16]])
     before = state.read_bytes()
-    for lines, readouts, message in (([16], scan[[16]], "told already"), ([3, 3], scan[[3, 3]], "told already"),
+    for lines, readouts, message in (([16], scan[[16]], "told already"), ([3, 3], scan[[3, 3]], "given twice"),
                                      ([40], scan[[1]], "rows of the centred"), ([3], scan[[3], :8], "shape"),
                                      ([3], np.abs(scan[[3]]), "complex"),
                                      ([3], np.full((1, 32), np.nan + 0j), "NaN")):

@@ -38,6 +38,48 @@ def refuse_overwriting_inputs(outputs: dict, inputs: dict) -> None:
                                  "was written)")
 
 
+# the formats of the files that hold a loop's measurements (adaptcs.lab, adaptcs.mri.lab)
+STATE_FORMATS = ("adaptcs-design-state", "adaptcs-mri-lines-state")
+
+
+def _state_format(path: Path) -> str | None:
+    """The format attribute of an HDF5 lab state at ``path``, or None if it is not one."""
+    try:
+        import h5py
+
+        with open(path, "rb") as handle:
+            if handle.read(8) != b"\x89HDF\r\n\x1a\n":
+                return None
+        with h5py.File(path, "r", locking=False) as f:
+            value = f.attrs.get("format", "")
+    except (OSError, ValueError):
+        return None
+    value = value.decode() if isinstance(value, bytes) else str(value)
+    return value if value in STATE_FORMATS else None
+
+
+def check_output_path(path, option: str, inputs: dict | None = None) -> Path:
+    """ValueError, before any work, unless ``path`` can take a new file: not a folder, not a special file (a FIFO or
+    a device, which :func:`atomic_write` would replace), not a lab state file (it holds every measurement), not an
+    input (``inputs``: by option, as :func:`refuse_overwriting_inputs`), and its folder is not a file."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: {option} names a folder; give a file name (nothing was written)")
+    if path.exists() and not path.is_file():
+        raise ValueError(f"{path}: {option} names a special file (a FIFO, a device or a socket), which would be "
+                         "replaced; give a regular file (nothing was written)")
+    if path.exists() and _state_format(path):
+        raise ValueError(f"{path}: {option} names a lab state file, which holds every measurement of a loop; "
+                         "write the output to another file (nothing was written)")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"{path}: {option}'s folder {parent} is a file (nothing was written)")
+    refuse_overwriting_inputs({option: path}, inputs or {})
+    return path
+
+
 def atomic_write(path, write) -> Path:
     """Call ``write(tmp)`` on a temporary path in the same folder, then rename it to ``path``.
 
@@ -47,6 +89,8 @@ def atomic_write(path, write) -> Path:
     is removed and ``path`` is left as it was.
     """
     path = Path(path)
+    if path.exists() and not path.is_file():  # never replace a folder, a FIFO or a device (as root: /dev/null)
+        raise ValueError(f"{path}: not a regular file; refusing to replace it (nothing was written)")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_path(path)
     try:

@@ -347,7 +347,7 @@ def write_csv(path, array: np.ndarray) -> Path:
 
 
 @contextlib.contextmanager
-def locked(path, *, creating: bool = False):
+def locked(path, *, creating: bool = False, made_by: str = "python -m adaptcs design init"):
     """An exclusive lock on ``path`` (through a ``.lock`` file next to it) for a read-modify-write; temporary
     files that a killed command left next to ``path`` are removed once the lock is held.
 
@@ -361,9 +361,9 @@ def locked(path, *, creating: bool = False):
         if not path.parent.is_dir():
             raise StateError(f"{path}: the folder {path.parent} does not exist")
         if path.exists():
-            _check_regular(path)
+            _check_regular(path, made_by)
     else:
-        _check_regular(path)
+        _check_regular(path, made_by)
     lock_path = path.with_name(f".{path.name}.lock")
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
@@ -385,13 +385,13 @@ def locked(path, *, creating: bool = False):
         os.close(fd)
 
 
-def _check_regular(path: Path) -> None:
+def _check_regular(path: Path, made_by: str = "python -m adaptcs design init") -> None:
     """StateError unless ``path`` is an existing regular file (a FIFO or a device would block or never end a
-    read; a folder is not a state)."""
+    read; a folder is not a state); ``made_by`` is the command that makes such a state."""
     if not path.exists():
-        raise StateError(f"{path}: no such state file (make one with 'python -m adaptcs design init')")
+        raise StateError(f"{path}: no such state file (make one with '{made_by}')")
     if not path.is_file():
-        raise StateError(f"{path}: not a regular file; a state file is an HDF5 file 'design init' made")
+        raise StateError(f"{path}: not a regular file; a state file is an HDF5 file '{made_by}' made")
 
 
 def refuse_state_as_output(state_path, out_path, option: str) -> None:

@@ -19,12 +19,14 @@ def add_mri_parser(sub) -> None:
         description="Retrospective Cartesian line design: from the centre lines, add the line of largest information "
                     "gain under the posterior of the line model, refit, and score every order (design and fixed "
                     "masks, same reconstructor) against the fully sampled image. Everything in one HDF5 file.")
-    mri.add_argument("kspace", help=".npy (complex, (ny, nx)) or .h5/.hdf5 (see --dataset): a fully sampled, centred "
-                                    "k-space (DC in the middle), phase encodes along --phase-axis")
+    mri.add_argument("kspace", help=".npy (complex, (ny, nx), or (slices, ny, nx) with --slice) or .h5/.hdf5 (see "
+                                    "--dataset): a fully sampled, centred, single-coil k-space (DC in the middle), "
+                                    "phase encodes along --phase-axis; multi-coil data: combine the coils first")
     mri.add_argument("--dataset", default="kspace", help="dataset name in an HDF5 file (default kspace, as fastMRI)")
     mri.add_argument("--slice", type=int, help="index along the first axis of a 3-D dataset (slices)")
     mri.add_argument("--phase-axis", type=int, default=0, choices=[0, 1],
-                     help="axis of the phase encodes (the lines chosen); 1 for fastMRI files (default 0)")
+                     help="axis of the phase encodes (the lines chosen); 1 for fastMRI files (default 0); the images "
+                          "written keep the file's orientation")
     mri.add_argument("--lines", type=int, nargs="+", required=True, help="line counts at which to score")
     mri.add_argument("--start", type=int, help="centre lines to start from (default ny / 16)")
     mri.add_argument("--noise-var", type=float,
@@ -73,7 +75,8 @@ def add_mri_lab_parser(sub) -> None:
     nxt.add_argument("--out", help="also write them to this text file")
     add = steps.add_parser("add", help="tell the readouts of measured lines")
     add.add_argument("--state", required=True)
-    add.add_argument("--lines", type=int, nargs="+", required=True, help="phase-encode rows (centred k-space)")
+    add.add_argument("--lines", nargs="+", required=True,
+                     help="phase-encode rows (centred k-space), or the file `next --out` wrote")
     add.add_argument("--readouts", required=True,
                      help=".npy, complex, shape (len(lines), nx): the readout of each line, in the order of --lines")
     est = steps.add_parser("estimate", help="the image from every line told")
@@ -82,11 +85,42 @@ def add_mri_lab_parser(sub) -> None:
     lab.set_defaults(func=run_mri_lab)
 
 
+def _lines_argument(values: list[str]) -> list[int]:
+    """``--lines``: integers, or one text file of integers (what ``next --out`` writes)."""
+    import numpy as np
+
+    if len(values) == 1 and not values[0].lstrip("-").isdigit():
+        path = Path(values[0])
+        if not path.is_file():
+            raise ValueError(f"--lines: {values[0]!r} is neither a line number nor a file of them")
+        try:
+            return [int(v) for v in np.atleast_1d(np.loadtxt(path, dtype=np.int64, ndmin=1))]
+        except ValueError as exc:
+            raise ValueError(f"--lines: {path} does not hold line numbers, one per line ({exc})") from None
+    try:
+        return [int(v) for v in values]
+    except ValueError:
+        raise ValueError(f"--lines takes integers (phase-encode rows) or one file of them; got {values}") from None
+
+
+def load_npy(path: str, option: str):
+    """A ``.npy`` array (no pickles), or ValueError in one line naming ``option`` and what is wrong."""
+    import numpy as np
+
+    if not Path(path).is_file():
+        raise ValueError(f"{option}: {path}: no such file")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        reason = "it holds Python objects" if "pickle" in str(exc) else str(exc).splitlines()[0]
+        raise ValueError(f"{option}: {path} is not a readable .npy array ({reason})") from None
+
+
 def run_mri_lab(args) -> int:
     """Run one step of the line loop."""
     import numpy as np
 
-    from adaptcs._io import atomic_write, refuse_overwriting_inputs
+    from adaptcs._io import atomic_write, check_output_path
     from adaptcs.mri import lab
 
     if args.step == "init":
@@ -94,22 +128,25 @@ def run_mri_lab(args) -> int:
                          profile=args.profile, start=args.start, noise_var=args.noise_var)
         print(f"started {args.state}: {state.ny} x {state.nx}, prior {state.prior}, {state.start} centre lines first")
     elif args.step == "next":
+        if args.out:  # before the state records the request
+            check_output_path(args.out, "--out", {"--state": args.state})
         lines, about = lab.next_lines(args.state, args.batch)
         for line in lines:
             print(int(line))
         if args.out:
-            refuse_overwriting_inputs({"--out": args.out}, {"--state": args.state})
             atomic_write(args.out, lambda tmp: np.savetxt(tmp, lines, fmt="%d"))
         if "converged" in about and not about["converged"]:
             print(f"warning: the fit behind this choice is not at EP's fixed point ({about['columns_not_converged']} "
                   "columns still moving)", file=sys.stderr)
     elif args.step == "add":
-        readouts = np.load(args.readouts, allow_pickle=False)
-        state = lab.add(args.state, args.lines, readouts)
+        lines = _lines_argument(args.lines)
+        readouts = load_npy(args.readouts, "--readouts")
+        state = lab.add(args.state, lines, readouts)
         print(f"{state.lines.shape[0]} lines told")
     else:
-        refuse_overwriting_inputs({"--out": args.out}, {"--state": args.state})
+        check_output_path(args.out, "--out", {"--state": args.state})
         fit, about = lab.estimate(args.state)
+
         def write(tmp):
             with open(tmp, "wb") as handle:
                 np.save(handle, fit.image)
@@ -121,30 +158,69 @@ def run_mri_lab(args) -> int:
     return 0
 
 
+SINGLE_COIL = "single-coil only: combine the coils first"
+
+
 def read_kspace(path: str, dataset: str = "kspace", index: int | None = None, phase_axis: int = 0):
-    """A 2-D complex k-space from .npy or HDF5, with the phase encodes along axis 0."""
+    """A 2-D complex k-space from .npy or HDF5, with the phase encodes along axis 0; ValueError in one line for
+    anything that is not one (a missing file, a dataset that is not there, a slice out of range, coils, NaN)."""
     import numpy as np
 
     suffix = Path(path).suffix.lower()
+    if suffix not in (".npy", ".h5", ".hdf5"):
+        raise ValueError(f"{path}: give a .npy or an HDF5 (.h5, .hdf5) file")
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: no such file")
     if suffix == ".npy":
-        data = np.load(path, allow_pickle=False)
-    elif suffix in (".h5", ".hdf5"):
+        data = load_npy(path, "kspace")
+        shape = data.shape
+    else:
         import h5py
 
-        with h5py.File(path, "r") as f:
-            if dataset not in f:
-                raise ValueError(f"{path} has no dataset {dataset!r} (it has: {', '.join(f.keys())})")
-            data = f[dataset][()] if index is None else f[dataset][index]
-    else:
-        raise ValueError(f"{path}: give a .npy or an HDF5 (.h5, .hdf5) file")
-    if data.ndim == 3 and index is not None and suffix == ".npy":
-        data = data[index]
+        try:
+            with h5py.File(path, "r") as f:
+                if dataset not in f:
+                    raise ValueError(f"{path} has no dataset {dataset!r} (it has: {', '.join(f.keys())})")
+                shape = f[dataset].shape
+                if len(shape) == 3 and index is not None and 0 <= index < shape[0]:
+                    data = f[dataset][index]
+                else:  # a 3-D dataset without a slice in range, or a 4-D one, is refused below before it is used
+                    data = f[dataset][()] if len(shape) < 3 else None
+        except OSError as exc:
+            raise ValueError(f"{path}: not a readable HDF5 file ({str(exc).splitlines()[0]})") from None
+    if len(shape) == 4:
+        raise ValueError(f"{path}: a 4-D k-space {shape} is multi-coil (slices, coils, ny, nx); {SINGLE_COIL}")
+    if len(shape) == 3:
+        if index is None:
+            raise ValueError(f"{path}: a 3-D k-space {shape} is read as (slices, ny, nx): give --slice (0.."
+                             f"{shape[0] - 1}); a (coils, ny, nx) array is multi-coil: {SINGLE_COIL}")
+        if not 0 <= index < shape[0]:
+            raise ValueError(f"{path}: --slice {index} is out of range; the k-space {shape} has slices 0.."
+                             f"{shape[0] - 1}")
+        if data.ndim == 3:  # a .npy read whole
+            data = data[index]
+    elif index is not None:
+        raise ValueError(f"{path}: --slice given but the k-space {shape} is not 3-D (slices, ny, nx)")
     if data.ndim != 2:
-        raise ValueError(f"{path}: the k-space must be 2-D (ny, nx) (a 3-D dataset needs --slice); got shape "
-                         f"{data.shape}")
+        raise ValueError(f"{path}: the k-space must be 2-D (ny, nx); got shape {shape}")
     if not np.iscomplexobj(data):
         raise ValueError(f"{path}: the k-space must be complex; got {data.dtype}")
+    bad = int(np.count_nonzero(~np.isfinite(data)))
+    if bad:
+        raise ValueError(f"{path}: the k-space holds {bad} NaN or infinite samples of {data.size}; a fully sampled "
+                         "k-space is needed (fill or drop what is missing first)")
     return np.ascontiguousarray(data if phase_axis == 0 else data.T)
+
+
+def check_grid(shape: tuple[int, int], level: int, phase_axis: int) -> None:
+    """ValueError naming the axis and ``--level`` if a ``level``-level separable wavelet does not fit ``shape``
+    (phase encodes, readout)."""
+    step = 2**level
+    for size, name, axis in ((shape[0], "phase encodes", phase_axis), (shape[1], "readout samples", 1 - phase_axis)):
+        if size % step:
+            raise ValueError(f"the k-space has {size} {name} (axis {axis} of the file); a {level}-level wavelet "
+                             f"(--level) needs a multiple of {step}: crop or zero-pad to "
+                             f"{size // step * step or step} or {(size // step + 1) * step}, or lower --level")
 
 
 def write_masks(folder: Path, masks: dict, ny: int) -> None:
@@ -171,28 +247,39 @@ def run_mri(args) -> int:
     import numpy as np
     from threadpoolctl import threadpool_limits
 
-    from adaptcs._io import atomic_write, refuse_overwriting_inputs
+    from adaptcs._io import atomic_write, check_output_path
     from adaptcs.mri.replay import replay
 
-    refuse_overwriting_inputs({"--out": args.out}, {"kspace": args.kspace})
+    check_output_path(args.out, "--out", {"kspace": args.kspace})  # every output checked before any work
+    if args.masks:
+        masks = Path(args.masks)
+        if masks.exists() and not masks.is_dir():
+            raise ValueError(f"{masks}: --masks names a file; give a folder (nothing was written)")
+        for option, other in (("--out", args.out), ("kspace", args.kspace)):
+            if masks.resolve() == Path(other).resolve():
+                raise ValueError(f"{masks}: --masks names the file of {option} (nothing was written)")
     kspace = read_kspace(args.kspace, args.dataset, args.slice, args.phase_axis)
+    check_grid(kspace.shape, args.level, args.phase_axis)
     start = args.start if args.start is not None else max(1, kspace.shape[0] // 16)
-    with threadpool_limits(args.threads):
+    with threadpool_limits(args.threads), _progress(args, "design") as progress:
         result = replay(kspace, counts=args.lines, start=start, orders=args.orders, noise_var=args.noise_var,
                         wavelet=args.wavelet, level=args.level, prior=args.prior, profile=args.profile,
-                        seed=args.seed)
+                        seed=args.seed, progress=progress)
+    orient = (lambda image: image) if args.phase_axis == 0 else (lambda image: image.T)  # the file's orientation
 
     def write(path):
         with h5py.File(path, "w") as f:
             f.attrs.update({"kspace": str(args.kspace), "noise_var": result.noise_var,
                             "noise_source": result.noise_source, "prior": args.prior, "profile": args.profile,
                             "wavelet": args.wavelet, "level": args.level, "start": start,
-                            "phase_axis": args.phase_axis, "command": " ".join(sys.argv)})
+                            "phase_axis": args.phase_axis, "command": " ".join(sys.argv),
+                            "image_axes": "as the input file" if args.phase_axis == 0 else
+                            "as the input file (phase encodes along axis 1)"})
             if result.design_lines is not None:
                 f["design_lines"] = result.design_lines
             for (order, count), image in result.images.items():
                 group = f.require_group(f"{order}/{count}")
-                group["image"] = image
+                group["image"] = orient(image)
                 group["lines"] = result.masks[order, count]
                 mask = np.zeros(kspace.shape[0], bool)
                 mask[result.masks[order, count]] = True
@@ -217,3 +304,29 @@ def run_mri(args) -> int:
               "(attribute converged and columns_not_converged in the file)", file=sys.stderr)
     print(f"wrote {args.out}" + (f" and the masks in {args.masks}/" if args.masks else ""))
     return 0
+
+
+class _progress:
+    """A tqdm bar over the designed lines on stderr (none with --quiet): a context manager giving the replay's
+    ``progress(done, total)``."""
+
+    def __init__(self, args, what: str):
+        self.quiet, self.what, self.bar = getattr(args, "quiet", False), what, None
+
+    def __enter__(self):
+        def update(done: int, total: int) -> None:
+            if self.quiet:
+                return
+            if self.bar is None:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, desc=f"{self.what}: lines", unit="line", file=sys.stderr, leave=False)
+            self.bar.n = done
+            self.bar.refresh()
+
+        return update
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+        return False

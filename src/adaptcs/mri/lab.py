@@ -34,6 +34,7 @@ import h5py
 import numpy as np
 
 from adaptcs._io import as_text, attrs_digest, data_digest
+from adaptcs._validation import check_measurement_scale
 from adaptcs.lab import StateError, locked, write_state_file
 from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.model import LineFit
@@ -43,6 +44,7 @@ from adaptcs.operators import KSpaceLines
 
 STATE_FORMAT = "adaptcs-mri-lines-state"
 STATE_VERSION = 1
+INIT_COMMAND = "python -m adaptcs mri-lab init"
 
 
 @dataclass
@@ -108,7 +110,7 @@ def init(state_path, shape, *, wavelet: str = "db4", level: int = 4, prior: str 
         raise StateError(f"{path}: " + "; ".join(problems))
     state = LineState(ny=ny, nx=nx, wavelet=wavelet, level=int(level), prior=prior, profile=profile, start=start,
                       noise_var=float("nan") if noise_var is None else float(noise_var))
-    with locked(path, creating=True):
+    with locked(path, creating=True, made_by=INIT_COMMAND):
         if path.exists():
             raise StateError(f"{path} exists already: a loop is under way there (choose another file)")
         _record(state, "init", {"shape": [ny, nx], "wavelet": wavelet, "level": level, "prior": prior,
@@ -122,7 +124,7 @@ def next_lines(state_path, batch: int = 1) -> tuple[np.ndarray, dict]:
     the gains in nats); the request is recorded in the state."""
     if batch < 1:
         raise StateError(f"batch must be a positive integer; got {batch}")
-    with locked(state_path):
+    with locked(state_path, made_by=INIT_COMMAND):
         state = load_state(state_path)
         if not state.lines.size:
             lines = np.sort(KSpaceLines(state.basis, n_first=state.start).first())
@@ -148,7 +150,7 @@ def add(state_path, lines, readouts) -> LineState:
     """Tell the readouts (complex, shape (k, nx), centred k-space) of phase-encode rows ``lines`` (k,)."""
     lines = np.atleast_1d(np.asarray(lines))
     readouts = np.atleast_2d(np.asarray(readouts))
-    with locked(state_path):
+    with locked(state_path, made_by=INIT_COMMAND):
         state = load_state(state_path)
         if lines.ndim != 1 or not np.issubdtype(lines.dtype, np.integer):
             raise StateError(f"lines must be integers (phase-encode rows); got {lines!r}")
@@ -159,9 +161,17 @@ def add(state_path, lines, readouts) -> LineState:
             raise StateError("the readouts hold NaN or inf: leave the line out and measure it again")
         if np.any((lines < 0) | (lines >= state.ny)):
             raise StateError(f"lines must be rows of the centred k-space, 0..{state.ny - 1}; got {lines.tolist()}")
-        again = np.intersect1d(lines, state.lines).tolist() + [int(v) for v in lines if np.sum(lines == v) > 1]
+        twice = sorted({int(v) for v in lines if np.sum(lines == v) > 1})
+        if twice:
+            raise StateError(f"line(s) {twice} given twice in one add: give each line once, with its readout")
+        again = np.intersect1d(lines, state.lines).tolist()
         if again:
             raise StateError(f"line(s) {sorted(set(again))} told already: a line is measured once")
+        try:  # a unit or typing error, or a value whose square overflows, would make every later fit fail
+            check_measurement_scale(np.abs(readouts), np.zeros(0), np.abs(state.readouts) if state.lines.size
+                                    else None, None)
+        except ValueError as exc:
+            raise StateError(str(exc).replace("row entry", "readout")) from None
         state.lines = np.concatenate([state.lines, lines.astype(np.int64)])
         state.readouts = np.concatenate([state.readouts, readouts.astype(complex)])
         _record(state, "add", {"lines": lines.tolist()})
@@ -201,8 +211,10 @@ def save_state(path, state: LineState) -> Path:
 def load_state(path) -> LineState:
     """Read and check a state file (StateError if it is not one or is damaged)."""
     path = Path(path)
+    if path.is_dir():
+        raise StateError(f"{path}: a folder, not a state file (start one with `{INIT_COMMAND}`)")
     if not path.is_file():
-        raise StateError(f"{path}: no such state file (start one with `python -m adaptcs mri-lab init`)")
+        raise StateError(f"{path}: no such state file (start one with `{INIT_COMMAND}`)")
     try:
         with h5py.File(path, "r", locking=False) as f:
             if as_text(f.attrs.get("format", "")) != STATE_FORMAT:

@@ -111,7 +111,7 @@ def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian
 
 def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: float | None = None,
            wavelet: str = "db4", level: int = 4, prior: str = "gaussian", profile: str = "colin27",
-           seed: int = 0) -> ReplayResult:
+           seed: int = 0, progress=None) -> ReplayResult:
     """Design lines on a fully sampled centred k-space and score every order against its full image.
 
     Parameters
@@ -135,7 +135,10 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
     profile : {"colin27", "flat"}
         Slab variances per pair of scales in the proportions of the Colin27 training slices, or all equal.
     seed : int
-        Seeds the variable-density draw (a local Generator).
+        Seeds the random masks (a local Generator).
+    progress : callable, optional
+        ``progress(lines_so_far, design_budget)`` after every designed line (a progress bar); default: a log line
+        at DEBUG level.
     """
     kspace = np.asarray(kspace)
     if kspace.ndim != 2 or not np.iscomplexobj(kspace) or not np.all(np.isfinite(kspace)):
@@ -176,7 +179,8 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
     if "design" in orders:
         log.info("designing %d lines from %d centre lines", counts[-1], start)
         run = design_lines(kspace, model(), start=first, budget=counts[-1], checkpoints=counts, operator=operator,
-                           progress=lambda m, fit: log.info("%d lines", m))
+                           progress=lambda m, fit: (progress(m, counts[-1]) if progress is not None
+                                                    else log.debug("%d lines", m)))
         out.design_lines = run.lines
         for count in counts:
             add("design", count, run.lines[:count], run.fits[count])
