@@ -93,7 +93,7 @@ def test_the_config_layer_keeps_line_models_and_experiments_together():
     config = {"experiments": {"brain": {"kind": "mri", "data": {"size": 32, "level": 2, "counts": [4, 8]},
                                         "replicates": 2, "methods": ["lines_gaussian"]}}}
     run = resolve_experiment(config, "brain")
-    assert run.strategies == ("design", "low_to_high", "equispaced", "variable_density")
+    assert run.strategies == ("design", "low_to_high", "partial_fourier_6_8", "variable_density")
     assert run.hyperparameters == ("learned",) and run.n_steps == 6
     config["experiments"]["brain"]["methods"] = ["gss_ep"]
     with pytest.raises(ValueError, match=r"k-space lines take only the line models"):

@@ -40,7 +40,7 @@ from adaptcs.mri.replay import magnitude_scores
 from adaptcs.operators import KSpaceLines
 
 DATA_KEYS = ("source", "size", "wavelet", "level", "noise", "phase", "start", "counts")
-DEFAULT_STRATEGIES = ("design", "low_to_high", "equispaced", "variable_density")
+DEFAULT_STRATEGIES = ("design", "low_to_high", "partial_fourier_6_8", "variable_density")
 SOURCES = ("colin27",)
 
 
