@@ -104,8 +104,9 @@ def _column_logpdf(z, cov):
 
 
 def test_each_columns_phase_confidence_maximises_the_evidence_of_the_lines_outside_the_band(fitted):
-    """eps_x is the grid value of largest log p(z_rest | z_band) of its column, computed densely."""
-    from adaptcs.mri.phase import EPS_GRID
+    """eps_x is the smallest grid value within EPS_TOLERANCE nats of the largest log p(z_rest | z_band) of its
+    column, computed densely."""
+    from adaptcs.mri.phase import EPS_GRID, EPS_TOLERANCE
 
     _, K, lines, model, _ = fitted
     v = model._state[0]
@@ -122,7 +123,7 @@ def test_each_columns_phase_confidence_maximises_the_evidence_of_the_lines_outsi
             lam = model._prior_var(v, np.full(N, eps), shape)[col]
             cov = R[col] @ np.diag(lam) @ R[col].T + s * np.eye(R.shape[1])
             scores.append(_column_logpdf(z[col], cov) - _column_logpdf(z[col, band], cov[np.ix_(band, band)]))
-        assert model.eps_[col] == EPS_GRID[int(np.argmax(scores))]
+        assert model.eps_[col] == EPS_GRID[int(np.argmax(np.array(scores) >= max(scores) - EPS_TOLERANCE))]
 
 
 def test_with_only_the_band_measured_the_phase_is_trusted():
@@ -137,7 +138,7 @@ def test_with_only_the_band_measured_the_phase_is_trusted():
 
 def test_columns_whose_phase_the_band_misses_reach_the_phase_blind_limit():
     """Half the columns have a phase of 7 cycles along y (beyond 4 band lines); lines on both sides outside the
-    band show it: those columns reach eps = 1 (circular, phase-blind), the others stay well below."""
+    band show it: those columns trust the phase far less (up to eps = 1: circular, phase-blind) than the others."""
     n = 32
     rng = np.random.default_rng(0)
     y, x = np.mgrid[:n, :n] / n
@@ -149,8 +150,8 @@ def test_columns_whose_phase_the_band_misses_reach_the_phase_blind_limit():
     model.fit(K[lines], lines)
     inside = magnitude.sum(axis=0) > 0
     rough, smooth = inside & (x[0] >= 0.5), inside & (x[0] < 0.5)
-    assert np.all(model.eps_[rough] == 1.0)
-    assert np.median(model.eps_[smooth]) <= 0.3
+    assert np.median(model.eps_[rough]) >= 0.3 and np.max(model.eps_[rough]) == 1.0
+    assert np.median(model.eps_[smooth]) <= np.median(model.eps_[rough]) / 3
 
 
 def test_the_phase_is_trusted_less_in_a_gradient_echo_than_in_a_spin_echo():
