@@ -53,9 +53,9 @@ from adaptcs.mri.model import LineFit
 #: phase band (module docstring); 1 is the phase-blind limit.
 EPS_GRID = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
 #: A column keeps the smallest eps whose conditional evidence is within this many nats of the best (a Bayes factor
-#: below e^2 = 7.4 is no reason to distrust the phase). Chosen on 4 training slices at 128 x 128 (docs/mri.md): with 0 the
-#: design lost 0.26 dB to partial Fourier 6/8 under a spin-echo phase, with 5 it fell 0.11 dB below low-to-high at
-#: R = 8 under a gradient-echo one.
+#: below e^2 = 7.4 is no reason to distrust the phase). Chosen on 4 training slices at 128 x 128 (docs/mri.md): with
+#: 0 the design lost 0.26 dB to partial Fourier 6/8 under a spin-echo phase, with 5 it fell 0.11 dB below
+#: low-to-high at R = 8 under a gradient-echo one.
 EPS_TOLERANCE = 2.0
 LEARN_ROUNDS = 4  # alternations of v and eps_x in a fit that is read (they settle in 2-3)
 COLUMN_FLOOR = 0.02  # added to every column's energy share: no column is assumed empty
