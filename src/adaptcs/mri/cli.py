@@ -37,8 +37,9 @@ def add_mri_parser(sub) -> None:
     mri.add_argument("--prior", default="gaussian", choices=list(PRIORS),
                      help="gaussian (default): EP converges, design = lines of largest prior variance; sparse: "
                           "spike-and-slab with learned values, adaptive but EP often stops short; phase: the image's "
-                          "phase estimated from the centre lines, exact Gaussian, the design skips lines the other "
-                          "side of k-space tells (docs/mri.md)")
+                          "phase estimated from the centre lines, trusted per column as far as the lines outside them "
+                          "agree, exact Gaussian: the design measures one side of k-space where the phase is known and "
+                          "both where it is not (docs/mri.md)")
     mri.add_argument("--profile", default="colin27", choices=["colin27", "flat"],
                      help="slab variances per pair of scales from the Colin27 training slices (default) or all equal")
     mri.add_argument("--orders", nargs="+", default=list(ORDERS), choices=list(ORDERS))
