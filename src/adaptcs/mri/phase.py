@@ -34,6 +34,7 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
+from scipy.linalg import solve_triangular
 from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
@@ -194,7 +195,7 @@ class PhaseLineGaussian(BaseEstimator):
             v, eps = self._learn(grams, z, s, band_rows, start=self._state[1], rounds=2)
         else:
             v, eps = self._learn(grams, z, s, band_rows)
-        evidence, post = self._posterior(R, z, s, v, eps, shape)
+        evidence, post = self._posterior(R, z, s, v, eps, shape, grams)
         self._state, self._post = (v, eps), post
         coef = post["mean"][:, :ny].T + 1j * post["mean"][:, ny:].T  # (ny, nx): y-wavelet coefficients per column
         image = np.exp(1j * self.phase_) * (self.basis.Wy.T @ coef)
@@ -211,14 +212,20 @@ class PhaseLineGaussian(BaseEstimator):
         scale[:, ny:] = np.broadcast_to(np.asarray(eps, dtype=np.float64), (nx,))[:, None]
         return v * self.column_weight_[:, None] * shape[None, :] * scale
 
-    def _posterior(self, R, z, s, v, eps, shape) -> tuple[float, dict]:
+    def _posterior(self, R, z, s, v, eps, shape, grams=None) -> tuple[float, dict]:
+        """Evidence and posterior (mean, whitened factor, prior variances) at ``v``, ``eps``; the data covariance
+        from ``grams`` (:meth:`_grams`) when given, else from ``R``."""
         lam = self._prior_var(v, eps, shape)  # (nx, 2ny)
-        scaled = R * np.sqrt(lam)[:, None, :]
-        K = np.matmul(scaled, scaled.transpose(0, 2, 1))
+        if grams is None:
+            scaled = R * np.sqrt(lam)[:, None, :]
+            K = np.matmul(scaled, scaled.transpose(0, 2, 1))
+        else:
+            eps_x = np.broadcast_to(np.asarray(eps, dtype=np.float64), (lam.shape[0],))
+            K = v * (grams[0] + eps_x[:, None, None] * grams[1])
         K[:, np.arange(K.shape[1]), np.arange(K.shape[1])] += s
         chol = np.linalg.cholesky(K)
-        white = np.linalg.solve(chol, z[:, :, None])[:, :, 0]  # C^{-1} z, (nx, 2m)
-        factor = np.linalg.solve(chol, R * lam[:, None, :])  # G = C^{-1} R Lambda, (nx, 2m, 2ny)
+        white = solve_triangular(chol, z[:, :, None], lower=True)[:, :, 0]  # C^{-1} z, (nx, 2m)
+        factor = solve_triangular(chol, R * lam[:, None, :], lower=True)  # G = C^{-1} R Lambda, (nx, 2m, 2ny)
         mean = np.einsum("xrb,xr->xb", factor, white)
         log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
         evidence = -0.5 * (np.sum(white * white) + log_det + z.size * np.log(2 * np.pi))
@@ -242,7 +249,7 @@ class PhaseLineGaussian(BaseEstimator):
     def _column_evidence(K: np.ndarray, z: np.ndarray) -> np.ndarray:
         """Gaussian log density of every column's data ``z`` (nx, r) under covariance ``K`` (nx, r, r): (nx,)."""
         chol = np.linalg.cholesky(K)
-        white = np.linalg.solve(chol, z[:, :, None])[:, :, 0]
+        white = solve_triangular(chol, z[:, :, None], lower=True)[:, :, 0]
         log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
         return -0.5 * (np.sum(white * white, axis=1) + log_det + z.shape[1] * np.log(2 * np.pi))
 
