@@ -92,8 +92,8 @@ def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian
     variance learned; EP converges, design = the lines of largest prior variance), "sparse" (p0 and v0 learned per
     pair of scales: adaptive, but EP often stops short) or "phase" (:class:`adaptcs.mri.phase.PhaseLineGaussian`:
     the image's phase estimated from the centre lines and trusted per column as far as the other lines agree,
-    exact; the design then skips lines the conjugate side tells where the phase is known); slab variances per (pair of) scales from the Colin27 training slices (``profile="colin27"``) or all
-    equal ("flat")."""
+    exact; the design then skips lines the conjugate side tells where the phase is known); slab variances per
+    (pair of) scales from the Colin27 training slices (``profile="colin27"``) or all equal ("flat")."""
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}; got {prior!r}")
     if profile not in PROFILES:
