@@ -42,8 +42,9 @@ def add_mri_parser(sub) -> None:
                           "both where it is not (docs/mri.md)")
     mri.add_argument("--profile", default="colin27", choices=["colin27", "flat"],
                      help="slab variances per pair of scales from the Colin27 training slices (default) or all equal")
-    mri.add_argument("--orders", nargs="+", default=list(ORDERS), choices=list(ORDERS))
-    mri.add_argument("--seed", type=int, default=0, help="seed of the variable-density draw")
+    mri.add_argument("--orders", nargs="+", default=list(ORDERS), choices=list(ORDERS), metavar="ORDER",
+                     help=f"the orders to score (default all): {', '.join(ORDERS)}")
+    mri.add_argument("--seed", type=int, default=0, help="seed of the random masks' draws")
     mri.add_argument("--out", required=True, help="HDF5 file to write (atomically)")
     mri.add_argument("--masks", metavar="DIR",
                      help="also write every mask as DIR/<order>-<lines>.npy: booleans, one per phase encode (a "
@@ -321,7 +322,8 @@ class _progress:
             if self.bar is None:
                 from tqdm import tqdm
 
-                self.bar = tqdm(total=total, desc=f"{self.what}: lines", unit="line", file=sys.stderr, leave=False)
+                self.bar = tqdm(total=total, initial=done, desc=f"{self.what}: lines", unit="line", file=sys.stderr,
+                                leave=False)
             self.bar.n = done
             self.bar.refresh()
 
