@@ -69,6 +69,26 @@ def test_line_gains_equal_dense_log_determinants(fitted):
         B, _ = dense(model, np.array([ky]))
         expected = 0.5 * np.linalg.slogdet(np.eye(B.shape[0]) + B @ V @ B.T / s)[1]
         assert gains[ky] == pytest.approx(expected, rel=1e-9)
+    np.testing.assert_allclose(model.line_gains([11, 2, 5]), gains[[11, 2, 5]], rtol=1e-12)
+
+
+def test_the_spectra_cache_decomposes_again_exactly_the_columns_whose_eps_changed(fitted):
+    _, K, lines, model, _ = fitted
+    R = np.concatenate(model._real_rows(lines), axis=1)
+    grams = model._grams(R, np.concatenate([model._profile[model.basis.scale_y]] * 2))
+    hybrid = K[lines] @ model._Fx_conj
+    z = np.concatenate([hybrid.real, hybrid.imag], axis=0).T
+    cache = {}
+    model._spectra(grams, z, np.full(N, 1e-3), cache)
+    eps = np.full(N, 1e-3)
+    eps[[2, 7]] = 0.3
+    w, rotated = model._spectra(grams, z, eps, cache)
+    for col in range(N):  # each against its own dense eigendecomposition
+        values, U = np.linalg.eigh(grams[0][col] + eps[col] * grams[1][col])
+        np.testing.assert_allclose(np.sort(w[col]), np.sort(np.maximum(values, 0)), atol=1e-10 * values.max())
+        np.testing.assert_allclose(np.sum(rotated[col]), z[col] @ z[col], rtol=1e-10)
+        assert np.sum(rotated[col] / (w[col] + 1.0)) == pytest.approx(
+            z[col] @ np.linalg.solve(U @ np.diag(np.maximum(values, 0) + 1.0) @ U.T, z[col]), rel=1e-9)
 
 
 def test_learned_slab_variance_is_at_the_evidence_maximum(fitted):

@@ -34,7 +34,8 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.linalg import solve_triangular
+import pywt
+from scipy.linalg import lapack
 from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
@@ -43,7 +44,6 @@ from adaptcs.models._base import with_blas_limit
 from adaptcs.mri.column_gaussian import (
     checked_candidates,
     errors_after_lines,
-    gains_of_lines,
     means_after_lines,
 )
 from adaptcs.mri.design import centre_lines
@@ -74,6 +74,19 @@ def magnitude_profile(wavelet: str, level: int, magnitudes) -> np.ndarray:
     if not np.all(moment > 0):
         raise ValueError("the training magnitudes have no energy at some y-scale: no profile")
     return moment / float(np.mean(moment[basis.scale_y]))
+
+
+def solve_lower(chol: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``L^{-1} rhs`` for a stack of lower-triangular ``L``: ``chol`` (n, r, r), ``rhs`` (n, r) or (n, r, c).
+
+    One LAPACK ``trtrs`` per matrix, each handed ``L^T`` as the Fortran-ordered upper factor it already is in memory
+    (no copy, no per-call validation: scipy's batched ``solve_triangular`` spent more time checking than solving)."""
+    out = np.empty(rhs.shape)
+    for i in range(chol.shape[0]):
+        out[i], info = lapack.dtrtrs(chol[i].T, rhs[i], lower=0, trans=1)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"triangular solve failed (LAPACK info {info})")
+    return out
 
 
 class PhaseLineGaussian(BaseEstimator):
@@ -156,6 +169,10 @@ class PhaseLineGaussian(BaseEstimator):
         self.column_weight_ = energy / energy.mean() + COLUMN_FLOOR  # (nx,)
         modulated = np.exp(1j * self.phase_).T[:, :, None] * self.basis.Wy.T[None, :, :]  # (nx, ny, ny): P_x W_y^T
         self._rows = np.matmul(centred_dft(ny)[None], modulated)  # (nx, ny, ny)
+        # Every row's prior power at v = 1 and unit column weight, sum_j p_j (Re M)^2, (Im M)^2, Re M Im M: (nx, ny)
+        shape_y = self._profile[self.basis.scale_y]
+        re, im = self._rows.real, self._rows.imag
+        self._row_power = tuple(np.einsum("xkj,xkj,j->xk", a, b, shape_y) for a, b in ((re, re), (im, im), (re, im)))
         self._rows_key = key
 
     def _real_rows(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -224,8 +241,8 @@ class PhaseLineGaussian(BaseEstimator):
             K = v * (grams[0] + eps_x[:, None, None] * grams[1])
         K[:, np.arange(K.shape[1]), np.arange(K.shape[1])] += s
         chol = np.linalg.cholesky(K)
-        white = solve_triangular(chol, z[:, :, None], lower=True)[:, :, 0]  # C^{-1} z, (nx, 2m)
-        factor = solve_triangular(chol, R * lam[:, None, :], lower=True)  # G = C^{-1} R Lambda, (nx, 2m, 2ny)
+        white = solve_lower(chol, z)  # C^{-1} z, (nx, 2m)
+        factor = solve_lower(chol, R * lam[:, None, :])  # G = C^{-1} R Lambda, (nx, 2m, 2ny)
         mean = np.einsum("xrb,xr->xb", factor, white)
         log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
         evidence = -0.5 * (np.sum(white * white) + log_det + z.size * np.log(2 * np.pi))
@@ -246,12 +263,22 @@ class PhaseLineGaussian(BaseEstimator):
         return np.concatenate([np.flatnonzero(in_band), lines.shape[0] + np.flatnonzero(in_band)])
 
     @staticmethod
-    def _column_evidence(K: np.ndarray, z: np.ndarray) -> np.ndarray:
-        """Gaussian log density of every column's data ``z`` (nx, r) under covariance ``K`` (nx, r, r): (nx,)."""
-        chol = np.linalg.cholesky(K)
-        white = solve_triangular(chol, z[:, :, None], lower=True)[:, :, 0]
-        log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
-        return -0.5 * (np.sum(white * white, axis=1) + log_det + z.shape[1] * np.log(2 * np.pi))
+    def _column_evidence(K: np.ndarray, z: np.ndarray, s: float) -> np.ndarray:
+        """Gaussian log density of every column's data ``z`` (nx, r) under covariance ``K`` (nx, r, r), every
+        eigenvalue of which is at least ``s`` (the noise): (nx,).
+
+        One batched Cholesky of the bordered matrix ``[[K, z], [z^T, |z|^2 / s + 1]]`` (positive definite, as
+        ``z^T K^{-1} z <= |z|^2 / s``) gives both ``L`` and, as its last row, ``L^{-1} z``."""
+        nx, r = z.shape
+        bordered = np.empty((nx, r + 1, r + 1))
+        bordered[:, :r, :r] = K
+        bordered[:, r, :r] = z
+        bordered[:, :r, r] = z
+        bordered[:, r, r] = np.sum(z * z, axis=1) / s + 1.0
+        chol = np.linalg.cholesky(bordered)
+        white = chol[:, r, :r]
+        log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)[:, :r]), axis=1)
+        return -0.5 * (np.sum(white * white, axis=1) + log_det + r * np.log(2 * np.pi))
 
     def _best_eps(self, grams, z: np.ndarray, s: float, v: float, band_rows: np.ndarray) -> np.ndarray:
         """Per column, the smallest ``eps`` of :data:`EPS_GRID` whose evidence of the lines outside the band given
@@ -266,22 +293,39 @@ class PhaseLineGaussian(BaseEstimator):
         scores = []
         for eps in EPS_GRID:
             K = v * (G_a + eps * G_b) + eye
-            score = self._column_evidence(K, z)
+            score = self._column_evidence(K, z, s)
             if band_rows.shape[0]:
-                score = score - self._column_evidence(K[(slice(None), *band)], z[:, band_rows])
+                score = score - self._column_evidence(K[(slice(None), *band)], z[:, band_rows], s)
             scores.append(score)
         scores = np.array(scores)  # (grid, nx)
         near_best = scores >= scores.max(axis=0) - EPS_TOLERANCE
         return np.asarray(EPS_GRID)[np.argmax(near_best, axis=0)]  # the first (smallest) eps near the best
 
-    def _best_v(self, grams, z: np.ndarray, s: float, eps: np.ndarray) -> float:
-        """``v`` of largest evidence at the columns' ``eps``: with ``G_a + eps G_b = U diag(w) U^T`` per column (one
-        eigendecomposition each), the evidence at any v is ``-1/2 sum (|U^T z|^2 / (v w + s) + log(v w + s))`` +
-        const, O(nx m) per evaluation of a bounded search on log v around its moment estimate."""
+    @staticmethod
+    def _spectra(grams, z: np.ndarray, eps: np.ndarray, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Every column's ``G_a + eps_x G_b = U diag(w) U^T``, as ``w`` and ``|U^T z|^2`` (each (nx, 2m)); with a
+        ``cache`` of an earlier call on the same Grams, only the columns whose ``eps_x`` changed are decomposed."""
         G_a, G_b = grams
-        w, U = np.linalg.eigh(G_a + eps[:, None, None] * G_b)  # (nx, 2m), (nx, 2m, 2m)
-        w = np.maximum(w, 0.0)
-        rotated = np.einsum("xrk,xr->xk", U, z) ** 2
+        if cache and "eps" in cache:
+            todo = np.flatnonzero(cache["eps"] != eps)
+            w, rotated = cache["w"].copy(), cache["rotated"].copy()
+        else:
+            todo = np.arange(z.shape[0])
+            w, rotated = np.empty(z.shape), np.empty(z.shape)
+        if todo.shape[0]:
+            values, U = np.linalg.eigh(G_a[todo] + eps[todo, None, None] * G_b[todo])
+            w[todo] = np.maximum(values, 0.0)
+            rotated[todo] = np.einsum("xrk,xr->xk", U, z[todo]) ** 2
+        if cache is not None:
+            cache.update(eps=eps.copy(), w=w, rotated=rotated)
+        return w, rotated
+
+    @staticmethod
+    def _best_v(spectra, z: np.ndarray, s: float) -> float:
+        """``v`` of largest evidence given the columns' :meth:`_spectra` ``(w, |U^T z|^2)``: the evidence at any v is
+        ``-1/2 sum (|U^T z|^2 / (v w + s) + log(v w + s))`` + const, O(nx m) per evaluation of a bounded search on
+        log v around its moment estimate."""
+        w, rotated = spectra
 
         def neg_evidence(t):
             total = np.exp(t) * w + s
@@ -298,14 +342,15 @@ class PhaseLineGaussian(BaseEstimator):
         """``v`` by the full evidence and ``eps_x`` by the conditional one (:meth:`_best_eps`), in turn from
         ``start`` (default: the grid's smallest ``eps``), until ``eps_x`` stops changing (at most ``rounds``)."""
         eps = np.full(z.shape[0], EPS_GRID[0]) if start is None else np.asarray(start, dtype=np.float64)
+        cache = {}
         for _ in range(rounds):
-            v = self._best_v(grams, z, s, eps)
+            v = self._best_v(self._spectra(grams, z, eps, cache), z, s)
             new = self._best_eps(grams, z, s, v, band_rows)
             if np.array_equal(new, eps):
                 break
             eps = new
         else:
-            v = self._best_v(grams, z, s, eps)
+            v = self._best_v(self._spectra(grams, z, eps, cache), z, s)
         return v, eps
 
     # --- design --------------------------------------------------------------------------------------------------
@@ -318,8 +363,29 @@ class PhaseLineGaussian(BaseEstimator):
             raise RuntimeError("fit the model before asking for line gains")
         ny = self.basis.shape[0]
         candidates = np.arange(ny) if candidates is None else np.atleast_1d(np.asarray(candidates, dtype=np.intp))
-        B1, B2 = self._real_rows(candidates)  # (nx, k, 2ny)
-        return gains_of_lines(self._post["factor"], self._post["prior_var"], B1, B2, self.noise_var / 2.0)
+        G = self._whitened_rows()[:, :, candidates]  # (nx, r, k): G R1^T + i G R2^T for every candidate
+        v, eps = self._state
+        weight = v * self.column_weight_[:, None]  # (nx, 1)
+        eps = np.broadcast_to(np.asarray(eps, dtype=np.float64), self.column_weight_.shape)[:, None]
+        power_re, power_im, power_ri = (p[:, candidates] for p in self._row_power)
+        q11 = weight * (power_re + eps * power_im) - np.sum(G.real ** 2, axis=1)  # B1 V B1^T, (nx, k)
+        q22 = weight * (power_im + eps * power_re) - np.sum(G.imag ** 2, axis=1)
+        q12 = weight * (1.0 - eps) * power_ri - np.sum(G.real * G.imag, axis=1)
+        s = self.noise_var / 2.0
+        return 0.5 * np.sum(np.log((1.0 + q11 / s) * (1.0 + q22 / s) - (q12 / s) ** 2), axis=0)
+
+    def _whitened_rows(self) -> np.ndarray:
+        """The whitened factor times every line's row, ``(G_a + i G_b) M_x^T`` per column, by transforms instead of
+        products with the (ny, ny) rows: ``M_x = F_y diag(exp(i phi_x)) W_y^T``, so ``M_x P^T`` is the centred FFT
+        of the phased wavelet synthesis of ``P``'s rows, O(nx r ny log ny). Shape (nx, r, ny), the last axis ky."""
+        ny = self.basis.shape[0]
+        factor = self._post["factor"]
+        coef = factor[:, :, :ny] + 1j * factor[:, :, ny:]  # (nx, r, ny): y-wavelet coefficients of every row
+        sizes = np.bincount(self.basis.scale_y)
+        image = pywt.waverec(np.split(coef, np.cumsum(sizes)[:-1], axis=2), self.basis.wavelet,
+                             mode="periodization", axis=2)
+        image *= np.exp(1j * self.phase_).T[:, None, :]
+        return np.fft.fftshift(np.fft.fft(np.fft.ifftshift(image, axes=2), axis=2, norm="ortho"), axes=2)
 
     @with_blas_limit
     def errors_after_line(self, candidates, kspace_candidates: np.ndarray, image: np.ndarray,
