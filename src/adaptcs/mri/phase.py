@@ -20,7 +20,7 @@ the column's prior is circular (the real and imaginary parts of ``exp(-i phi) x`
 line says nothing of its conjugate partner, as in a phase-blind model); near 0 the column is real up to the
 estimated phase. The band lines cannot judge the phase that was estimated from them (the zero-filled band image is
 exactly real once demodulated), so ``eps_x`` maximises the evidence of the lines *outside* the band given those in
-it, column by column: ``log p(z_rest | z_band; v, eps_x)`` (the smallest grid value within :data:`EPS_TOLERANCE`
+it, column by column: ``log p(z_rest | z_band; v, eps_x)`` (the smallest grid value within :func:`eps_tolerance`
 nats of the largest). With no line outside the band there is nothing to judge
 by and every column starts at the grid's smallest value; a design loop learns ``v`` and ``eps_x`` again after every
 line, so lines on both sides of the centre that disagree with the phase raise it, and the
@@ -53,14 +53,24 @@ from adaptcs.mri.model import LineFit
 #: The imaginary part's variance over the real part's, per column, chosen by the evidence of the lines outside the
 #: phase band (module docstring); 1 is the phase-blind limit.
 EPS_GRID = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
-#: A column keeps the smallest eps whose conditional evidence is within this many nats of the best (a Bayes factor
-#: below e^2 = 7.4 is no reason to distrust the phase). Chosen on 4 training slices at 128 x 128 (docs/mri.md): with
-#: 0 the design lost 0.26 dB to partial Fourier 6/8 under a spin-echo phase, with 5 it fell 0.11 dB below
-#: low-to-high at R = 8 under a gradient-echo one.
+#: A column keeps the smallest eps whose conditional evidence is within ``eps_tolerance(k)`` nats of the best, ``k``
+#: the lines outside the band: at least EPS_TOLERANCE (a Bayes factor below e^2 = 7.4 is no reason to distrust the
+#: phase), and EPS_TOLERANCE_PER_LINE per line judged once there are more (the evidence of k lines sums 2 k nx
+#: numbers: it grows more certain with k and tells apart phase errors too small to cost the magnitude anything).
+#: Chosen on the 8 training slices at 128 x 128, three phase regimes (docs/mri.md): a fixed 2 nats left the design
+#: 0.20 dB below partial Fourier 6/8 at R = 4 under a spin-echo phase, a fixed 4 put it 0.53 dB below low-to-high
+#: at R = 8 under a gradient-echo one; the per-line rule (0.3) gave +0.24 and -0.09.
 EPS_TOLERANCE = 2.0
+EPS_TOLERANCE_PER_LINE = 0.3
 LEARN_ROUNDS = 4  # alternations of v and eps_x in a fit that is read (they settle in 2-3)
 COLUMN_FLOOR = 0.02  # added to every column's energy share: no column is assumed empty
 LOG_V_SPAN = 12.0  # v is searched within exp(+-span) of its moment estimate
+
+
+def eps_tolerance(n_outside: int) -> float:
+    """Nats within which a column's conditional evidence counts as the best, with ``n_outside`` lines outside the
+    phase band: ``max(EPS_TOLERANCE, EPS_TOLERANCE_PER_LINE * n_outside)``."""
+    return max(EPS_TOLERANCE, EPS_TOLERANCE_PER_LINE * n_outside)
 
 
 def magnitude_profile(wavelet: str, level: int, magnitudes) -> np.ndarray:
@@ -282,7 +292,7 @@ class PhaseLineGaussian(BaseEstimator):
 
     def _best_eps(self, grams, z: np.ndarray, s: float, v: float, band_rows: np.ndarray) -> np.ndarray:
         """Per column, the smallest ``eps`` of :data:`EPS_GRID` whose evidence of the lines outside the band given
-        those in it, at ``v``, is within :data:`EPS_TOLERANCE` nats of the largest; the grid's smallest value where
+        those in it, at ``v``, is within :func:`eps_tolerance` nats of the largest; the grid's smallest value where
         no line lies outside the band. Shape (nx,)."""
         G_a, G_b = grams
         nx, r = z.shape
@@ -298,7 +308,7 @@ class PhaseLineGaussian(BaseEstimator):
                 score = score - self._column_evidence(K[(slice(None), *band)], z[:, band_rows], s)
             scores.append(score)
         scores = np.array(scores)  # (grid, nx)
-        near_best = scores >= scores.max(axis=0) - EPS_TOLERANCE
+        near_best = scores >= scores.max(axis=0) - eps_tolerance((r - band_rows.shape[0]) // 2)
         return np.asarray(EPS_GRID)[np.argmax(near_best, axis=0)]  # the first (smallest) eps near the best
 
     @staticmethod
