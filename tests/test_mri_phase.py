@@ -266,3 +266,23 @@ def test_the_tolerance_grows_with_the_lines_it_judges():
     assert eps_tolerance(0) == eps_tolerance(1) == EPS_TOLERANCE
     many = int(np.ceil(EPS_TOLERANCE / EPS_TOLERANCE_PER_LINE)) + 10
     assert eps_tolerance(many) == pytest.approx(EPS_TOLERANCE_PER_LINE * many) and eps_tolerance(many) > EPS_TOLERANCE
+
+
+def test_one_model_from_phase_blind_to_phase_trusting():
+    """Held at eps = 1 (circular prior) the design measures both sides of the centre alike, as low-to-high does; held
+    at 1e-3 it measures one side (partial Fourier); learned, it lies between (simulated 64 x 64 slices)."""
+    from adaptcs.mri.replay import colin27_magnitude_profile
+
+    basis = SeparableWavelet((64, 64), "db2", 3)
+    profile = colin27_magnitude_profile(basis)
+    for acq in colin27_kspace(64)[:3]:
+        below = {}
+        for eps in (1.0, 1e-3):
+            model = PhaseLineGaussian(basis, noise_var=acq.noise_var, profile=profile, eps=eps)
+            run = design_lines(acq.kspace, model, start=centre_lines(64, 4), budget=20)
+            below[eps] = int(np.sum(run.lines[4:] < 32))
+            assert np.all(model.eps_ == eps)
+        assert abs(below[1.0] - 8) <= 1  # of 16 new lines
+        assert min(below[1e-3], 16 - below[1e-3]) <= 1
+    with pytest.raises(ValueError, match="eps"):
+        PhaseLineGaussian(basis, noise_var=1.0, eps=1.5).fit(acq.kspace[30:34], np.arange(30, 34))

@@ -113,6 +113,10 @@ class PhaseLineGaussian(BaseEstimator):
         Relative variances per y-scale (:func:`magnitude_profile` of training magnitudes); None: all equal.
     band : int, optional
         The central lines the phase is estimated from (those of them measured); default ny / 16.
+    eps : float in (0, 1], optional
+        Every column's imaginary share held at this value instead of learned (None, the default): 1 is the
+        phase-blind end of the model (a circular prior, no pseudo-covariance: a line tells nothing of its conjugate
+        partner that it would not tell of any other line), small values trust the phase everywhere.
 
     Examples
     --------
@@ -142,12 +146,14 @@ class PhaseLineGaussian(BaseEstimator):
         "noise_var": [Interval(Real, 0, None, closed="neither")],
         "profile": ["array-like", None],
         "band": [Interval(Integral, 1, None, closed="left"), None],
+        "eps": [Interval(Real, 0, 1, closed="right"), None],
     }
 
-    def __init__(self, basis: SeparableWavelet, *, noise_var: float, profile=None, band: int | None = None):
+    def __init__(self, basis: SeparableWavelet, *, noise_var: float, profile=None, band: int | None = None,
+                 eps: float | None = None):
         if not noise_var > 0.0 or not np.isfinite(noise_var):
             raise ValueError(f"noise_var must be positive and finite; got {noise_var}")
-        self.basis, self.noise_var, self.profile, self.band = basis, noise_var, profile, band
+        self.basis, self.noise_var, self.profile, self.band, self.eps = basis, noise_var, profile, band, eps
         ny, nx = basis.shape
         self._profile = np.ones(basis.level + 1) if profile is None else np.asarray(profile, dtype=np.float64)
         if self._profile.shape != (basis.level + 1,) or not np.all(self._profile > 0):
@@ -218,7 +224,10 @@ class PhaseLineGaussian(BaseEstimator):
         shape = np.concatenate([self._profile[self.basis.scale_y]] * 2)  # (2ny,)
         grams = self._grams(R, shape)
         band_rows = self._band_rows(lines)
-        if warm and self._state is not None:  # from the last fit's values: one or two rounds
+        if self.eps is not None:  # the trust given: only v is learned
+            eps = np.full(nx, float(self.eps))
+            v = self._best_v(self._spectra(grams, z, eps), z, s)
+        elif warm and self._state is not None:  # from the last fit's values: one or two rounds
             v, eps = self._learn(grams, z, s, band_rows, start=self._state[1], rounds=2)
         else:
             v, eps = self._learn(grams, z, s, band_rows)
