@@ -11,8 +11,9 @@ from adaptcs.experiments import get_experiment, run_job
 from adaptcs.metrics import image_quality
 from adaptcs.mri.design import centre_lines, design_lines
 from adaptcs.mri.lines import SeparableWavelet
-from adaptcs.mri.model import LineSpikeSlab
 from adaptcs.mri.noise import noise_from_readout_edges
+from adaptcs.mri.phase import PhaseLineGaussian
+from adaptcs.mri.replay import colin27_magnitude_profile
 from adaptcs.results import final_rows, jobs_table, read_job, write_job
 from adaptcs.tables import summary_table, to_markdown
 
@@ -38,8 +39,8 @@ def test_a_design_job_is_the_library_design_loop_scored_inside_the_brain(design_
     assert spec.counts == (4, 8) and spec.start == 2 and spec.n_steps == 6
     acq = spec.acquisition(1)
     basis = SeparableWavelet((32, 32), "db4", 2)
-    model = LineSpikeSlab(basis, noise_var=noise_from_readout_edges(acq.kspace[centre_lines(32, 2)]), p0=0.999,
-                          learn=("v0",), profile=spec.prior_profile())
+    model = PhaseLineGaussian(basis, noise_var=noise_from_readout_edges(acq.kspace[centre_lines(32, 2)]),
+                              profile=colin27_magnitude_profile(basis), eps=1.0)  # lines_gaussian: phase-blind
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         run = design_lines(acq.kspace, model, start=centre_lines(32, 2), budget=8, checkpoints=(4, 8))

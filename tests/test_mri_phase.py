@@ -286,3 +286,41 @@ def test_one_model_from_phase_blind_to_phase_trusting():
         assert min(below[1e-3], 16 - below[1e-3]) <= 1
     with pytest.raises(ValueError, match="eps"):
         PhaseLineGaussian(basis, noise_var=1.0, eps=1.5).fit(acq.kspace[30:34], np.arange(30, 34))
+
+
+def circular_dense_mean(basis, K, lines, noise_var, prior_var, phase):
+    """The posterior mean image of a circular complex Gaussian on the y-wavelet coefficients ``c`` of the image
+    demodulated by ``phase`` (ny, nx), by dense linear algebra in complex form: the real and imaginary parts of
+    ``c`` independent with variances ``prior_var`` each (``E|c|^2 = 2 prior_var``, no pseudo-covariance),
+    ``z = S F_2 (exp(i phase) W_y^T c) + noise``, ``E|noise|^2 = noise_var``."""
+    ny, nx = basis.shape
+    A = np.zeros((lines.shape[0] * nx, ny * nx), complex)  # coefficient c[j, x] at column j * nx + x
+    for j in range(ny):
+        for x in range(nx):
+            unit = np.zeros((ny, nx))
+            unit[j, x] = 1.0
+            A[:, j * nx + x] = to_kspace(np.exp(1j * phase) * (basis.Wy.T @ unit))[lines].ravel()
+    lam = 2.0 * prior_var.ravel()
+    cov = (A * lam) @ A.conj().T + noise_var * np.eye(A.shape[0])
+    coef = lam * (A.conj().T @ np.linalg.solve(cov, K[lines].ravel()))
+    return np.exp(1j * phase) * (basis.Wy.T @ coef.reshape(ny, nx))
+
+
+@pytest.mark.parametrize("lines", [np.array([6, 7, 8, 9, 3, 12]), np.array([1, 3, 12, 14])])
+def test_the_phase_blind_end_is_a_circular_gaussian(fitted, lines):
+    """At eps = 1 (``prior="gaussian"``, method ``lines_gaussian``) the model is a circular Gaussian: no
+    pseudo-covariance, so conjugate symmetry is not used; its covariance is still diagonal in the y-wavelets of
+    the demodulated image. Its posterior mean equals that of the dense complex algebra; without a line of the band
+    (the second case) there is no phase (zero) and every column weighs alike, where the phase-aware fit refuses."""
+    basis, K, _, _, _ = fitted
+    model = PhaseLineGaussian(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, eps=1.0)
+    fit = model.fit(K[lines], lines)
+    prior_var = model._post["prior_var"][:, :N].T  # (ny, nx): the real part's; eps = 1 gives the imaginary the same
+    np.testing.assert_allclose(model._post["prior_var"][:, N:].T, prior_var, rtol=1e-12)
+    expected = circular_dense_mean(basis, K, lines, model.noise_var, prior_var, model.phase_)
+    np.testing.assert_allclose(fit.image, expected, atol=1e-10 * np.abs(expected).max())
+    if not np.isin(lines, model._band).any():
+        np.testing.assert_array_equal(model.phase_, 0.0)
+        np.testing.assert_array_equal(model.column_weight_, model.column_weight_[0])
+        with pytest.raises(ValueError, match="phase cannot be estimated"):
+            PhaseLineGaussian(basis, noise_var=1.0, band=4).fit(K[lines], lines)

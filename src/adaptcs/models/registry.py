@@ -325,16 +325,17 @@ METHODS: dict[str, Method] = {
                                       learned={"learn": ("p_on", "p_off", "v0", "noise_var")},
                                       color=COLORS["wavelet_tree_prediction"], designs_rows=True, needs_basis=True,
                                       scans_only=True),
-    # Cartesian k-space lines (kind: mri; docs/mri.md): GSS-EP with the exact block-diagonal posterior, the Re/Im
-    # of a coefficient one group, slab variances per pair of scales in the training slices' proportions. Gaussian:
-    # p0 = 0.999 and their common multiplier learned (EP converges; the design is then fixed by the profile);
-    # spike and slab: p0 and v0 learned (adaptive, but EP often stops short on lines).
-    "lines_gaussian": Method(LineSpikeSlab, _kspace_lines, grouped=False, fixed={"p0": 0.999, "learn": ("v0",)},
+    # Cartesian k-space lines (kind: mri; docs/mri.md). The phase model: the image's phase estimated from the
+    # centre lines, the phase-corrected image a Gaussian per y-scale, exact (no EP); its trust in the phase learned
+    # per column (lines_phase: the design skips lines that the other side of k-space tells where the phase is
+    # known), or held at the phase-blind end eps = 1 (lines_gaussian: a circular prior, the design fixed by the
+    # prior variances). Spike and slab: GSS-EP with the exact block-diagonal posterior, the Re/Im of a coefficient
+    # one group, slab variances per pair of scales in the training slices' proportions, p0 and v0 learned
+    # (adaptive, but EP often stops short on lines).
+    "lines_gaussian": Method(PhaseLineGaussian, _kspace_phase, grouped=False, fixed={"eps": 1.0},
                              color=COLORS["lines_gaussian"], designs_rows=True, needs_basis=True, lines_only=True),
     "lines_spike_slab": Method(LineSpikeSlab, _kspace_lines, grouped=False, fixed={"p0": 0.1, "learn": ("p0", "v0")},
                                color=COLORS["lines_spike_slab"], designs_rows=True, needs_basis=True, lines_only=True),
-    # The image's phase estimated from the centre lines, the real part of the phase-corrected image a Gaussian per
-    # y-scale: exact (no EP), and the design skips lines that the other side of k-space tells.
     "lines_phase": Method(PhaseLineGaussian, _kspace_phase, grouped=False, color=COLORS["lines_phase"],
                           designs_rows=True, needs_basis=True, lines_only=True),
     "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL, color=COLORS["ss_ep"],

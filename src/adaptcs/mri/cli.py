@@ -35,13 +35,14 @@ def add_mri_parser(sub) -> None:
     mri.add_argument("--wavelet", default="db4", help="orthogonal PyWavelets wavelet (default db4)")
     mri.add_argument("--level", type=int, default=4, help="wavelet levels (default 4)")
     mri.add_argument("--prior", default="gaussian", choices=list(PRIORS),
-                     help="gaussian (default): EP converges, design = lines of largest prior variance; sparse: "
-                          "spike-and-slab with learned values, adaptive but EP often stops short; phase: the image's "
-                          "phase estimated from the centre lines, trusted per column as far as the lines outside them "
-                          "agree, exact Gaussian: the design measures one side of k-space where the phase is known and "
-                          "both where it is not (docs/mri.md)")
+                     help="phase: the image's phase estimated from the centre lines, trusted per column as far as "
+                          "the lines outside them agree, exact Gaussian: the design measures one side of k-space where "
+                          "the phase is known and both where it is not; gaussian (default): the same model at its "
+                          "phase-blind end (eps = 1; the design is then fixed by the centre lines); sparse: "
+                          "spike-and-slab with learned values, adaptive but EP often stops short (docs/mri.md)")
     mri.add_argument("--profile", default="colin27", choices=["colin27", "flat"],
-                     help="slab variances per pair of scales from the Colin27 training slices (default) or all equal")
+                     help="slab variances per y-scale (sparse: per pair of scales) from the Colin27 training "
+                          "slices (default) or all equal")
     mri.add_argument("--orders", nargs="+", default=list(ORDERS), choices=list(ORDERS), metavar="ORDER",
                      help=f"the orders to score (default all): {', '.join(ORDERS)}")
     mri.add_argument("--seed", type=int, default=0, help="seed of the random masks' draws")

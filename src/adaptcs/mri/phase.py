@@ -175,14 +175,18 @@ class PhaseLineGaussian(BaseEstimator):
         key = tuple(sorted(lines[in_band].tolist()))
         if key == self._rows_key:
             return
-        if not key:
-            raise ValueError(f"no line of the central band ({self._band[0]}..{self._band[-1]}) is measured: the phase "
-                             "cannot be estimated; measure the centre lines first")
         ny, nx = self.basis.shape
-        image = zero_filled(kspace_lines[in_band], lines[in_band], (ny, nx))
-        self.phase_ = np.angle(image)  # (ny, nx)
-        energy = np.mean(np.abs(image) ** 2, axis=0)
-        self.column_weight_ = energy / energy.mean() + COLUMN_FLOOR  # (nx,)
+        if key:
+            image = zero_filled(kspace_lines[in_band], lines[in_band], (ny, nx))
+            self.phase_ = np.angle(image)  # (ny, nx)
+            energy = np.mean(np.abs(image) ** 2, axis=0)
+            self.column_weight_ = energy / energy.mean() + COLUMN_FLOOR  # (nx,)
+        elif self.eps == 1.0:  # phase-blind: the phase does not matter, and no column is told apart from the others
+            self.phase_, self.column_weight_ = np.zeros((ny, nx)), np.full(nx, 1.0 + COLUMN_FLOOR)
+        else:
+            raise ValueError(f"no line of the central band ({self._band[0]}..{self._band[-1]}) is measured: the phase "
+                             "cannot be estimated; measure the centre lines first (or fit the phase-blind end, "
+                             "eps=1)")
         modulated = np.exp(1j * self.phase_).T[:, :, None] * self.basis.Wy.T[None, :, :]  # (nx, ny, ny): P_x W_y^T
         self._rows = np.matmul(centred_dft(ny)[None], modulated)  # (nx, ny, ny)
         # Every row's prior power at v = 1 and unit column weight, sum_j p_j (Re M)^2, (Im M)^2, Re M Im M: (nx, ny)

@@ -19,7 +19,7 @@ from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.operators import KSpaceLines
 
 log = logging.getLogger(__name__)
-PRIORS = ("gaussian", "sparse", "phase")  # p0 = 0.999 with v0 learned; p0 and v0 learned; the phase-aware Gaussian
+PRIORS = ("gaussian", "sparse", "phase")  # the phase-blind end of the phase model; spike and slab; the phase model
 PROFILES = ("colin27", "flat")
 
 
@@ -88,24 +88,26 @@ def _colin27_magnitude_profile(shape: tuple, wavelet: str, level: int) -> np.nda
 
 
 def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian", profile: str = "colin27"):
-    """The line model the command line, the replay and the lab fit: ``prior`` "gaussian" (p0 = 0.999, one slab
-    variance learned; EP converges, design = the lines of largest prior variance), "sparse" (p0 and v0 learned per
-    pair of scales: adaptive, but EP often stops short) or "phase" (:class:`adaptcs.mri.phase.PhaseLineGaussian`:
-    the image's phase estimated from the centre lines and trusted per column as far as the other lines agree,
-    exact; the design then skips lines the conjugate side tells where the phase is known); slab variances per
-    (pair of) scales from the Colin27 training slices (``profile="colin27"``) or all equal ("flat")."""
+    """The line model the command line, the replay and the lab fit.
+
+    ``prior`` "phase" and "gaussian" are one model, :class:`adaptcs.mri.phase.PhaseLineGaussian` (exact, always at
+    its fixed point): "phase" estimates the image's phase from the centre lines and trusts it per column as far as
+    the other lines agree (the design then skips lines the conjugate side tells where the phase is known);
+    "gaussian" is its phase-blind end (``eps=1``: a circular prior, so the design is fixed by the prior variances
+    and the centre lines' column energies). "sparse" is the spike-and-slab model on lines
+    (:class:`adaptcs.mri.model.LineSpikeSlab`, p0 and v0 learned per pair of scales: adaptive, but EP often stops
+    short). Slab variances per y-scale (per pair of scales for "sparse") from the Colin27 training slices
+    (``profile="colin27"``) or all equal ("flat")."""
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}; got {prior!r}")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}; got {profile!r}")
-    if prior == "phase":
+    if prior in ("phase", "gaussian"):
         from adaptcs.mri.phase import PhaseLineGaussian
 
         shape = colin27_magnitude_profile(basis) if profile == "colin27" else None
-        return PhaseLineGaussian(basis, noise_var=noise_var, profile=shape)
+        return PhaseLineGaussian(basis, noise_var=noise_var, profile=shape, eps=1.0 if prior == "gaussian" else None)
     shape = default_profile(basis) if profile == "colin27" else None
-    if prior == "gaussian":
-        return LineSpikeSlab(basis, noise_var=noise_var, p0=0.999, learn=("v0",), profile=shape)
     return LineSpikeSlab(basis, noise_var=noise_var, p0=0.1, learn=("p0", "v0"), profile=shape)
 
 
@@ -129,11 +131,12 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
         lines.
     wavelet, level : the separable wavelet (:class:`SeparableWavelet`).
     prior : {"gaussian", "sparse", "phase"}
-        gaussian: p0 = 0.999 and one slab variance learned (EP converges on lines; design = the lines of largest
-        prior variance); sparse: p0 and v0 learned per pair of scales (adaptive, but EP often stops short); phase:
-        :class:`adaptcs.mri.phase.PhaseLineGaussian`.
+        phase: :class:`adaptcs.mri.phase.PhaseLineGaussian` (the phase's trust learned per column); gaussian: its
+        phase-blind end (``eps=1``); sparse: the spike-and-slab line model, p0 and v0 learned per pair of scales
+        (adaptive, but EP often stops short) (:func:`line_model`).
     profile : {"colin27", "flat"}
-        Slab variances per pair of scales in the proportions of the Colin27 training slices, or all equal.
+        Slab variances per y-scale (per pair of scales for "sparse") in the proportions of the Colin27 training
+        slices, or all equal.
     seed : int
         Seeds the random masks (a local Generator).
     progress : callable, optional
@@ -166,7 +169,7 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
     reference = to_image(kspace)
     line_model(basis, out.noise_var, prior, profile)  # the choices checked (and the profile cached) before any fit
 
-    def model() -> LineSpikeSlab:
+    def model():
         return line_model(basis, out.noise_var, prior, profile)
 
     def add(order: str, count: int, lines: np.ndarray, fit: LineFit) -> None:
