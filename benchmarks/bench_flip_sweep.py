@@ -112,7 +112,7 @@ def make_files(folder: Path) -> dict[str, Path]:
 def make_camera_state(path: Path, folder: Path) -> None:
     """A camera's lab state (8 x 8 Haar of depth 1, a pool of its basis images) whose last ``next`` kept the
     tracked fit."""
-    from adaptcs.basis import make_basis
+    from adaptcs.bases.images import make_basis
 
     basis = make_basis("haar", 8, level=1)
     u = np.arange(8) / 8

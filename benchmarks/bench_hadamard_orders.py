@@ -29,7 +29,7 @@ import pandas as pd
 from bench_scan_orders import IMAGES, image, paired_table, psnr
 from threadpoolctl import threadpool_limits
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
 from adaptcs.design.basis_scan import photon_scan, replay_recording
 from adaptcs.operators import HadamardPatterns
 from adaptcs.replay import make_estimator

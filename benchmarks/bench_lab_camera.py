@@ -25,7 +25,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from adaptcs import lab
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
 from adaptcs.cli import main as cli
 from adaptcs.design.basis_scan import photon_basis_scan
 

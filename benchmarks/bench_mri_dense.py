@@ -18,8 +18,8 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from adaptcs.mri.lines import SeparableWavelet, to_kspace
-from adaptcs.mri.model import LineSpikeSlab
+from adaptcs.bases.separable import SeparableWavelet, to_kspace
+from adaptcs.models.line_spike_slab import LineSpikeSlab
 
 
 def sparse_acquisition(n: int, seed: int = 3, noise: float = 0.05):

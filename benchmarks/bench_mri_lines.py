@@ -20,6 +20,10 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
+from adaptcs.bases.separable import SeparableWavelet, zero_filled
+from adaptcs.metrics import magnitude_scores
+from adaptcs.models.line_phase import PhaseLineGaussian, magnitude_profile
+from adaptcs.models.line_spike_slab import LineSpikeSlab, pair_profile
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import (
     centre_lines,
@@ -31,10 +35,6 @@ from adaptcs.mri.design import (
 )
 from adaptcs.mri.greedy import offline_greedy, oracle_choice
 from adaptcs.mri.l1 import l1_wavelet
-from adaptcs.mri.lines import SeparableWavelet, zero_filled
-from adaptcs.mri.model import LineSpikeSlab, pair_profile
-from adaptcs.mri.phase import PhaseLineGaussian, magnitude_profile
-from adaptcs.mri.replay import magnitude_scores
 
 L1_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 TIE_DB = 0.01  # paired PSNR differences this small count as ties, not wins
@@ -107,7 +107,8 @@ def main() -> None:
                              "standard deviation) chosen on two training slices")
     parser.add_argument("--model", choices=("line", "phase"), default="line",
                         help="line: GSS-EP on lines (--p0, --learn, --profile); phase: the phase-aware Gaussian "
-                             "(adaptcs.mri.phase, its y-scale profile from the training slices), with low-to-high "
+                             "(adaptcs.models.line_phase, its y-scale profile from the training slices), with "
+                             "low-to-high "
                              "also reconstructed by the phase-blind Gaussian line model for comparison")
     parser.add_argument("--oracle-criterion", choices=("brain", "complex"), default="brain",
                         help="what the greedy oracle minimises one step ahead: the magnitude error in the brain (what "

@@ -33,13 +33,13 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
+from adaptcs.bases.separable import SeparableWavelet
+from adaptcs.metrics import magnitude_scores
+from adaptcs.models.line_phase import PhaseLineGaussian, magnitude_profile
 from adaptcs.mri.data import PHASE_REGIMES, colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines
-from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.masks import FIXED_MASKS, fixed_mask
-from adaptcs.mri.phase import PhaseLineGaussian, magnitude_profile
 from adaptcs.mri.recon import l1_wavelet_sigpy, pocs_partial_fourier, symmetric_half_width, total_variation_sigpy
-from adaptcs.mri.replay import magnitude_scores
 
 PENALTIES = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)  # times the noise's standard deviation
 FAMILIES = {"contiguous": ("low_to_high", "partial_fourier_5_8", "partial_fourier_6_8", "partial_fourier_7_8"),

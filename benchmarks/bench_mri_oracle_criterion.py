@@ -20,11 +20,11 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from adaptcs.bases.separable import SeparableWavelet
+from adaptcs.models.line_phase import PhaseLineGaussian, magnitude_profile
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines, largest_gain
 from adaptcs.mri.greedy import oracle_choice
-from adaptcs.mri.lines import SeparableWavelet
-from adaptcs.mri.phase import PhaseLineGaussian, magnitude_profile
 
 ORDERS = ("design", "complex", "brain")
 

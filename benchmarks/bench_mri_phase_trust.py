@@ -1,6 +1,6 @@
 """How far the phase-aware line model trusts its phase: the tolerance rule of ``eps_x``, on the TRAINING slices.
 
-``adaptcs.mri.phase`` keeps, per column, the smallest ``eps`` whose conditional evidence is within
+``adaptcs.models.line_phase`` keeps, per column, the smallest ``eps`` whose conditional evidence is within
 ``max(EPS_TOLERANCE, EPS_TOLERANCE_PER_LINE * k)`` nats of the best (``k`` lines outside the phase band). This
 benchmark designs lines on the 8 simulated Colin27 training slices (never the test slices) under each rule
 ``FLOOR:PER_LINE`` given, reconstructs low-to-high and partial Fourier 5/8 and 6/8 under the same rule, and prints
@@ -18,11 +18,11 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-import adaptcs.mri.phase as phase_model
+import adaptcs.models.line_phase as phase_model
+from adaptcs.bases.separable import SeparableWavelet
+from adaptcs.metrics import magnitude_scores
 from adaptcs.mri.data import PHASE_REGIMES, colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines, fixed_mask
-from adaptcs.mri.lines import SeparableWavelet
-from adaptcs.mri.replay import magnitude_scores
 
 MASKS = ("low_to_high", "partial_fourier_5_8", "partial_fourier_6_8")
 

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from bench_scan_orders import IMAGES, image, psnr
 from threadpoolctl import threadpool_limits
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
 from adaptcs.design.basis_scan import converged_copy, photon_basis_scan, replay_basis_scan
 from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 from adaptcs.replay import make_estimator

@@ -3,7 +3,7 @@ An upper bound for issue 44's 0.5 dB at 10 % (simulated, noise-free).
 
 For each of the 18 images of ``bench_scan_orders.py`` (64 x 64 and 128 x 128, Haar with an 8 x 8 approximation),
 the exact coefficients ``c`` are taken and every detail ``c_j`` is predicted as ``beta_s p_j`` from the true
-coarser scales (``p`` of :func:`adaptcs.design.prediction.predicted_coefficients`, ``beta_s`` the least-squares
+coarser scales (``p`` of :func:`adaptcs.bases.prediction.predicted_coefficients`, ``beta_s`` the least-squares
 gain of scale ``s`` on this image: both are what the prediction prior of the replay learns, here with hindsight).
 An order measures the approximation and then ``k`` details; a measured detail is known exactly, an unmeasured one
 is its prediction, so the image's squared error is the residual energy ``sum (c_j - beta_s p_j)^2`` of the
@@ -44,8 +44,8 @@ from bench_scan_orders import IMAGES, image
 from scipy import ndimage
 from scipy.optimize import nnls
 
-from adaptcs.basis import make_basis
-from adaptcs.design.prediction import predicted_coefficients
+from adaptcs.bases.images import make_basis
+from adaptcs.bases.prediction import predicted_coefficients
 
 FRACTIONS = (0.05, 0.10, 0.15, 0.25)
 ADAPTIVE_WEIGHT, ADAPTIVE_BATCH = 0.5, 16

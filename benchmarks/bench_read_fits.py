@@ -20,7 +20,7 @@ import pandas as pd
 from bench_scan_orders import FRACTIONS, IMAGES, image, psnr
 
 import adaptcs.design.basis_scan as basis_scan
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
 from adaptcs.replay import make_estimator
 
 SIDE = 64

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
 from adaptcs.design.basis_scan import REPLAY_ORDERS, photon_basis_scan, replay_basis_scan
 from adaptcs.replay import NOISE_MODELS, PRIORS, make_estimator
 

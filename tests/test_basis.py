@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from adaptcs.basis import BASES, BIORTHOGONAL, DCTBasis, WaveletBasis, make_basis, scale_profile
+from adaptcs.bases.images import BASES, BIORTHOGONAL, DCTBasis, WaveletBasis, make_basis, scale_profile
 from adaptcs.design import SequentialDesigner, run_sequential_design
 from adaptcs.models import GroupSpikeSlabEP
 

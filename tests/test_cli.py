@@ -11,7 +11,7 @@ from adaptcs.lab import StateError, read_numbers
 
 
 def test_the_command_lines_names_are_the_registries():
-    from adaptcs.basis import BASES
+    from adaptcs.bases.images import BASES
     from adaptcs.data.mnist import SOURCES
     from adaptcs.design.basis_scan import REPLAY_ORDERS
     from adaptcs.experiments import EXPERIMENTS, STRATEGIES

@@ -361,7 +361,7 @@ def test_the_designer_converges_the_fits_that_are_read():
 def test_a_pattern_operator_is_a_pool():
     """An operator's patterns (here Walsh-Hadamard, fitted in a Haar basis) are the pool: the same rows asked as
     with the patterns given as an array, each pattern at most once, the one of largest x^T V x first."""
-    from adaptcs.basis import make_basis
+    from adaptcs.bases.images import make_basis
     from adaptcs.operators import HadamardPatterns, MeasurementOperator
 
     basis = make_basis("haar", 8)

@@ -8,9 +8,9 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import adaptcs.models as models
+from adaptcs.models.line_phase import PhaseLineGaussian
+from adaptcs.models.line_spike_slab import LineSpikeSlab  # not in adaptcs.models.__all__ (k-space lines, not rows)
 from adaptcs.models.registry import METHODS
-from adaptcs.mri.model import LineSpikeSlab  # public in adaptcs.mri (k-space lines, not rows)
-from adaptcs.mri.phase import PhaseLineGaussian
 
 ESTIMATORS = [getattr(models, name) for name in models.__all__
               if isinstance(getattr(models, name), type) and hasattr(getattr(models, name), "fit")] + [LineSpikeSlab,

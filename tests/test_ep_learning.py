@@ -234,7 +234,7 @@ def test_a_given_noise_variance_stays_as_given_while_p0_and_v0_are_learned(n):
     """A noise variance given below the learned range (1e-6 mean(y^2): a precise instrument measuring large values,
     here an image seen by rows of norm 16) must be used and reported as given; the extrapolation step of learning
     once clipped it into that range (1.1e-4 and 1.2e-4 reported for 1e-4 given, at these n)."""
-    from adaptcs.basis import make_basis
+    from adaptcs.bases.images import make_basis
 
     basis = make_basis("haar", 16)
     rng = np.random.default_rng(0)

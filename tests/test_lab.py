@@ -200,7 +200,7 @@ def photo(tmp_path):
 
 
 def test_a_basis_state_asks_for_pixel_patterns_and_returns_the_image(photo, capsys):
-    from adaptcs.basis import make_basis
+    from adaptcs.bases.images import make_basis
 
     folder, x = photo
     basis, state, rng = make_basis("haar", 16), folder / "s.h5", np.random.default_rng(5)
@@ -233,7 +233,7 @@ def test_a_basis_state_asks_for_pixel_patterns_and_returns_the_image(photo, caps
 
 
 def test_the_prediction_scan_at_the_instrument_shows_basis_images(photo):
-    from adaptcs.basis import make_basis
+    from adaptcs.bases.images import make_basis
 
     folder, x = photo
     basis, state, rng = make_basis("haar", 16), folder / "s.h5", np.random.default_rng(6)
@@ -648,7 +648,7 @@ def test_a_camera_loop_in_the_lab_scores_as_the_replay(tmp_path, capsys):
     from skimage import data
     from skimage.transform import resize
 
-    from adaptcs.basis import make_basis
+    from adaptcs.bases.images import make_basis
     from adaptcs.design.basis_scan import photon_basis_scan, replay_basis_scan
     from adaptcs.models import WaveletTreeSpikeSlab
 
@@ -694,7 +694,7 @@ def test_a_camera_state_keeps_the_tracked_fit_and_asks_what_telling_every_add_ag
     """``next`` keeps the camera loop's tracked fit in the state: the next command tells only the adds since, and
     asks for exactly the rows (and reports exactly the fit) that telling every add again gives; a ``remove`` of an
     add it covers, or a state without it (as version 3 wrote them), falls back to telling every add."""
-    from adaptcs.basis import make_basis
+    from adaptcs.bases.images import make_basis
     from adaptcs.design.basis_scan import photon_basis_scan
 
     side, batch = 16, 8
@@ -751,7 +751,7 @@ def test_a_camera_state_keeps_the_tracked_fit_and_asks_what_telling_every_add_ag
 
 
 def test_level_is_a_wavelet_depth_kept_in_the_state(tmp_path, capsys):
-    from adaptcs.basis import make_basis
+    from adaptcs.bases.images import make_basis
 
     state = tmp_path / "s.h5"
     assert design("init", "--basis", "haar", "--side", 16, "--level", 1, "--strategy", "predict", "--state",

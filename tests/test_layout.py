@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import adaptcs
 
 PACKAGE = Path(adaptcs.__file__).parent
@@ -69,6 +71,45 @@ def test_no_import_circle():
     graph = _imports()
     assert "adaptcs.experiments.runner" in graph and graph["adaptcs.experiments.runner"]
     assert _cycles(graph) == []
+
+
+#: The layers, lowest first (docs/architecture.md): a module may import its own layer and those below it only.
+#: A module belongs to the longest prefix listed (``adaptcs`` itself is the package's version).
+LAYERS = (
+    ("adaptcs", "adaptcs._validation", "adaptcs._io", "adaptcs._names", "adaptcs._styles", "adaptcs._termination",
+     "adaptcs.measurement", "adaptcs.metrics", "adaptcs.results"),  # checks, files, names, metrics
+    ("adaptcs.bases",),  # image wavelets, the separable wavelet and k-space's FFT conventions
+    ("adaptcs.models", "adaptcs.data"),
+    ("adaptcs.operators",),  # what can be measured; asks the models for gains
+    ("adaptcs.design",),  # the loops
+    ("adaptcs.mri", "adaptcs.replay", "adaptcs.lab"),  # the instruments: replays, labs, their command lines
+    ("adaptcs.experiments",),
+    ("adaptcs.config", "adaptcs.plugins"),
+    ("adaptcs.jobs", "adaptcs.tables", "adaptcs.plotting", "adaptcs.captions"),
+    ("adaptcs.workflow", "adaptcs.cli", "adaptcs.cluster", "adaptcs.compare_runs", "adaptcs.report_rst",
+     "adaptcs.__main__"),
+)
+
+
+def _layer(module: str) -> int:
+    matches = [(len(prefix), i) for i, names in enumerate(LAYERS) for prefix in names
+               if module == prefix or module.startswith(prefix + ".")]
+    assert matches, f"{module} is in no layer of LAYERS: add it"
+    return max(matches)[1]
+
+
+def test_no_module_imports_a_higher_layer():
+    graph = _imports()
+    upward = sorted(f"{module} -> {dep}" for module, deps in graph.items() for dep in deps
+                    if _layer(dep) > _layer(module))
+    assert upward == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    assert _layer("adaptcs.models.line_phase") < _layer("adaptcs.mri.design") < _layer("adaptcs.experiments.mri")
+    assert _layer("adaptcs.bases.separable") < _layer("adaptcs.operators.kspace") < _layer("adaptcs.design.designer")
+    with pytest.raises(AssertionError, match="in no layer"):
+        _layer("adaptcs_other.module")
 
 
 def test_the_core_does_not_depend_on_the_experiments():

@@ -5,7 +5,7 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
 from adaptcs.data.synthetic import experiment_rng, make_e1_problem
 from adaptcs.design import run_sequential_design
 from adaptcs.design.simulation import SequentialDesignResult

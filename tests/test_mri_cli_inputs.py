@@ -7,12 +7,12 @@ import h5py
 import numpy as np
 import pytest
 
+from adaptcs.bases.separable import to_image, to_kspace
 from adaptcs.cli import main
+from adaptcs.models.line_phase import PhaseLineGaussian
 from adaptcs.mri import lab
 from adaptcs.mri.data import colin27_kspace
-from adaptcs.mri.lines import to_image, to_kspace
 from adaptcs.mri.noise import noise_from_readout_edges
-from adaptcs.mri.phase import PhaseLineGaussian
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +132,8 @@ def test_the_lab_refuses_readouts_no_fit_can_use(tmp_path, capsys, kspace):
 
 
 def test_the_phase_models_fit_does_not_depend_on_the_units(kspace):
+    from adaptcs.bases.separable import SeparableWavelet
     from adaptcs.mri.design import centre_lines
-    from adaptcs.mri.lines import SeparableWavelet
 
     basis = SeparableWavelet((32, 32), "db2", 2)
     lines = np.concatenate([centre_lines(32, 4), [5, 27, 9]])

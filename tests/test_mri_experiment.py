@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
+from adaptcs.bases.separable import SeparableWavelet
 from adaptcs.config import resolve_experiment
 from adaptcs.experiments import get_experiment, run_job
-from adaptcs.metrics import image_quality
+from adaptcs.metrics import image_quality, magnitude_scores
+from adaptcs.models.line_phase import PhaseLineGaussian
 from adaptcs.mri.design import centre_lines, design_lines
-from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.noise import noise_from_readout_edges
-from adaptcs.mri.phase import PhaseLineGaussian
 from adaptcs.mri.replay import colin27_magnitude_profile
 from adaptcs.results import final_rows, jobs_table, read_job, write_job
 from adaptcs.tables import summary_table, to_markdown
@@ -77,6 +77,16 @@ def test_fixed_masks_pair_by_slice_and_record_blocks(design_job, tmp_path):
     table = summary_table(final_rows(jobs_table([design_job, vd])))
     assert set(table["blocks_not_converged"]) == {0}
     assert "columns of coefficients" in to_markdown(table)
+
+
+def test_magnitude_scores_are_the_relative_error_and_psnr_of_the_magnitudes_inside_the_mask():
+    reference = np.array([[3.0 + 4.0j, 1.0], [0.0, -2.0]])  # magnitudes 5, 1, 0, 2
+    image = np.array([[0.0 - 4.0j, 1.0j], [1.0, 2.0]])  # magnitudes 4, 1, 1, 2
+    mask = np.array([[True, True], [False, True]])
+    error, psnr = magnitude_scores(image, reference, mask)
+    assert error == pytest.approx(1.0 / np.sqrt(30.0), rel=1e-12)  # |4 - 5| over ||(5, 1, 2)||
+    assert psnr == pytest.approx(10 * np.log10(25.0 / (1.0 / 3.0)), rel=1e-12)  # peak 5, mean squared error 1/3
+    assert magnitude_scores(image, reference)[0] == pytest.approx(np.sqrt(2.0 / 30.0), rel=1e-12)
 
 
 def test_region_quality_is_mean_squared_error_and_ssim_inside_the_region():

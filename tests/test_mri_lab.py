@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
+from adaptcs.bases.separable import SeparableWavelet
 from adaptcs.cli import main
 from adaptcs.lab import StateError
 from adaptcs.mri import lab
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines
-from adaptcs.mri.lines import SeparableWavelet
 from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.mri.replay import line_model
 

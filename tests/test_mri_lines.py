@@ -7,19 +7,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from adaptcs.models._blocks import BlockGaussianModel, SharedBlockRows
-from adaptcs.models._gaussian import LinearGaussianModel
-from adaptcs.mri.data import colin27_kspace, colin27_slices, simulate
-from adaptcs.mri.design import (
-    centre_lines,
-    design_lines,
-    equispaced,
-    jittered_density,
-    low_to_high,
-    variable_density,
-)
-from adaptcs.mri.greedy import offline_greedy, oracle_choice
-from adaptcs.mri.lines import (
+from adaptcs.bases.separable import (
     LineScan,
     SeparableWavelet,
     centred_dft,
@@ -30,7 +18,19 @@ from adaptcs.mri.lines import (
     unstack_columns,
     zero_filled,
 )
-from adaptcs.mri.model import LineSpikeSlab, pair_profile
+from adaptcs.models._blocks import BlockGaussianModel, SharedBlockRows
+from adaptcs.models._gaussian import LinearGaussianModel
+from adaptcs.models.line_spike_slab import LineSpikeSlab, pair_profile
+from adaptcs.mri.data import colin27_kspace, colin27_slices, simulate
+from adaptcs.mri.design import (
+    centre_lines,
+    design_lines,
+    equispaced,
+    jittered_density,
+    low_to_high,
+    variable_density,
+)
+from adaptcs.mri.greedy import offline_greedy, oracle_choice
 
 
 def _complex(rng, shape):

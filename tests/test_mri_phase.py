@@ -1,14 +1,15 @@
-"""The phase-aware line model (adaptcs.mri.phase): its operator against the FFT, its posterior, evidence and line
+"""The phase-aware line model (adaptcs.models.line_phase): its operator against the FFT, its posterior, evidence and
+line
 gains against dense linear algebra, its learned values at their optimum."""
 
 import numpy as np
 import pytest
 
+from adaptcs.bases.separable import SeparableWavelet, to_kspace
+from adaptcs.models.line_phase import PhaseLineGaussian
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines
 from adaptcs.mri.greedy import oracle_choice
-from adaptcs.mri.lines import SeparableWavelet, to_kspace
-from adaptcs.mri.phase import PhaseLineGaussian
 
 N = 16
 
@@ -126,7 +127,7 @@ def _column_logpdf(z, cov):
 def test_each_columns_phase_confidence_maximises_the_evidence_of_the_lines_outside_the_band(fitted):
     """eps_x is the smallest grid value within eps_tolerance nats of the largest log p(z_rest | z_band) of its
     column, computed densely."""
-    from adaptcs.mri.phase import EPS_GRID, eps_tolerance
+    from adaptcs.models.line_phase import EPS_GRID, eps_tolerance
 
     _, K, lines, model, _ = fitted
     v = model._state[0]
@@ -148,7 +149,7 @@ def test_each_columns_phase_confidence_maximises_the_evidence_of_the_lines_outsi
 
 
 def test_with_only_the_band_measured_the_phase_is_trusted():
-    from adaptcs.mri.phase import EPS_GRID
+    from adaptcs.models.line_phase import EPS_GRID
 
     basis = SeparableWavelet((N, N), "haar", 2)
     K = to_kspace(np.exp(0.7j) * np.ones((N, N)))
@@ -261,7 +262,7 @@ def test_errors_after_a_line_equal_a_dense_refit_with_that_line(fitted):
 
 
 def test_the_tolerance_grows_with_the_lines_it_judges():
-    from adaptcs.mri.phase import EPS_TOLERANCE, EPS_TOLERANCE_PER_LINE, eps_tolerance
+    from adaptcs.models.line_phase import EPS_TOLERANCE, EPS_TOLERANCE_PER_LINE, eps_tolerance
 
     assert eps_tolerance(0) == eps_tolerance(1) == EPS_TOLERANCE
     many = int(np.ceil(EPS_TOLERANCE / EPS_TOLERANCE_PER_LINE)) + 10

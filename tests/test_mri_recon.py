@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from adaptcs.mri.lines import to_image, to_kspace
+from adaptcs.bases.separable import to_image, to_kspace
 from adaptcs.mri.masks import centre_lines, partial_fourier
 from adaptcs.mri.recon import (
     l1_wavelet_sigpy,

@@ -9,11 +9,11 @@ from scipy import sparse
 from scipy.linalg import hadamard
 from sklearn.exceptions import ConvergenceWarning
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
+from adaptcs.bases.separable import SeparableWavelet, to_kspace
 from adaptcs.models import GroupSpikeSlabEP
+from adaptcs.models.line_spike_slab import LineSpikeSlab
 from adaptcs.mri.design import centre_lines
-from adaptcs.mri.lines import SeparableWavelet, to_kspace
-from adaptcs.mri.model import LineSpikeSlab
 from adaptcs.operators import (
     BasisSelection,
     HadamardPatterns,

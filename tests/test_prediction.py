@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
+from adaptcs.bases.prediction import measured_coefficients, predicted_coefficients
 from adaptcs.design import SequentialDesigner, run_sequential_design
-from adaptcs.design.prediction import measured_coefficients, predicted_coefficients, prediction_order
+from adaptcs.design.prediction import prediction_order
 from adaptcs.experiments.strategies import STRATEGIES, allowed_strategies
 from adaptcs.experiments.wavelet import E7
 from adaptcs.metrics import relative_error

@@ -6,11 +6,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
+from adaptcs.bases.separable import SeparableWavelet, to_kspace
 from adaptcs.experiments import check_n_steps, run_synthetic_job
 from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES
 from adaptcs.models.registry import METHODS, PER_PROBLEM, PriorInfo, make_estimator
-from adaptcs.mri.lines import SeparableWavelet, to_kspace
 
 PRIOR = PriorInfo(p0_group=0.1, p0_coef=0.05, v0=0.5, noise_var=0.2)
 

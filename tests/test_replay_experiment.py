@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import yaml
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
 from adaptcs.config import load_config, resolve_experiment
 from adaptcs.data.synthetic import problem_rng
 from adaptcs.design.basis_scan import photon_basis_scan, replay_basis_scan

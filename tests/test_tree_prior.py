@@ -13,7 +13,7 @@ import pytest
 from scipy.special import logit
 from sklearn.exceptions import ConvergenceWarning
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
 from adaptcs.models import GroupSpikeSlabEP, SpikeSlabEP, WaveletTreeSpikeSlab
 from adaptcs.models import _ep_learning as lrn
 from adaptcs.models._hmt import GroupTree, TreePrior, logaddexp

@@ -95,7 +95,7 @@ def test_a_user_job_and_the_oracles_limit(tmp_path):
 def test_user_images_in_a_basis_run_like_e7(tmp_path):
     from skimage import data as skdata
 
-    from adaptcs.basis import make_basis
+    from adaptcs.bases.images import make_basis
     from adaptcs.config import load_config, resolve_experiment
 
     folder = tmp_path / "photos"

@@ -5,7 +5,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
 from adaptcs.config import resolve_experiment
 from adaptcs.experiments import case_estimator, run_job
 from adaptcs.experiments.wavelet import E7, _natural_crops, pca_rows, sequence_rows, wavelet_case

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
 from adaptcs.models.wavelet_tree import WaveletTree, WaveletTreeSpikeSlab, decay_profile
 
 
@@ -205,7 +205,7 @@ def test_prediction_posterior_is_exact_given_its_prediction(noise):
     # fixed hyper-parameters: the fit iterates prediction <- posterior mean to a fixed point; given that
     # prediction (prior mean beta p, variance v0 + kappa p^2 in the on state) the posterior must equal the dense
     # enumeration, and the prediction must be the wavelet prediction of the posterior mean it reports
-    from adaptcs.design.prediction import predicted_coefficients
+    from adaptcs.bases.prediction import predicted_coefficients
 
     basis, X, y = small_scan(seed=5, side=8)
     approximation = np.flatnonzero(basis.scales() == 0)
@@ -233,7 +233,7 @@ def test_prediction_posterior_is_exact_given_its_prediction(noise):
 def test_prediction_gain_and_variance_are_learned_from_a_scan_of_the_model():
     # details drawn scale by scale from the prediction of the coarser (true) image: c = beta p + N(0, v0 + kappa
     # p^2), every detail on; a full scan with small noise must give back beta per scale and kappa
-    from adaptcs.design.prediction import predicted_coefficients
+    from adaptcs.bases.prediction import predicted_coefficients
 
     basis = make_basis("haar", 64, level=3)
     rng = np.random.default_rng(11)

@@ -15,7 +15,7 @@ import numpy as np
 from skimage import data
 from skimage.transform import resize
 
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
 from adaptcs.design.basis_scan import photon_basis_scan
 
 PHOTONS = 1e4

@@ -12,7 +12,7 @@ STRATEGIES = ("design", "random", "topdown", "pca", "predict", "low_to_high", "p
               "oracle_greedy")  # adaptcs.experiments.STRATEGIES
 HYPERPARAMETERS = ("oracle", "learned")  # adaptcs.models.registry.HYPERPARAMETERS
 MNIST_SOURCES = ("auto", "download", "embedded", "path")  # adaptcs.data.mnist.SOURCES
-BASES = ("haar", "db2", "db4", "bior2.2", "bior4.4", "dct")  # adaptcs.basis.BASES
+BASES = ("haar", "db2", "db4", "bior2.2", "bior4.4", "dct")  # adaptcs.bases.images.BASES
 # python -m adaptcs mri (strategy names; adaptcs.mri.design.FIXED_MASKS and "design")
 MRI_ORDERS = ("design", "low_to_high", "partial_fourier_5_8", "partial_fourier_6_8", "partial_fourier_7_8",
               "pf_variable_density", "pf_equispaced", "equispaced", "variable_density", "jittered_density",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from adaptcs.basis import WaveletBasis
+from adaptcs.bases.images import WaveletBasis
 from adaptcs.experiments.base import COMMON_KEYS, Experiment
 from adaptcs.experiments.registry import experiment_from_config
 from adaptcs.experiments.strategies import STRATEGIES, allowed_strategies

@@ -10,7 +10,7 @@ not added twice by mistake (``add --again`` for a real repeat), and a batch adde
 (below) refits add by add, so there it depends on the adds as they were made, not on when rows were asked for.
 
 With a basis (``init --basis haar --side 64``) the unknowns are the basis coefficients ``c`` of an image
-``x = Psi^T c`` (:mod:`adaptcs.basis`): groups are the basis's 2 x 2 blocks, GSS-EP has a spike probability and
+``x = Psi^T c`` (:mod:`adaptcs.bases.images`): groups are the basis's 2 x 2 blocks, GSS-EP has a spike probability and
 a slab variance per wavelet scale (learned unless given), and every row asked for, told or pooled is a pattern of
 pixels (what the instrument shows), stored as such; the fit sees it as ``Psi a``. A single-pixel camera's loop (a
 wavelet basis, strategy "pool" of basis images or "predict", every row told a basis image) is fitted with the
@@ -22,7 +22,7 @@ with a note and gain them when a command next changes the state; version 3 has n
 
     attrs: format, format_version, strategy, row_constraint, row_norm (NaN: sqrt(d)), seed,
            given (JSON: the hyper-parameters fixed by the user; the others are learned), estimator (JSON),
-           basis ("" or a name of adaptcs.basis.BASES), side (0 without a basis), level (the wavelet depth;
+           basis ("" or a name of adaptcs.bases.images.BASES), side (0 without a basis), level (the wavelet depth;
            0 or absent: the basis's default),
            data_sha256 (of every dataset's name, type, shape and bytes), attrs_sha256 (of the other attributes)
     groups      (d,)     int    group label of every coefficient
@@ -84,12 +84,12 @@ from adaptcs._io import (
     same_file,
     stale_temporaries,
 )
-from adaptcs.basis import BASES, WAVELETS, Basis, make_basis
+from adaptcs.bases.images import BASES, WAVELETS, Basis, make_basis
+from adaptcs.bases.prediction import single_coefficient_rows
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES, Told
-from adaptcs.design.prediction import single_coefficient_rows
-from adaptcs.experiments import UNINFORMED_P0, uninformed_scale
 from adaptcs.models import GroupSpikeSlabEP, WaveletTreeSpikeSlab
+from adaptcs.models._scaling import UNINFORMED_P0, uninformed_scale
 
 STATE_FORMAT = "adaptcs-design-state"
 STATE_VERSION = 4
@@ -644,7 +644,7 @@ def init(state_path, groups_path=None, *, basis=None, side=None, level=None, p0=
         CSV of group labels, one per coefficient (rows are then in coefficient space). Exactly one of
         ``groups_path`` and ``basis`` is given.
     basis : str, optional
-        A name of :data:`adaptcs.basis.BASES`: the unknowns are the coefficients of a ``side x side`` image in
+        A name of :data:`adaptcs.bases.images.BASES`: the unknowns are the coefficients of a ``side x side`` image in
         that basis, in groups of the basis, with a prior per scale; rows are pixel patterns.
     side : int, optional
         Image side with ``basis`` (a power of two for wavelets).

@@ -31,7 +31,7 @@ def image_quality(w_hat, w_true, shape: tuple[int, int], region=None) -> tuple[f
     is in it). Uses scikit-image with data range 1. With a ``region``, both are taken inside it only (the mean
     squared error over its pixels, SSIM's map averaged over them) and nothing is clipped: k-space lines score
     magnitudes (never negative) over the brain, whose largest true value is 1, as
-    :func:`adaptcs.mri.replay.magnitude_scores` does.
+    :func:`magnitude_scores` does.
 
     Parameters
     ----------
@@ -53,3 +53,18 @@ def image_quality(w_hat, w_true, shape: tuple[int, int], region=None) -> tuple[f
     _, ssim_map = structural_similarity(truth, estimate, data_range=1.0, full=True)
     return (float(peak_signal_noise_ratio(truth[inside], estimate[inside], data_range=1.0)),
             float(ssim_map[inside].mean()))
+
+
+def magnitude_scores(image: np.ndarray, reference: np.ndarray, mask: np.ndarray | None = None) -> tuple[float, float]:
+    """(relative l2 error, PSNR in dB) of the magnitude of ``image`` against ``reference``, inside ``mask``
+    (everywhere when None); the PSNR's peak is the reference's largest magnitude there.
+
+    Parameters
+    ----------
+    image, reference : ndarray, shape (ny, nx), complex or real
+    mask : ndarray of bool, shape (ny, nx), optional
+    """
+    ref = np.abs(reference) if mask is None else np.abs(reference)[mask]
+    est = np.abs(image) if mask is None else np.abs(image)[mask]
+    mse = float(np.mean((est - ref) ** 2))
+    return float(np.linalg.norm(est - ref) / np.linalg.norm(ref)), float(10 * np.log10(ref.max() ** 2 / mse))

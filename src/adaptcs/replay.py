@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from adaptcs._io import is_number
-from adaptcs.basis import make_basis
+from adaptcs.bases.images import make_basis
+from adaptcs.bases.prediction import single_coefficient_rows
 from adaptcs.design.basis_scan import REPLAY_ORDERS, replay_basis_scan
-from adaptcs.design.prediction import single_coefficient_rows
 
 PRIORS = ("tree", "prediction", "scales")
 NOISE_MODELS = ("constant", "photon")

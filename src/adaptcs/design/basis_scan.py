@@ -28,8 +28,9 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
-from adaptcs.basis import Basis
-from adaptcs.design.prediction import check_prediction_basis, prediction_order
+from adaptcs.bases.images import Basis
+from adaptcs.bases.prediction import check_prediction_basis
+from adaptcs.design.prediction import prediction_order
 from adaptcs.operators import BasisSelection, MeasurementOperator, PatternOperator
 
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")

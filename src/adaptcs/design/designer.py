@@ -17,15 +17,11 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
+from adaptcs.bases.prediction import check_prediction_basis, measured_coefficients, single_coefficient_rows
 from adaptcs.design.basis_scan import converged_copy, largest_first, tracked_fit
 from adaptcs.design.binary import binary_rows
 from adaptcs.design.eigen import top_eigenvectors
-from adaptcs.design.prediction import (
-    check_prediction_basis,
-    measured_coefficients,
-    prediction_order,
-    single_coefficient_rows,
-)
+from adaptcs.design.prediction import prediction_order
 from adaptcs.measurement import sphere_rows
 from adaptcs.models._base import with_blas_limit
 from adaptcs.operators import PatternOperator
@@ -187,11 +183,11 @@ class SequentialDesigner:
         0/1 patterns of a digital micromirror device.
     rng : None, int or numpy.random.Generator
         Random rows and eigenvector starts (``numpy.random.default_rng`` semantics; a Generator is used as is).
-    basis : :class:`adaptcs.basis.Basis`, optional
+    basis : :class:`adaptcs.bases.images.Basis`, optional
         A sparsifying basis ``Psi``: rows asked for, told and pooled are in the signal's domain (pixels), the
         estimator is fitted on their coefficients ``X Psi^T`` (rows ``Psi x_i``) and designed rows ``a`` are
         returned as ``Psi^T a`` (same norm). See :meth:`reconstruction`. A biorthogonal wavelet basis maps rows by
-        :meth:`~adaptcs.basis.Basis.row_coefficients` and :meth:`~adaptcs.basis.Basis.row_patterns` (then
+        :meth:`~adaptcs.bases.images.Basis.row_coefficients` and :meth:`~adaptcs.bases.images.Basis.row_patterns` (then
         ``row_norm`` is the norm of the row on the coefficients, not of the pixel pattern).
     n_random_start : int or "auto"
         "design" and "pool" ask for random rows (random unmeasured pool rows) until this many rows have been

@@ -148,7 +148,7 @@ def run_sequential_design(estimator, w_true, X0, y0, n_steps: int, *, strategy: 
     row_constraint : {"sphere", "binary"}
         "binary": designed and random rows in ``{-a, +a}^d`` with ``a = row_norm / sqrt(d)`` (see
         :class:`adaptcs.design.SequentialDesigner`).
-    basis : :class:`adaptcs.basis.Basis`, optional
+    basis : :class:`adaptcs.bases.images.Basis`, optional
         Fit the signal's coefficients in this orthonormal basis (see :class:`adaptcs.design.SequentialDesigner`);
         errors, ``coef`` and checkpoints are of the signal.
     settle_reported : bool

@@ -43,7 +43,7 @@ class Plan:
         Rows added per step.
     checkpoints : tuple of int
         Numbers of rows at which the estimate is kept (the images figure).
-    basis : adaptcs.basis.Basis or None
+    basis : adaptcs.bases.images.Basis or None
         Orthonormal basis the coefficients are fitted in (signals and rows stay in their own domain).
     fixed_rows : ndarray of shape (n_steps * batch_size, d) or None
         The rows of a non-adaptive strategy, in order (:attr:`~adaptcs.experiments.strategies.Strategy.fixed`).

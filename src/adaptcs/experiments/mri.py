@@ -25,18 +25,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adaptcs.bases.separable import SeparableWavelet
 from adaptcs.data.synthetic import GroupSparseProblem
 from adaptcs.design.simulation import SequentialDesignResult
 from adaptcs.experiments.base import Experiment, Plan
 from adaptcs.experiments.case import Case
+from adaptcs.metrics import magnitude_scores
+from adaptcs.models.line_spike_slab import LineFit, pair_profile
 from adaptcs.models.registry import PriorInfo
 from adaptcs.mri.data import PHASE_REGIMES, KSpaceSlice, colin27_kspace, colin27_slices
 from adaptcs.mri.design import FIXED_MASKS, centre_lines, design_lines, fixed_mask, largest_gain
 from adaptcs.mri.greedy import offline_greedy, oracle_choice
-from adaptcs.mri.lines import SeparableWavelet
-from adaptcs.mri.model import LineFit, pair_profile
 from adaptcs.mri.noise import noise_from_readout_edges
-from adaptcs.mri.replay import magnitude_scores
+from adaptcs.mri.replay import colin27_magnitude_profile
 from adaptcs.operators import KSpaceLines
 
 DATA_KEYS = ("source", "size", "wavelet", "level", "noise", "phase", "start", "counts")
@@ -54,7 +55,7 @@ class MRILinesExperiment(Experiment):
     size : int
         Slices are ``size x size`` pixels over a 256 mm field of view; phase encodes (lines) along the first axis.
     wavelet, level : str, int
-        The separable orthonormal wavelet (:class:`adaptcs.mri.lines.SeparableWavelet`).
+        The separable orthonormal wavelet (:class:`adaptcs.bases.separable.SeparableWavelet`).
     noise : float
         Standard deviation of the complex k-space noise, as a fraction of the image's 99th magnitude percentile.
     phase : str
@@ -203,14 +204,14 @@ class MRILinesExperiment(Experiment):
                                      y=np.zeros(0), noise_var=acq.noise_var)
         basis = self.basis(setting)
         prior = PriorInfo(p0_group=np.nan, p0_coef=np.nan, v0=np.nan, noise_var=noise_var, basis=basis,
-                          scale_profile=self.prior_profile())
+                          scale_profile=self.prior_profile(), y_profile=colin27_magnitude_profile(basis))
         seed = (self.key, setting, replicate)
         return Case(problem, problem.groups, prior, seed, (*seed, 1), (*seed, 2),
                     region=self.region(setting, replicate))
 
     def prior_profile(self) -> np.ndarray:
         """Slab variances per pair of scales from the training slices' noise-free references (never a test slice):
-        :func:`adaptcs.mri.model.pair_profile`."""
+        :func:`adaptcs.models.line_spike_slab.pair_profile`."""
         return _profile(self.size, self.wavelet, self.level, self.noise, self.phase)
 
     def make_estimator(self, method: str, case: Case, method_params: dict, hyperparameters: str):

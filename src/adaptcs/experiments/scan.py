@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptcs.basis import BASES, make_basis
+from adaptcs.bases.images import BASES, make_basis
 from adaptcs.data.synthetic import GroupSparseProblem
 from adaptcs.design.basis_scan import REPLAY_ORDERS, replay_basis_scan
 from adaptcs.design.simulation import SequentialDesignResult
@@ -45,7 +45,7 @@ class ReplayExperiment(Experiment):
         Files of recorded values, one value per basis image in the basis's coefficient order (NaN or an empty
         line where an image was not shown); a replicate each, in this order.
     basis_name : str
-        One of :data:`adaptcs.basis.BASES` (``predict`` needs a wavelet).
+        One of :data:`adaptcs.bases.images.BASES` (``predict`` needs a wavelet).
     side : int
         The images are ``side x side`` pixels (d = side^2 values per scan).
     fractions : tuple of float

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptcs.basis import BASES, make_basis
+from adaptcs.bases.images import BASES, make_basis
 from adaptcs.data.mnist import block_groups, similarity_groups
 from adaptcs.data.synthetic import GroupSparseProblem, problem_rng
 from adaptcs.experiments.base import Experiment
@@ -71,7 +71,7 @@ class UserExperiment(Experiment):
     checkpoint_rows : tuple of int
         Numbers of rows at which reconstructions are kept (for the images figure); default four points.
     basis_name : str or None
-        One of :data:`adaptcs.basis.BASES`: the images' coefficients in it are fitted (None: the pixels).
+        One of :data:`adaptcs.bases.images.BASES`: the images' coefficients in it are fitted (None: the pixels).
     options : dict
         ``kind: user`` and the ``data`` block as the config gave it (recorded in result files).
     """

@@ -2,7 +2,7 @@
 
 Images are not sparse in pixels but compressible in a wavelet basis ``Psi``: measurements ``y = X x + noise``
 of an image ``x = Psi^T c`` are fitted on the coefficients ``c`` with the effective rows ``X Psi^T``
-(:mod:`adaptcs.basis`; groups are 2 x 2 blocks within a subband). Every strategy starts from the same
+(:mod:`adaptcs.bases.images`; groups are 2 x 2 blocks within a subband). Every strategy starts from the same
 ``d / 16`` random rows (on the sphere of radius ``sqrt(d)``) and adds ``d / 256`` rows per step, 48 steps by
 default (to ``n = d / 4``):
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from adaptcs.basis import BASES, make_basis, scale_profile
+from adaptcs.bases.images import BASES, make_basis, scale_profile
 from adaptcs.data.synthetic import GroupSparseProblem, problem_rng
 from adaptcs.experiments.base import Experiment
 from adaptcs.experiments.case import Case
@@ -58,7 +58,7 @@ class WaveletExperiment(Experiment):
     Attributes
     ----------
     basis : str
-        One of :data:`adaptcs.basis.BASES` (default Haar, 4 x 4 approximation).
+        One of :data:`adaptcs.bases.images.BASES` (default Haar, 4 x 4 approximation).
     noise_var : float
         Variance of the Gaussian measurement noise (pixel values are in [0, 1]; rows have norm sqrt(d)).
     n_steps : int
@@ -150,7 +150,7 @@ E7 = WaveletExperiment()
 
 
 def check_basis(name: str) -> str:
-    """``name`` if it is one of :data:`adaptcs.basis.BASES` (ValueError otherwise)."""
+    """``name`` if it is one of :data:`adaptcs.bases.images.BASES` (ValueError otherwise)."""
     if name not in BASES:
         raise ValueError(f"E7 basis must be one of {BASES}; got {name!r}")
     return name
@@ -181,7 +181,7 @@ def training_images(source: str, side: int, data_options: tuple = ()) -> np.ndar
 @functools.lru_cache(maxsize=8)
 def training_profile(source: str, side: int, basis_name: str, data_options: tuple = ()) -> np.ndarray:
     """Relative slab variances per scale label of the training images' coefficients
-    (:func:`adaptcs.basis.scale_profile`), the prior knowledge of ``gss_ep_profile``."""
+    (:func:`adaptcs.bases.images.scale_profile`), the prior knowledge of ``gss_ep_profile``."""
     profile = scale_profile(make_basis(basis_name, side), training_images(source, side, data_options))
     profile.setflags(write=False)
     return profile

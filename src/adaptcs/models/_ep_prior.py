@@ -1,7 +1,7 @@
 """From an estimator's ``p0``, ``v0`` and ``scales`` to the prior classes EP works with.
 
 Without ``scales`` the prior has one class: ``p0_g = expit(level + offset_g)`` for every group and one slab
-variance ``v0``. With ``scales`` (one label per coefficient, e.g. :meth:`adaptcs.basis.Basis.scales`; 0 = the
+variance ``v0``. With ``scales`` (one label per coefficient, e.g. :meth:`adaptcs.bases.images.Basis.scales`; 0 = the
 approximation) every label has its own spike probability and slab variance (docs/model.md, "Priors per scale"):
 
 * label 0 is always on: its groups have ``p0 = 1``, a Gaussian prior ``N(0, v0_0)``;
@@ -10,7 +10,8 @@ approximation) every label has its own spike probability and slab variance (docs
 * ``scale_learning="profile"``: the given per-label values are a fixed profile; learning moves a common level of
   the log-odds (the offsets between labels are kept) and a common multiplier of the slab variances.
 
-With ``parents`` as well (one parent coefficient per coefficient, e.g. :meth:`adaptcs.basis.WaveletBasis.parents`)
+With ``parents`` as well (one parent coefficient per coefficient, e.g.
+:meth:`adaptcs.bases.images.WaveletBasis.parents`)
 the groups' states are a hidden Markov tree (docs/model.md, "A tree over the scales"): every label other than 0 has
 a spike probability given that the parent group is on (``p0``; also that of a root) and one given that it is off
 (``p0_off``), learned per label; ``scale_learning`` then concerns the slab variances only.

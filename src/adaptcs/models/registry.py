@@ -30,12 +30,12 @@ from adaptcs.models.gibbs import (
 )
 from adaptcs.models.group_ard import GroupARD
 from adaptcs.models.group_lasso import GroupLasso, group_penalty
+from adaptcs.models.line_phase import PhaseLineGaussian
+from adaptcs.models.line_spike_slab import LineSpikeSlab
 from adaptcs.models.matching import bg_lasso_gamma, horseshoe_tau
 from adaptcs.models.spike_slab_ep import GroupSpikeSlabEP, SpikeSlabEP
 from adaptcs.models.variational_garrote import UngroupedVariationalGarrote, VariationalGarrote
 from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
-from adaptcs.mri.model import LineSpikeSlab
-from adaptcs.mri.phase import PhaseLineGaussian
 
 HYPERPARAMETERS = ("oracle", "learned")
 LEARNED_PRIOR = "prior matched to GSS-EP's learned values"  # Method.learned of methods without their own learning
@@ -61,10 +61,13 @@ class PriorInfo:
         approximation), for methods with a prior per scale (:attr:`Method.needs_basis`).
     scale_profile : ndarray, shape (n_labels,), optional
         Relative slab variances of the labels of ``np.unique(scales)``, from training images of the same kind
-        (:func:`adaptcs.basis.scale_profile`), for methods with a profile (:attr:`Method.needs_training`).
-    basis : adaptcs.basis.Basis, optional
+        (:func:`adaptcs.bases.images.scale_profile`), for methods with a profile (:attr:`Method.needs_training`).
+    basis : adaptcs.bases.images.Basis, optional
         The basis whose coefficients are fitted, for methods that need more of it than its scales (the wavelet
         tree of :attr:`Method.scans_only` methods).
+    y_profile : ndarray, shape (level + 1,), optional
+        Relative variances per y-scale of training magnitudes, for the phase line models
+        (:func:`adaptcs.models.line_phase.magnitude_profile`); None: all equal.
     """
 
     p0_group: float | np.ndarray
@@ -74,6 +77,7 @@ class PriorInfo:
     scales: np.ndarray | None = None
     scale_profile: np.ndarray | None = None
     basis: object | None = None
+    y_profile: np.ndarray | None = None
 
 
 PER_PROBLEM = "from each problem's prior knowledge"
@@ -223,7 +227,7 @@ def _wavelet_tree(groups, prior: PriorInfo) -> dict:
     """The hidden Markov tree of the basis (its start from the data; nothing of the prior knowledge is used)."""
     if prior.basis is None:
         if groups is _PLACEHOLDER_GROUPS:  # checking parameters only
-            from adaptcs.basis import make_basis
+            from adaptcs.bases.images import make_basis
 
             return {"basis": make_basis("haar", 4)}
         raise ValueError("wavelet_tree needs the wavelet basis of a basis scan; this problem has none")
@@ -233,7 +237,7 @@ def _wavelet_tree(groups, prior: PriorInfo) -> dict:
 def _kspace_lines(groups, prior: PriorInfo) -> dict:
     """The line model of the experiment's separable wavelet, its noise variance and its training profile (when
     the basis is not a separable wavelet, only parameters are being checked)."""
-    from adaptcs.mri.lines import SeparableWavelet
+    from adaptcs.bases.separable import SeparableWavelet
 
     if not isinstance(prior.basis, SeparableWavelet):
         if groups is _PLACEHOLDER_GROUPS:  # checking parameters only
@@ -243,16 +247,15 @@ def _kspace_lines(groups, prior: PriorInfo) -> dict:
 
 
 def _kspace_phase(groups, prior: PriorInfo) -> dict:
-    """The phase-aware line model of the experiment's wavelet: its noise variance and the Colin27 training slices'
-    profile per y-scale (when the basis is not a separable wavelet, only parameters are being checked)."""
-    from adaptcs.mri.lines import SeparableWavelet
-    from adaptcs.mri.replay import colin27_magnitude_profile
+    """The phase line model of the experiment's wavelet: its noise variance and the training magnitudes' profile
+    per y-scale (when the basis is not a separable wavelet, only parameters are being checked)."""
+    from adaptcs.bases.separable import SeparableWavelet
 
     if not isinstance(prior.basis, SeparableWavelet):
         if groups is _PLACEHOLDER_GROUPS:  # checking parameters only
             return {"basis": SeparableWavelet((16, 16), "haar", 2), "noise_var": 1.0, "profile": None}
         raise ValueError("the line models need the separable wavelet of a k-space experiment (kind: mri)")
-    return {"basis": prior.basis, "noise_var": prior.noise_var, "profile": colin27_magnitude_profile(prior.basis)}
+    return {"basis": prior.basis, "noise_var": prior.noise_var, "profile": prior.y_profile}
 
 
 def _ungrouped_spike_slab(groups, prior: PriorInfo) -> dict:

@@ -39,7 +39,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from adaptcs import _validation as val
-from adaptcs.basis import WaveletBasis
+from adaptcs.bases.images import WaveletBasis
 from adaptcs.models._base import GroupRegressor
 from adaptcs.models._hmt import GroupTree, sum_product
 
@@ -141,7 +141,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
         Start EM from the previous fit's hyper-parameters.
     prediction : bool
         Let the "on" state of every detail follow the wavelet prediction ``p_j`` of that detail from the coarser
-        scales (:func:`adaptcs.design.prediction.predicted_coefficients` of the posterior mean, the quantity
+        scales (:func:`adaptcs.bases.prediction.predicted_coefficients` of the posterior mean, the quantity
         the prediction scan of Rousset et al. ranks by): ``c_j | on ~ N(beta[s] p_j, v0[s] + kappa p_j^2)``, so an
         unmeasured detail is predicted rather than zero and its variance grows with its predicted magnitude.
         ``beta`` (per scale; a scale with no measurement takes the next coarser one's) and ``kappa`` (one for
@@ -192,7 +192,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     Examples
     --------
     >>> import numpy as np
-    >>> from adaptcs.basis import make_basis
+    >>> from adaptcs.bases.images import make_basis
     >>> from adaptcs.models import WaveletTreeSpikeSlab
     >>> basis = make_basis("haar", 16)
     >>> image = np.zeros((16, 16))
@@ -284,7 +284,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
             columns = magnitude.argmax(axis=1)
             gains = X[np.arange(X.shape[0]), columns]
             # entries below 1e-9 of a row's largest are the round-off of patterns written to files
-            # (adaptcs.design.prediction.single_coefficient_rows)
+            # (adaptcs.bases.prediction.single_coefficient_rows)
             if np.any(gains == 0) or np.count_nonzero(magnitude > 1e-9 * np.abs(gains)[:, None]) != X.shape[0]:
                 raise ValueError("WaveletTreeSpikeSlab needs rows that each measure one coefficient (a basis scan); "
                                  "for other rows use GroupSpikeSlabEP(groups, scales=basis.scales())")
@@ -407,7 +407,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
 
     def _predict_details(self, coef: np.ndarray) -> np.ndarray:
         """The wavelet prediction of every detail from the coarser scales of ``coef`` (0 for the approximation)."""
-        from adaptcs.design.prediction import predicted_coefficients
+        from adaptcs.bases.prediction import predicted_coefficients
 
         predicted = predicted_coefficients(self.basis, coef)
         predicted[self.basis.scales() == 0] = 0.0

@@ -1,6 +1,8 @@
-"""MRI: Bayesian design of Cartesian k-space lines (docs/mri.md).
+"""MRI: Bayesian design of Cartesian k-space lines (docs/mri.md), the instrument's part.
 
-:mod:`~adaptcs.mri.lines` (conventions, the separable wavelet, the line operator), :mod:`~adaptcs.mri.model`
-(GSS-EP on lines, exact line gains, slab-variance profiles), :mod:`~adaptcs.mri.design` (the design loop and fixed
-masks), :mod:`~adaptcs.mri.data` (simulated k-space of Colin27 slices).
+The conventions and the separable wavelet are in :mod:`adaptcs.bases.separable`, the line models in
+:mod:`adaptcs.models.line_phase` and :mod:`adaptcs.models.line_spike_slab`, the operator in
+:mod:`adaptcs.operators.kspace`. Here: :mod:`~adaptcs.mri.design` (the design loop and fixed masks),
+:mod:`~adaptcs.mri.masks`, :mod:`~adaptcs.mri.data` (simulated k-space of Colin27 slices), the reconstructors
+(:mod:`~adaptcs.mri.recon`, :mod:`~adaptcs.mri.l1`), the replay, the lab and the command line.
 """

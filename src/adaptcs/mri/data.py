@@ -25,7 +25,7 @@ from importlib import resources
 
 import numpy as np
 
-from adaptcs.mri.lines import to_image, to_kspace
+from adaptcs.bases.separable import to_image, to_kspace
 
 FINE = 512  # fine grid (0.5 mm, a 256 mm field of view)
 PHASE_TERMS = 3  # the smooth phase: cosines up to this spatial frequency (cycles per field of view) along each axis
@@ -39,7 +39,7 @@ class KSpaceSlice:
     Attributes
     ----------
     kspace : ndarray of complex, shape (n, n)
-        Centred k-space with noise (:func:`adaptcs.mri.lines.to_kspace` convention).
+        Centred k-space with noise (:func:`adaptcs.bases.separable.to_kspace` convention).
     reference : ndarray of complex, shape (n, n)
         The image without noise (the inverse transform of the noise-free cropped k-space): what a reconstruction is
         compared with.

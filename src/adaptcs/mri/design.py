@@ -1,7 +1,7 @@
 """Which k-space lines to measure: Bayesian design by exact information gain; the fixed masks it is compared with
 are in :mod:`adaptcs.mri.masks` (imported here too).
 
-Every mask is a set of rows of the centred k-space (:mod:`adaptcs.mri.lines`) with the same number of lines,
+Every mask is a set of rows of the centred k-space (:mod:`adaptcs.bases.separable`) with the same number of lines,
 centre block included. Seeds go through local Generators only.
 """
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adaptcs.models.line_spike_slab import LineSpikeSlab
 from adaptcs.mri.masks import (  # noqa: F401 (the fixed masks' home is adaptcs.mri.masks; named here as before)
     FIXED_MASKS,
     PARTIAL_FOURIER_MASKS,
@@ -27,7 +28,6 @@ from adaptcs.mri.masks import (  # noqa: F401 (the fixed masks' home is adaptcs.
     pf_variable_density,
     variable_density,
 )
-from adaptcs.mri.model import LineSpikeSlab
 from adaptcs.operators.kspace import KSpaceLines
 
 

@@ -3,8 +3,9 @@ use) and the offline greedy mask learned on training slices and then fixed (the 
 offline designs and of learning-based CS, Gözcü et al. 2018: what a user can deploy today).
 
 Both score a candidate line by the error of the posterior mean after one Gaussian update of the current fit
-(``errors_after_line`` of :class:`adaptcs.mri.model.LineSpikeSlab` or
-:class:`adaptcs.mri.phase.PhaseLineGaussian`), then refit with the chosen line, as the design loop does. The error
+(``errors_after_line`` of :class:`adaptcs.models.line_spike_slab.LineSpikeSlab` or
+:class:`adaptcs.models.line_phase.PhaseLineGaussian`), then refit with the chosen line, as the design loop does. The
+error
 is the l2 error of the complex image, not the magnitude error the tables report.
 """
 
@@ -14,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from adaptcs.models.line_spike_slab import LineSpikeSlab
 from adaptcs.mri.design import centre_lines
-from adaptcs.mri.model import LineSpikeSlab
 
 
 def oracle_choice(kspace: np.ndarray, image: np.ndarray, region: np.ndarray | None = None,
@@ -59,7 +60,7 @@ def offline_greedy(training: Sequence[tuple[np.ndarray, np.ndarray]], make_model
         slice the mask is then used on).
     make_model : callable
         A new line model with ``errors_after_line`` (one per training slice): :class:`LineSpikeSlab` or
-        :class:`adaptcs.mri.phase.PhaseLineGaussian`.
+        :class:`adaptcs.models.line_phase.PhaseLineGaussian`.
     start : int
         Centre lines every order starts with.
     budget : int

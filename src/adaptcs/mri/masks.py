@@ -1,6 +1,6 @@
 """Fixed Cartesian line masks: the ones an MRI user runs (docs/mri.md, "Masks").
 
-Every mask is a sorted set of rows of the centred k-space (:mod:`adaptcs.mri.lines`; ky = 0 at ``ny // 2``) with
+Every mask is a sorted set of rows of the centred k-space (:mod:`adaptcs.bases.separable`; ky = 0 at ``ny // 2``) with
 exactly ``count`` lines, its centre block included, so that masks compared at one count cost the same scan time.
 Random masks draw from a local Generator only. :data:`FIXED_MASKS` names them for the command line, the workflow
 and :class:`adaptcs.mri.design.LineMaskFunc`; each is ``mask(ny, count, centre, rng)``.
@@ -22,14 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from adaptcs.bases.separable import centre_lines
+
 PF_SIDE_FACTOR = 0.75  # the partial-Fourier factor of pf_variable_density and pf_equispaced
-
-
-def centre_lines(ny: int, count: int) -> np.ndarray:
-    """The ``count`` rows nearest the centre of a centred k-space (ky = 0 at ``ny // 2``), shape (count,)."""
-    if not 0 < count <= ny:
-        raise ValueError(f"count must lie in 1..{ny}; got {count}")
-    return np.sort(np.argsort(np.abs(np.arange(ny) - ny // 2), kind="stable")[:count])
 
 
 def _check(ny: int, count: int, centre: int) -> None:

@@ -7,7 +7,7 @@
 - :func:`pocs_partial_fourier`: projection onto convex sets for partial Fourier (Haacke et al. 1991): the phase of
   the symmetric centre of k-space, then alternately the measured lines and that phase imposed on the image.
 
-Every function takes the measured lines of the centred k-space (:mod:`adaptcs.mri.lines` convention, the same as
+Every function takes the measured lines of the centred k-space (:mod:`adaptcs.bases.separable` convention, the same as
 sigpy's centred orthonormal FFT) and returns the complex image, shape (ny, nx).
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adaptcs.mri.lines import to_image, to_kspace
+from adaptcs.bases.separable import to_image, to_kspace
 
 
 def _measured(kspace_lines: np.ndarray, lines, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:

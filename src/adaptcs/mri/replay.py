@@ -11,25 +11,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from adaptcs._names import MRI_ORDERS as ORDERS
+from adaptcs.bases.separable import SeparableWavelet, to_image
+from adaptcs.metrics import magnitude_scores
+from adaptcs.models.line_phase import PhaseLineGaussian, magnitude_profile
+from adaptcs.models.line_spike_slab import LineFit, LineSpikeSlab, pair_profile
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import design_lines, fixed_mask
-from adaptcs.mri.lines import SeparableWavelet, to_image
-from adaptcs.mri.model import LineFit, LineSpikeSlab, pair_profile
 from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.operators import KSpaceLines
 
 log = logging.getLogger(__name__)
 PRIORS = ("gaussian", "sparse", "phase")  # the phase-blind end of the phase model; spike and slab; the phase model
 PROFILES = ("colin27", "flat")
-
-
-def magnitude_scores(image: np.ndarray, reference: np.ndarray, mask: np.ndarray | None = None) -> tuple[float, float]:
-    """(relative l2 error, PSNR in dB) of the magnitude of ``image`` against ``reference``, inside ``mask``
-    (everywhere when None); the PSNR's peak is the reference's largest magnitude there."""
-    ref = np.abs(reference) if mask is None else np.abs(reference)[mask]
-    est = np.abs(image) if mask is None else np.abs(image)[mask]
-    mse = float(np.mean((est - ref) ** 2))
-    return float(np.linalg.norm(est - ref) / np.linalg.norm(ref)), float(10 * np.log10(ref.max() ** 2 / mse))
 
 
 @dataclass
@@ -75,36 +68,31 @@ def _colin27_profile(shape: tuple, wavelet: str, level: int) -> np.ndarray:
 
 
 def colin27_magnitude_profile(basis: SeparableWavelet) -> np.ndarray:
-    """:func:`adaptcs.mri.phase.magnitude_profile` of the Colin27 training slices at the basis's size (no test
+    """:func:`adaptcs.models.line_phase.magnitude_profile` of the Colin27 training slices at the basis's size (no test
     slice); computed once per size and wavelet."""
     return _colin27_magnitude_profile(basis.shape, basis.wavelet, basis.level).copy()
 
 
 @functools.lru_cache(maxsize=8)
 def _colin27_magnitude_profile(shape: tuple, wavelet: str, level: int) -> np.ndarray:
-    from adaptcs.mri.phase import magnitude_profile
-
     return magnitude_profile(wavelet, level, [np.abs(a.reference) for a in colin27_kspace(shape, which="train")])
 
 
 def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian", profile: str = "colin27"):
     """The line model the command line, the replay and the lab fit.
 
-    ``prior`` "phase" and "gaussian" are one model, :class:`adaptcs.mri.phase.PhaseLineGaussian` (exact, always at
-    its fixed point): "phase" estimates the image's phase from the centre lines and trusts it per column as far as
-    the other lines agree (the design then skips lines the conjugate side tells where the phase is known);
-    "gaussian" is its phase-blind end (``eps=1``: a circular prior, so the design is fixed by the prior variances
-    and the centre lines' column energies). "sparse" is the spike-and-slab model on lines
-    (:class:`adaptcs.mri.model.LineSpikeSlab`, p0 and v0 learned per pair of scales: adaptive, but EP often stops
-    short). Slab variances per y-scale (per pair of scales for "sparse") from the Colin27 training slices
-    (``profile="colin27"``) or all equal ("flat")."""
+    ``prior`` "phase" and "gaussian" are one model, :class:`adaptcs.models.line_phase.PhaseLineGaussian` (exact,
+    always at its fixed point): "phase" estimates the image's phase from the centre lines and trusts it per column
+    as far as the other lines agree (the design then skips lines the conjugate side tells where the phase is
+    known); "gaussian" is its phase-blind end (``eps=1``: a circular prior, so the design is fixed by the centre
+    lines). "sparse" is the spike-and-slab model on lines (:class:`adaptcs.models.line_spike_slab.LineSpikeSlab`,
+    p0 and v0 learned per pair of scales: adaptive, but EP often stops short). Slab variances per y-scale (per pair
+    of scales for "sparse") from the Colin27 training slices (``profile="colin27"``) or all equal ("flat")."""
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}; got {prior!r}")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}; got {profile!r}")
     if prior in ("phase", "gaussian"):
-        from adaptcs.mri.phase import PhaseLineGaussian
-
         shape = colin27_magnitude_profile(basis) if profile == "colin27" else None
         return PhaseLineGaussian(basis, noise_var=noise_var, profile=shape, eps=1.0 if prior == "gaussian" else None)
     shape = default_profile(basis) if profile == "colin27" else None
@@ -119,7 +107,7 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
     Parameters
     ----------
     kspace : ndarray of complex, shape (ny, nx)
-        Fully sampled, centred (:func:`adaptcs.mri.lines.to_kspace` convention), phase encodes along axis 0.
+        Fully sampled, centred (:func:`adaptcs.bases.separable.to_kspace` convention), phase encodes along axis 0.
     counts : iterable of int
         Line counts at which every order is scored (the design runs to the largest).
     start : int
@@ -131,9 +119,9 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
         lines.
     wavelet, level : the separable wavelet (:class:`SeparableWavelet`).
     prior : {"gaussian", "sparse", "phase"}
-        phase: :class:`adaptcs.mri.phase.PhaseLineGaussian` (the phase's trust learned per column); gaussian: its
-        phase-blind end (``eps=1``); sparse: the spike-and-slab line model, p0 and v0 learned per pair of scales
-        (adaptive, but EP often stops short) (:func:`line_model`).
+        phase: :class:`adaptcs.models.line_phase.PhaseLineGaussian` (the phase's trust learned per column);
+        gaussian: its phase-blind end (``eps=1``); sparse: the spike-and-slab line model, p0 and v0 learned per pair
+        of scales (adaptive, but EP often stops short) (:func:`line_model`).
     profile : {"colin27", "flat"}
         Slab variances per y-scale (per pair of scales for "sparse") in the proportions of the Colin27 training
         slices, or all equal.

@@ -141,8 +141,9 @@ class PatternOperator(MeasurementOperator):
 
     Parameters
     ----------
-    basis : :class:`adaptcs.basis.Basis`, optional
-        Fit the signal's coefficients in this basis (rows ``S^T p``, :meth:`~adaptcs.basis.Basis.row_coefficients`);
+    basis : :class:`adaptcs.bases.images.Basis`, optional
+        Fit the signal's coefficients in this basis (rows ``S^T p``,
+        :meth:`~adaptcs.bases.images.Basis.row_coefficients`);
         None: fit the samples themselves.
     """
 

@@ -42,7 +42,7 @@ class HadamardPatterns(PatternOperator):
     ----------
     side : int
         Image side, a power of two.
-    basis : :class:`adaptcs.basis.Basis`, optional
+    basis : :class:`adaptcs.bases.images.Basis`, optional
         Fit the image's coefficients in this basis (a wavelet: the patterns are dense rows on them).
     n_first : int
         Candidates every acquisition measures first (default 16: the lowest 4 x 4 sequencies).

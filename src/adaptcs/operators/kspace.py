@@ -1,8 +1,8 @@
-"""Cartesian k-space lines as candidates, fitted in a separable wavelet (:mod:`adaptcs.mri.lines`, docs/mri.md).
+"""Cartesian k-space lines as candidates, fitted in a separable wavelet (:mod:`adaptcs.bases.separable`, docs/mri.md).
 
 A candidate is a phase encode ``ky`` (a row of the centred k-space), measured at every readout position: ``2 nx``
 real values. The model's coefficients are the wavelet coefficient columns stacked as
-:func:`adaptcs.mri.lines.stack_columns` orders them, where a line's rows are block diagonal (``I_nx (x) B``).
+:func:`adaptcs.bases.separable.stack_columns` orders them, where a line's rows are block diagonal (``I_nx (x) B``).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
+from adaptcs.bases.separable import SeparableWavelet, centred_dft, real_form, stack_columns, to_kspace
 from adaptcs.models._blocks import SharedBlockRows
-from adaptcs.mri.lines import SeparableWavelet, centred_dft, real_form, stack_columns, to_kspace
 from adaptcs.operators.base import MeasurementOperator
 
 
@@ -26,8 +26,8 @@ class KSpaceLines(MeasurementOperator):
 
     Notes
     -----
-    :meth:`gains` asks the line model (:class:`adaptcs.mri.model.LineSpikeSlab`,
-    :class:`adaptcs.mri.phase.PhaseLineGaussian`) for its exact block-diagonal gains; the generic formula of
+    :meth:`gains` asks the line model (:class:`adaptcs.models.line_spike_slab.LineSpikeSlab`,
+    :class:`adaptcs.models.line_phase.PhaseLineGaussian`) for its exact block-diagonal gains; the generic formula of
     :class:`MeasurementOperator` on :meth:`rows` gives the same numbers (tests/test_operators.py) at O(ny) times the
     cost.
     """

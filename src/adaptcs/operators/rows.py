@@ -16,7 +16,7 @@ class RowPool(PatternOperator):
     ----------
     patterns : array-like, shape (m, d)
         One candidate per row, on the signal's samples (finite).
-    basis : :class:`adaptcs.basis.Basis`, optional
+    basis : :class:`adaptcs.bases.images.Basis`, optional
         Fit the signal's coefficients in this basis.
     """
 

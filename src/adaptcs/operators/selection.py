@@ -18,7 +18,7 @@ class BasisSelection(PatternOperator):
 
     Parameters
     ----------
-    basis : :class:`adaptcs.basis.Basis`
+    basis : :class:`adaptcs.bases.images.Basis`
     """
 
     def __init__(self, basis):

@@ -1,6 +1,7 @@
 """What one more k-space line does to a block-diagonal Gaussian posterior, column by column: the exact information
 gain of each candidate line and the error of the posterior mean after it. Shared by the line models
-(:class:`adaptcs.mri.model.LineSpikeSlab` with EP's sites held, :class:`adaptcs.mri.phase.PhaseLineGaussian`).
+(:class:`adaptcs.models.line_spike_slab.LineSpikeSlab` with EP's sites held,
+:class:`adaptcs.models.line_phase.PhaseLineGaussian`).
 
 Every column q of unknowns (b real numbers) has the posterior covariance ``V_q = diag(lam_q) - G_q^T G_q`` (``G_q``
 the whitened factor of the measured rows, (r, b)) and mean ``m_q``. A candidate line adds to column q two real rows,

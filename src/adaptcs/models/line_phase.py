@@ -2,18 +2,19 @@
 
 An MR image is a real magnitude times a smooth phase, ``x = exp(i phi) m``, so k-space is nearly conjugate
 symmetric and the lines at +ky and -ky tell much the same (partial-Fourier reconstructions use this). A model whose
-real and imaginary parts are independent (:class:`adaptcs.mri.model.LineSpikeSlab`) cannot see it, and its design
+real and imaginary parts are independent (:class:`adaptcs.models.line_spike_slab.LineSpikeSlab`) cannot see it, and its
+design
 takes lines on both sides of the centre. Here the phase ``phi`` is estimated from the low-frequency lines measured
 (the zero-filled image of the central ``ny / 16`` lines) and the unknowns are the y-wavelet coefficients of
 ``exp(-i phi) x`` along each column of pixels: a real part ``a`` with slab variances per y-scale and an imaginary
 part ``b`` (what the phase estimate misses) with ``eps`` times those variances. Every column x is then measured by
 its own matrix ``S F_y diag(exp(i phi_x)) W_y^T`` (the phase varies along x), independently of the others: the
 posterior is exactly block diagonal over the nx columns, Gaussian (no EP, always at its fixed point), and the
-information gain of every line is exact, as in :mod:`adaptcs.mri.model`.
+information gain of every line is exact, as in :mod:`adaptcs.models.line_spike_slab`.
 
 Prior variance of ``a`` at y-scale s in column x: ``v * p_s * w_x``, ``p_s`` the y-scale profile of training
 magnitudes (or flat), ``w_x`` the column's share of the low-resolution image's energy (plus a floor), ``v`` learned
-by maximum evidence. Units as in :mod:`adaptcs.mri.model` (noise variance per complex sample).
+by maximum evidence. Units as in :mod:`adaptcs.models.line_spike_slab` (noise variance per complex sample).
 
 How far the phase is trusted: ``eps_x``, one per column of pixels, from :data:`EPS_GRID` up to 1. At ``eps_x = 1``
 the column's prior is circular (the real and imaginary parts of ``exp(-i phi) x`` alike: no pseudo-covariance, so a
@@ -40,15 +41,14 @@ from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
 
+from adaptcs.bases.separable import SeparableWavelet, centre_lines, centred_dft, zero_filled
 from adaptcs.models._base import with_blas_limit
-from adaptcs.mri.column_gaussian import (
+from adaptcs.models._line_gaussian import (
     checked_candidates,
     errors_after_lines,
     means_after_lines,
 )
-from adaptcs.mri.design import centre_lines
-from adaptcs.mri.lines import SeparableWavelet, centred_dft, zero_filled
-from adaptcs.mri.model import LineFit
+from adaptcs.models.line_spike_slab import LineFit
 
 #: The imaginary part's variance over the real part's, per column, chosen by the evidence of the lines outside the
 #: phase band (module docstring); 1 is the phase-blind limit.
@@ -101,7 +101,7 @@ def solve_lower(chol: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 
 class PhaseLineGaussian(BaseEstimator):
     """The phase-aware Gaussian line model (module docstring); the interface of
-    :class:`adaptcs.mri.model.LineSpikeSlab` that :func:`adaptcs.mri.design.design_lines` uses.
+    :class:`adaptcs.models.line_spike_slab.LineSpikeSlab` that :func:`adaptcs.mri.design.design_lines` uses.
 
     Parameters
     ----------
@@ -122,9 +122,9 @@ class PhaseLineGaussian(BaseEstimator):
     --------
     >>> import numpy as np
     >>> from adaptcs.mri.data import colin27_kspace
-    >>> from adaptcs.mri.design import centre_lines
-    >>> from adaptcs.mri.lines import SeparableWavelet
-    >>> from adaptcs.mri.phase import PhaseLineGaussian
+    >>> from adaptcs.bases.separable import centre_lines
+    >>> from adaptcs.bases.separable import SeparableWavelet
+    >>> from adaptcs.models.line_phase import PhaseLineGaussian
     >>> acq = colin27_kspace(32)[0]  # a simulated 32 x 32 slice with a smooth phase
     >>> lines = centre_lines(32, 8)
     >>> model = PhaseLineGaussian(SeparableWavelet((32, 32), "db2", 2), noise_var=acq.noise_var)
@@ -415,7 +415,7 @@ class PhaseLineGaussian(BaseEstimator):
                           chunk: int = 16) -> np.ndarray:
         """Squared error of the posterior mean image after measuring each candidate line with the given values, one
         exact Gaussian update of the last fit (``v``, ``eps`` and the phase kept): what a greedy oracle that knows
-        the image minimises (:func:`adaptcs.mri.column_gaussian.errors_after_lines`).
+        the image minimises (:func:`adaptcs.models._line_gaussian.errors_after_lines`).
 
         Parameters
         ----------

@@ -1,4 +1,5 @@
-"""Cartesian k-space lines and the separable wavelet that makes their posterior block diagonal (docs/mri.md).
+"""Cartesian k-space: its FFT conventions, and the separable wavelet that makes the posterior of lines block
+diagonal (docs/mri.md).
 
 Conventions (those of fastMRI): an image ``x`` is complex, shape (ny, nx), rows = y = the phase-encode direction;
 its k-space is ``K = fftshift(fft2(ifftshift(x), norm="ortho"))``, so the DC sample is at ``(ny // 2, nx // 2)``
@@ -26,6 +27,13 @@ def to_kspace(image: np.ndarray) -> np.ndarray:
 def to_image(kspace: np.ndarray) -> np.ndarray:
     """Inverse of :func:`to_kspace`."""
     return np.fft.fftshift(np.fft.ifft2(np.fft.ifftshift(kspace), norm="ortho"))
+
+
+def centre_lines(ny: int, count: int) -> np.ndarray:
+    """The ``count`` rows nearest the centre of a centred k-space (ky = 0 at ``ny // 2``), shape (count,)."""
+    if not 0 < count <= ny:
+        raise ValueError(f"count must lie in 1..{ny}; got {count}")
+    return np.sort(np.argsort(np.abs(np.arange(ny) - ny // 2), kind="stable")[:count])
 
 
 def zero_filled(kspace_lines: np.ndarray, lines, shape: tuple[int, int]) -> np.ndarray:

@@ -1,6 +1,6 @@
 """GSS-EP on Cartesian k-space lines: the exact block-diagonal posterior and the information gain of every line.
 
-The unknowns are the complex coefficients ``C = W_y x W_x^T`` of a separable wavelet (:mod:`adaptcs.mri.lines`),
+The unknowns are the complex coefficients ``C = W_y x W_x^T`` of a separable wavelet (:mod:`adaptcs.bases.separable`),
 taken column by column in real form (``[Re c_j; Im c_j]``, 2 ny numbers per column). Every coefficient's real and
 imaginary part form one group (the magnitude is sparse, the phase is free). Prior classes: one spike probability
 and one slab variance per pair of scales ``(s_y, s_x)``, shared by all columns; the coarsest pair (the
@@ -23,6 +23,7 @@ from scipy.special import expit, logit
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
 
+from adaptcs.bases.separable import LineScan, SeparableWavelet, stack_columns, unstack_columns
 from adaptcs.models import _ep_learning as lrn
 from adaptcs.models._base import with_blas_limit
 from adaptcs.models._blocks import SharedBlockRows
@@ -35,14 +36,13 @@ from adaptcs.models._ep import (
     undamped_changes,
     warn_not_converged,
 )
-from adaptcs.models._scaling import power_of_two_scale
-from adaptcs.mri.column_gaussian import (
+from adaptcs.models._line_gaussian import (
     checked_candidates,
     errors_after_lines,
     gains_of_lines,
     means_after_lines,
 )
-from adaptcs.mri.lines import LineScan, SeparableWavelet, stack_columns, unstack_columns
+from adaptcs.models._scaling import power_of_two_scale
 
 LEARN = ("p0", "v0")  # the noise variance is estimated from k-space, not learned (docs/mri.md)
 
@@ -121,9 +121,9 @@ class LineSpikeSlab(BaseEstimator):
     --------
     >>> import numpy as np
     >>> from adaptcs.mri.data import colin27_kspace
-    >>> from adaptcs.mri.design import centre_lines
-    >>> from adaptcs.mri.lines import SeparableWavelet
-    >>> from adaptcs.mri.model import LineSpikeSlab
+    >>> from adaptcs.bases.separable import centre_lines
+    >>> from adaptcs.bases.separable import SeparableWavelet
+    >>> from adaptcs.models.line_spike_slab import LineSpikeSlab
     >>> acq = colin27_kspace(32)[0]  # a simulated 32 x 32 slice
     >>> lines = centre_lines(32, 8)
     >>> model = LineSpikeSlab(SeparableWavelet((32, 32), "db2", 2), noise_var=acq.noise_var, p0=0.999,
@@ -303,7 +303,7 @@ class LineSpikeSlab(BaseEstimator):
         Gaussian update of the last fit (its sites held): what a greedy oracle that knows the image minimises.
 
         ``m' = m + V B^T (B V B^T + s2/2 I)^{-1} (z - B m)`` per column (B the real form of the line's row, z its
-        values in coefficient columns; :func:`adaptcs.mri.column_gaussian.errors_after_lines`); the error is the
+        values in coefficient columns; :func:`adaptcs.models._line_gaussian.errors_after_lines`); the error is the
         image's l2 error (the transforms are unitary). O(nx ny^2 k) for k candidates.
 
         Parameters
@@ -356,7 +356,7 @@ class LineSpikeSlab(BaseEstimator):
 def pair_profile(basis: SeparableWavelet, images) -> np.ndarray:
     """Slab variances per pair of scales, relative to each other, from training images (never the ones to
     reconstruct): the mean squared magnitude of each pair's coefficients (halved: per real part), divided by its mean
-    over all coefficients (:func:`adaptcs.basis.scale_profile` for separable pairs).
+    over all coefficients (:func:`adaptcs.bases.images.scale_profile` for separable pairs).
 
     Parameters
     ----------
