@@ -85,7 +85,7 @@ LAYERS = (
     ("adaptcs.mri", "adaptcs.replay", "adaptcs.lab"),  # the instruments: replays, labs, their command lines
     ("adaptcs.experiments",),
     ("adaptcs.config", "adaptcs.plugins"),
-    ("adaptcs.jobs", "adaptcs.tables", "adaptcs.plotting", "adaptcs.captions"),
+    ("adaptcs.jobs", "adaptcs.tables", "adaptcs.plotting", "adaptcs.captions", "adaptcs.headline"),
     ("adaptcs.workflow", "adaptcs.cli", "adaptcs.cluster", "adaptcs.compare_runs", "adaptcs.report_rst",
      "adaptcs.__main__"),
 )
