@@ -24,17 +24,19 @@ from adaptcs.results import JobResult  # noqa: E402
 
 def job_with_a_failure(rng, method, *, setting_index=0, setting=None, R=3, T=4, d=784, G=196, checkpoints=False,
                        strategy="design"):
-    """A job whose replicate 1 failed at step 2 (NaN from there on, as the design loop records it)."""
+    """A job whose replicate 1 failed at step 2 (NaN from there on, as the design loop records it); with R = 1 a
+    job of one replicate that did not fail."""
     errors = rng.uniform(0.2, 0.6, (R, T))
-    errors[1, 2:] = np.nan
     fit_seconds = rng.uniform(0.01, 0.1, (R, T))
-    fit_seconds[1, 3:] = np.nan
     coef = rng.uniform(0, 1, (R, d))
-    coef[1] = np.nan
     group_prob = rng.uniform(0, 1, (R, G))
-    group_prob[1] = np.nan
     converged = np.ones((R, T), dtype=np.int8)
-    converged[1, 2:] = -1
+    failed = 1 if R > 1 else slice(0, 0)
+    errors[failed, 2:] = np.nan
+    fit_seconds[failed, 3:] = np.nan
+    coef[failed] = np.nan
+    group_prob[failed] = np.nan
+    converged[failed, 2:] = -1
     groups = np.tile(np.arange(d) % G, (R, 1))
     return JobResult(
         experiment="E5", setting_index=setting_index, setting=setting or {"digit": 3}, method=method,
@@ -43,7 +45,7 @@ def job_with_a_failure(rng, method, *, setting_index=0, setting=None, R=3, T=4, 
         true_groups=groups, fit_groups=groups, group_prob=group_prob, problem_seed=np.zeros((R, 3), dtype=np.int64),
         design_seed=np.zeros((R, 4), dtype=np.int64), config={}, converged=converged,
         n_iter=np.full((R, T), 5), finite=np.isfinite(errors),
-        failure=np.array(["", "step 2 (n=130): non-finite estimate"] + [""] * (R - 2)),
+        failure=np.array((["", "step 2 (n=130): non-finite estimate"] + [""] * (R - 2))[:R]),
         checkpoint_n=np.array([128, 131]) if checkpoints else None,
         checkpoint_coef=coef[:, None, :].repeat(2, axis=1) if checkpoints else None)
 
@@ -76,7 +78,7 @@ def test_failed_replicates_are_counted_in_labels_and_left_out(summary):
     np.testing.assert_allclose(points[0], job.errors[[0, 2], -1])  # the replicates drawn: those that did not fail
     fig = plot_curves(summary, "E5")
     assert "1 of 3 failed" in _texts(fig)
-    mean_line = next(line for line in fig.axes[0].lines if line.get_label().startswith("gss_ep"))
+    mean_line = next(line for line in fig.axes[0].lines if line.get_label().startswith("GSS-EP"))
     expected = [job.errors[:, t][np.isfinite(job.errors[:, t])].mean() for t in range(4)]
     np.testing.assert_allclose(mean_line.get_ydata(), expected)
 
@@ -115,7 +117,7 @@ def test_images_show_every_setting_at_its_last_checkpoints(rng):
         assert images[2, column].get_xlabel() == f"{psnr:.1f} dB"
         n = job.checkpoint_n[1]
         assert images[1, column].get_title() == f"n = {n}\n({n / truth.size:.0%})"
-    assert "gss_ep (random)" in _texts(fig)
+    assert "GSS-EP, oracle (random)" in _texts(fig)
 
 
 def test_learned_curves_differ_from_oracle_curves_in_shape_not_only_shade(rng):
@@ -142,7 +144,8 @@ def test_box_figures_have_labels_that_never_overlap_and_carry_n(rng, plot):
     fig.canvas.draw()
     ax = fig.axes[0]
     labels = [t for t in ax.get_yticklabels() if t.get_text()]
-    assert len(labels) == 22 and labels[0].get_text().startswith("gss_ep")
+    assert len(labels) == 22 and labels[0].get_text().startswith("GSS-EP, oracle")
+    assert labels[1].get_text().startswith("GSS-EP, learned")  # display names, oracle or learned said
     renderer = fig.canvas.get_renderer()
     assert not _overlap([t.get_window_extent(renderer) for t in labels])
     assert "n = 3" in ax.get_title()
@@ -182,6 +185,9 @@ def test_many_curves_are_split_into_panels_on_one_y_axis_and_few_replicates_are_
     fig = plot_curves(few, "E5")
     assert not fig.axes[0].collections and len(fig.axes[0].lines) == 1 + 3  # the mean and each replicate
     assert "thin lines: each replicate" in fig.get_suptitle()
+    one = {(0, "gss_ep", "design"): job_with_a_failure(rng, "gss_ep", R=1)}
+    fig = plot_curves(one, "E7")
+    assert len(fig.axes[0].lines) == 1 and fig.get_suptitle() == "E7: mean error"  # one replicate: its curve only
 
 
 def test_figure_styles_are_the_registrys():

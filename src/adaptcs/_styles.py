@@ -1,4 +1,4 @@
-"""How figures draw a method, without importing it: its colour and the note under its label.
+"""How figures draw a method, without importing it: its colour, its display name and the note under its label.
 
 A figure job reads these instead of :data:`adaptcs.models.registry.METHODS` (whose import brings scikit-learn
 and every estimator: about 2 CPU s per process). Methods a plugin registers exist only once the registry is
@@ -15,6 +15,13 @@ COLORS = {"gss_ep": "C0", "gss_ep_scales": "#08306b", "gss_ep_profile": "#4a1486
           "wavelet_tree_prediction": "#d94801", "lines_gaussian": "#00441b", "lines_spike_slab": "#41ab5d",
           "lines_phase": "#ce1256", "ss_ep": "C1", "g_ard": "C3", "g_lasso": "C4", "gss_mcmc": "C2", "g_hs": "C5",
           "bg_lasso": "C6", "vg": "C7", "vg_ungrouped": "C8", "flas": "C9", "flas_ungrouped": "#e7ba52"}
+# how figures name every shipped method (a plugin's method goes by its registry name)
+DISPLAY_NAMES = {"gss_ep": "GSS-EP", "gss_ep_scales": "GSS-EP per scale", "gss_ep_profile": "GSS-EP, scale profile",
+                 "wavelet_tree": "wavelet tree", "wavelet_tree_prediction": "wavelet tree + prediction",
+                 "lines_gaussian": "line model, phase-blind", "lines_spike_slab": "line spike-and-slab",
+                 "lines_phase": "line model, phase", "ss_ep": "SS-EP", "g_ard": "group ARD", "g_lasso": "group lasso",
+                 "gss_mcmc": "GSS Gibbs sampler", "g_hs": "group horseshoe", "bg_lasso": "Bayesian group lasso",
+                 "vg": "VG", "vg_ungrouped": "VG, ungrouped", "flas": "FLAS", "flas_ungrouped": "FLAS, ungrouped"}
 PAPER_N_SAMPLES, PAPER_BURN_IN = 10000, 1000  # the samplers' paper protocol: 11,000 sweeps, the first 1,000 discarded
 SAMPLERS = ("gss_mcmc", "g_hs", "bg_lasso")  # the methods whose label notes a run of other length
 
@@ -45,3 +52,10 @@ def label_note(method: str, method_params: dict) -> str:
     if entry is not None:
         return entry.label_note(method_params)
     return sampler_sweeps(method_params) if method in SAMPLERS else ""
+
+
+def display_name(label: str) -> str:
+    """How a figure names a method's variant (``gss_ep`` -> "GSS-EP, oracle", ``gss_ep+learned`` -> "GSS-EP,
+    learned"): its display name and whose hyper-parameters it was given."""
+    method, _, variant = label.partition("+")
+    return f"{DISPLAY_NAMES.get(method, method)}, {variant or 'oracle'}"

@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
 from adaptcs._names import base_method, method_order  # noqa: E402
-from adaptcs._styles import label_note, method_color  # noqa: E402
+from adaptcs._styles import DISPLAY_NAMES, display_name, label_note, method_color  # noqa: E402
 from adaptcs.experiments.strategies import STRATEGIES  # noqa: E402
 from adaptcs.metrics import image_quality  # noqa: E402
 from adaptcs.tables import STD_DDOF  # noqa: E402
@@ -59,9 +59,10 @@ def _style_boxes(box, labels) -> None:
 
 
 def _label(method: str, strategy: str, summary) -> str:
-    """Method name, the strategy when the summary has several, and the sweeps of a shortened Gibbs run."""
+    """Method's display name with oracle or learned, the strategy when the summary has several, and the sweeps of
+    a shortened Gibbs run."""
     strategies = {k[2] for k in summary}
-    label = method if len(strategies) == 1 else f"{method} ({strategy})"
+    label = display_name(method) if len(strategies) == 1 else f"{display_name(method)} ({strategy})"
     job = next(j for (_, m, s), j in summary.items() if (m, s) == (method, strategy))
     note = label_note(base_method(method), job.config.get("method_params", {}))
     if note:  # e.g. a sampler run shorter (or longer) than the paper's
@@ -197,7 +198,7 @@ def _curve_panels(summary) -> list[tuple[str, dict]]:
                 chunks.append({})
             chunks[-1].update(family)
         for chunk in chunks:
-            methods = list(dict.fromkeys(base_method(m) for m, _ in chunk))
+            methods = list(dict.fromkeys(DISPLAY_NAMES.get(base_method(m), base_method(m)) for m, _ in chunk))
             name = ", ".join(methods) if len(chunks) > 1 else ""
             panels.append((" - ".join(part for part in (title, name) if part), chunk))
     return panels
@@ -228,7 +229,7 @@ def plot_curves(summary, experiment: str):
                 if errors.shape[0] >= MIN_BAND:
                     ax.fill_between(n, low, high, color=_color(method), alpha=0.12, linewidth=0)
                     drawn.add("band")
-                else:  # too few for quantiles: the replicates themselves
+                elif errors.shape[0] > 1:  # too few for quantiles: the replicates themselves (one is the mean)
                     drawn.add("replicates")
                     for curve in errors:
                         ax.plot(n, curve, linestyle=line, color=_color(method), alpha=0.35, linewidth=0.7)
@@ -249,7 +250,8 @@ def plot_curves(summary, experiment: str):
             ax.set_ylabel("relative error")
         notes = {"band": "band: 25%-75% of replicates",
                  "replicates": f"thin lines: each replicate, where fewer than {MIN_BAND}"}
-        fig.suptitle(f"{experiment}: mean error ({'; '.join(notes[k] for k in sorted(drawn))})")
+        fig.suptitle(f"{experiment}: mean error" + (f" ({'; '.join(notes[k] for k in sorted(drawn))})" if drawn
+                                                     else ""))
         fig.tight_layout()
     return fig
 
