@@ -11,6 +11,7 @@ from adaptcs.config import resolve_experiment
 from adaptcs.experiments import get_experiment, run_job
 from adaptcs.metrics import image_quality, magnitude_scores
 from adaptcs.models.line_phase import PhaseLineGaussian
+from adaptcs.mri.data import colin27_slices
 from adaptcs.mri.design import centre_lines, design_lines
 from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.mri.replay import colin27_magnitude_profile
@@ -58,6 +59,15 @@ def test_a_design_job_is_the_library_design_loop_scored_inside_the_brain(design_
     assert design_job.blocks_not_converged.shape == (2, 2) and np.all(design_job.blocks_not_converged >= 0)
     assert np.all(design_job.converged == 1)
     assert np.all(design_job.fit_seconds > 0) and np.all(design_job.select_seconds >= 0)
+
+
+def test_the_reconstruction_grid_names_the_slice_it_shows(design_job):
+    from adaptcs.plotting import plot_images
+
+    fig = plot_images({(0, "lines_gaussian", "design"): design_job}, "brain")
+    titles = [ax.get_title() for ax in fig.axes]
+    z = colin27_slices("test")[1][design_job.replicate[0]]
+    assert f"truth\nColin27 z = {z}, simulated" in titles
 
 
 def test_fixed_masks_pair_by_slice_and_record_blocks(design_job, tmp_path):

@@ -290,8 +290,10 @@ def _checkpoint_images(summary, settings):
         count = some_job.checkpoint_n[checkpoint]
         if c == 0 or columns[c - 1][0] != setting:  # the truth once per setting, titled with the setting
             title = _setting_title(some_job.setting)
+            shown = "truth" if experiment is None or not experiment.replicate_label(replicate) else \
+                f"truth\n{experiment.replicate_label(replicate)}"
             _show(axes[0, c], some_job.w_true[list(some_job.replicate).index(replicate)],
-                  f"{title}\ntruth" if len(settings) > 1 and title else "truth")
+                  f"{title}\n{shown}" if len(settings) > 1 and title else shown)
         titled = False  # the number of rows above the first image of the column
         for r, variant in enumerate(variants, start=1):
             job = summary.get((setting, *variant))

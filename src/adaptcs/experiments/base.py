@@ -207,6 +207,10 @@ class Experiment(ABC):
         """How much ``count`` measurements of ``d`` coefficients are, for figure titles (a percentage)."""
         return f"{count / d:.0%}"
 
+    def replicate_label(self, replicate: int) -> str:
+        """What replicate ``replicate`` is, for the figures that show one ("" when a number says nothing more)."""
+        return ""
+
     def calibration_problems(self, setting: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """Problems ``(X, y, w_true, groups)`` of the setting that are never reconstructed, on which a method may
         choose a parameter per setting (:attr:`adaptcs.models.registry.Method.calibrate`); none by default."""

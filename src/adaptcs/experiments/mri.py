@@ -234,6 +234,10 @@ class MRILinesExperiment(Experiment):
         """The acceleration: phase encodes over lines measured."""
         return f"R = {self.size / count:.3g}"
 
+    def replicate_label(self, replicate: int) -> str:
+        """The simulated slice: its z in the Colin27 volume."""
+        return f"Colin27 z = {colin27_slices('test')[1][replicate]}, simulated"
+
     def operator(self, setting: int) -> KSpaceLines:
         """What is measured: the phase-encode lines of the slice, the ``start`` centre lines first."""
         return KSpaceLines(self.basis(setting), n_first=self.start)
