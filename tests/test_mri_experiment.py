@@ -62,10 +62,13 @@ def test_a_design_job_is_the_library_design_loop_scored_inside_the_brain(design_
 
 
 def test_the_reconstruction_grid_names_the_slice_it_shows(design_job):
+    import matplotlib.pyplot as plt
+
     from adaptcs.plotting import plot_images
 
     fig = plot_images({(0, "lines_gaussian", "design"): design_job}, "brain")
     titles = [ax.get_title() for ax in fig.axes]
+    plt.close(fig)
     z = colin27_slices("test")[1][design_job.replicate[0]]
     assert f"truth\nColin27 z = {z}, simulated" in titles
 
