@@ -1,11 +1,10 @@
 """A line model that knows the image's phase: exact Gaussian posterior, column by column of pixels.
 
-An MR image is a real magnitude times a smooth phase, ``x = exp(i phi) m``, so k-space is nearly conjugate
-symmetric and the lines at +ky and -ky tell much the same (partial-Fourier reconstructions use this). A model whose
-real and imaginary parts are independent (:class:`adaptcs.models.line_spike_slab.LineSpikeSlab`) cannot see it, and its
-design
-takes lines on both sides of the centre. Here the phase ``phi`` is estimated from the low-frequency lines measured
-(the zero-filled image of the central ``ny / 16`` lines) and the unknowns are the y-wavelet coefficients of
+An MR image is a real magnitude times a smooth phase, ``x = exp(i phi) m``, so k-space is nearly conjugate symmetric
+and the lines at +ky and -ky tell much the same (partial-Fourier reconstructions use this). A model whose real and
+imaginary parts are independent (:class:`adaptcs.models.line_spike_slab.LineSpikeSlab`) cannot see it, and its
+design takes lines on both sides of the centre. Here the phase ``phi`` is estimated from the low-frequency lines
+measured (the zero-filled image of the central ``ny / 16`` lines) and the unknowns are the y-wavelet coefficients of
 ``exp(-i phi) x`` along each column of pixels: a real part ``a`` with slab variances per y-scale and an imaginary
 part ``b`` (what the phase estimate misses) with ``eps`` times those variances. Every column x is then measured by
 its own matrix ``S F_y diag(exp(i phi_x)) W_y^T`` (the phase varies along x), independently of the others: the

@@ -4,9 +4,8 @@ offline designs and of learning-based CS, Gözcü et al. 2018: what a user can d
 
 Both score a candidate line by the error of the posterior mean after one Gaussian update of the current fit
 (``errors_after_line`` of :class:`adaptcs.models.line_spike_slab.LineSpikeSlab` or
-:class:`adaptcs.models.line_phase.PhaseLineGaussian`), then refit with the chosen line, as the design loop does. The
-error
-is the l2 error of the complex image, not the magnitude error the tables report.
+:class:`adaptcs.models.line_phase.PhaseLineGaussian`), then refit with the chosen line, as the design loop does.
+The error is the l2 error of the complex image, not the magnitude error the tables report.
 """
 
 from __future__ import annotations

@@ -43,9 +43,8 @@ def l1_wavelet(kspace_lines: np.ndarray, lines, basis: SeparableWavelet, lam: fl
     lam : float
         Penalty (units of the k-space values; a multiple of the noise's standard deviation is natural), >= 0.
     phase : ndarray of shape (ny, nx), optional
-        A known phase in radians (e.g. of :func:`adaptcs.bases.separable.zero_filled` centre lines): the coefficients
-        are
-        real and the image is ``exp(i phase)`` times their synthesis. None: complex coefficients.
+        A known phase in radians (e.g. of :func:`adaptcs.bases.separable.zero_filled` centre lines): the
+        coefficients are real and the image is ``exp(i phase)`` times their synthesis. None: complex coefficients.
     tol : float
         Stop when ``|C_new - C| <= tol |C_new|``.
     max_iter : int

@@ -143,8 +143,7 @@ class PatternOperator(MeasurementOperator):
     ----------
     basis : :class:`adaptcs.bases.images.Basis`, optional
         Fit the signal's coefficients in this basis (rows ``S^T p``,
-        :meth:`~adaptcs.bases.images.Basis.row_coefficients`);
-        None: fit the samples themselves.
+        :meth:`~adaptcs.bases.images.Basis.row_coefficients`); None: fit the samples themselves.
     """
 
     def __init__(self, n_candidates: int, n_samples: int, basis=None):
