@@ -42,6 +42,7 @@ import h5py
 import numpy as np
 
 from adaptcs import lab, results
+from adaptcs._io import write_numbers
 from adaptcs.tables import summary_table, to_markdown
 
 OUTCOMES = ("error", "same", "changed", "traceback", "hang")
@@ -100,8 +101,8 @@ def make_files(folder: Path) -> dict[str, Path]:
     lab.init(paths["lab"], folder / "groups.csv", noise_var=0.01)
     for _ in range(2):
         rows = rng.normal(size=(5, d))
-        lab.write_csv(folder / "rows.csv", rows)
-        lab.write_csv(folder / "values.csv", rows @ truth + 0.1 * rng.normal(size=5))
+        write_numbers(folder / "rows.csv", rows)
+        write_numbers(folder / "values.csv", rows @ truth + 0.1 * rng.normal(size=5))
         lab.add(paths["lab"], folder / "rows.csv", folder / "values.csv")
     lab.next_rows(paths["lab"], folder / "asked.csv", batch=2)
     lab.remove(paths["lab"], 0)
@@ -117,12 +118,12 @@ def make_camera_state(path: Path, folder: Path) -> None:
     basis = make_basis("haar", 8, level=1)
     u = np.arange(8) / 8
     coef = basis.analyze((0.4 + 0.5 * (np.add.outer(u, u) > 0.9)).ravel())
-    lab.write_csv(folder / "pool.csv", basis.synthesize(np.eye(basis.d)))
+    write_numbers(folder / "pool.csv", basis.synthesize(np.eye(basis.d)))
     lab.init(path, basis="haar", side=8, level=1, strategy="pool", pool_path=folder / "pool.csv")
     for _ in range(3):
         lab.next_rows(path, folder / "rows.csv", 8)
         rows = np.loadtxt(folder / "rows.csv", delimiter=",", ndmin=2)
-        lab.write_csv(folder / "values.csv", coef[np.abs(basis.analyze(rows)).argmax(axis=1)] + 0.01)
+        write_numbers(folder / "values.csv", coef[np.abs(basis.analyze(rows)).argmax(axis=1)] + 0.01)
         lab.add(path, folder / "rows.csv", folder / "values.csv")
     lab.next_rows(path, folder / "rows.csv", 8)
     assert lab.load_state(path).tracked_fit is not None

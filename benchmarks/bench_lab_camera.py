@@ -25,6 +25,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from adaptcs import lab
+from adaptcs._io import write_numbers
 from adaptcs.bases.images import make_basis
 from adaptcs.cli import main as cli
 from adaptcs.design.basis_scan import photon_basis_scan
@@ -41,7 +42,7 @@ def camera_image(side: int) -> np.ndarray:
 def run(side: int, batch: int, at: list[int], folder: Path, retell: bool = False) -> None:
     basis = make_basis("haar", side)
     values = photon_basis_scan(basis, camera_image(side), 1e4, np.random.default_rng(0))
-    lab.write_csv(folder / "pool.csv", basis.synthesize(np.eye(basis.d)))  # the camera's patterns, in pixels
+    write_numbers(folder / "pool.csv", basis.synthesize(np.eye(basis.d)))  # the camera's patterns, in pixels
     state = folder / ("camera-retold.h5" if retell else "camera.h5")
     cli(["design", "init", "--basis", "haar", "--side", str(side), "--strategy", "pool", "--pool",
          str(folder / "pool.csv"), "--state", str(state)])

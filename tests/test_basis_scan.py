@@ -98,7 +98,8 @@ def test_a_tracked_replay_does_not_depend_on_its_checkpoints():
     """The tree tracks its hyper-parameters from refit to refit and fits each checkpoint's reconstruction apart:
     asking for an extra checkpoint changes neither the order nor the later reconstructions (the shipped 64 x 64
     camera scan, where a checkpoint fit to convergence once sent the finest scale's p_on to 0.003)."""
-    from adaptcs.replay import read_vector, scan_values
+    from adaptcs.readers import read_vector
+    from adaptcs.replay import scan_values
 
     basis = make_basis("haar", 64)
     values = scan_values(basis, read_vector(EXAMPLES / "single_pixel" / "camera_haar64.csv"))

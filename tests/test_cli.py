@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from adaptcs import _names
-from adaptcs.lab import StateError, read_numbers
+from adaptcs._io import StateError
+from adaptcs.readers import read_numbers
 
 
 def test_the_command_lines_names_are_the_registries():

@@ -20,6 +20,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _io as adaptcs_io
 from adaptcs import lab
+from adaptcs._io import write_numbers
 from adaptcs.cli import main
 from adaptcs.design import SequentialDesigner
 from adaptcs.models import GroupSpikeSlabEP
@@ -659,7 +660,7 @@ def test_a_camera_loop_in_the_lab_scores_as_the_replay(tmp_path, capsys):
     replay = replay_basis_scan(WaveletTreeSpikeSlab(basis, prediction=True), basis, values, "design", fractions,
                                batch_size=batch, rng=0)  # replay_scan's default prior
     pool = basis.synthesize(np.eye(basis.d))  # the camera's patterns, in pixels
-    lab.write_csv(tmp_path / "pool.csv", pool)
+    write_numbers(tmp_path / "pool.csv", pool)
     state = tmp_path / "camera.h5"
     assert design("init", "--basis", "haar", "--side", side, "--level", 2, "--strategy", "pool", "--pool",
                   tmp_path / "pool.csv", "--state", state) == 0
@@ -702,7 +703,7 @@ def test_a_camera_state_keeps_the_tracked_fit_and_asks_what_telling_every_add_ag
     u = np.arange(side) / side
     image = 0.3 + 0.5 * (np.add.outer(u, u) > 0.8) + 0.2 * np.sin(6 * u)[None, :]
     values = photon_basis_scan(basis, image.ravel(), 1e4, np.random.default_rng(1))
-    lab.write_csv(tmp_path / "pool.csv", basis.synthesize(np.eye(basis.d)))
+    write_numbers(tmp_path / "pool.csv", basis.synthesize(np.eye(basis.d)))
     state = tmp_path / "camera.h5"
     lab.init(state, basis="haar", side=side, level=2, strategy="pool", pool_path=tmp_path / "pool.csv")
 

@@ -76,8 +76,8 @@ def test_no_import_circle():
 #: The layers, lowest first (docs/architecture.md): a module may import its own layer and those below it only.
 #: A module belongs to the longest prefix listed (``adaptcs`` itself is the package's version).
 LAYERS = (
-    ("adaptcs", "adaptcs._validation", "adaptcs._io", "adaptcs._names", "adaptcs._styles", "adaptcs._termination",
-     "adaptcs.measurement", "adaptcs.metrics", "adaptcs.results"),  # checks, files, names, metrics
+    ("adaptcs", "adaptcs._validation", "adaptcs._io", "adaptcs.readers", "adaptcs._names", "adaptcs._styles",
+     "adaptcs._termination", "adaptcs.measurement", "adaptcs.metrics", "adaptcs.results"),  # checks, files, names
     ("adaptcs.bases",),  # image wavelets, the separable wavelet and k-space's FFT conventions
     ("adaptcs.models", "adaptcs.data"),
     ("adaptcs.operators",),  # what can be measured; asks the models for gains

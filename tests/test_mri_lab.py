@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
+from adaptcs._io import StateError
 from adaptcs.bases.separable import SeparableWavelet
 from adaptcs.cli import main
-from adaptcs.lab import StateError
 from adaptcs.mri import lab
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines

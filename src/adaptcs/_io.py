@@ -1,8 +1,16 @@
-"""Small file helpers shared by the results, the lab state and the data modules."""
+"""Files written so that nothing is lost: atomic writes (a temporary file, flushed, then renamed), checksums (SHA-256
+of arrays and attributes; checked ``.npz``; the labs' checksummed HDF5 state files), exclusive locks for a
+read-modify-write, and the checks that no output overwrites an input. Below everything else in the package; the
+readers of what users give are in :mod:`adaptcs.readers`.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
+import io
 import json
 import os
 import stat
@@ -11,6 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+
+class StateError(ValueError):
+    """A state or input file that cannot be used (the message says which and why)."""
 
 
 def same_file(a, b) -> bool:
@@ -228,3 +240,99 @@ def attrs_digest(attrs, skip: str = "attrs_sha256") -> str:
     """SHA-256 of HDF5 attributes (all but ``skip``, the digest itself), in a canonical form."""
     items = {k: as_text(v) for k, v in attrs.items() if k != skip}
     return hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
+
+
+
+
+def write_numbers(path, array: np.ndarray) -> Path:
+    """Numbers with full precision (17 significant digits: they read back exactly), atomically."""
+    return atomic_write(path, lambda tmp: np.savetxt(tmp, np.atleast_2d(array), delimiter=",", fmt="%.17g"))
+
+
+@contextlib.contextmanager
+def locked(path, *, made_by: str, creating: bool = False):
+    """An exclusive lock on ``path`` (through a ``.lock`` file next to it) for a read-modify-write; temporary
+    files that a killed command left next to ``path`` are removed once the lock is held.
+
+    The state must exist and be a regular file (``creating``: its folder must exist, and the state, if there is
+    one, must be a regular file) before the lock file is touched. The lock file is opened without following a
+    link and without truncating: one planted in a shared folder (a link to another file, a FIFO) is refused and
+    never written to.
+    """
+    path = Path(path)
+    if creating:
+        if not path.parent.is_dir():
+            raise StateError(f"{path}: the folder {path.parent} does not exist")
+        if path.exists():
+            check_regular_file(path, made_by)
+    else:
+        check_regular_file(path, made_by)
+    lock_path = path.with_name(f".{path.name}.lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise StateError(f"{lock_path}: cannot open the state's lock file ({exc.strerror}); "
+                         + ("it is a link, which a lock file must not be: remove it"
+                            if exc.errno == errno.ELOOP else "check the folder's permissions")) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StateError(f"{lock_path}: the state's lock file is not a regular file; remove it")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            for stale in stale_temporaries(path):
+                stale.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def check_regular_file(path: Path, made_by: str) -> None:
+    """StateError unless ``path`` is an existing regular file (a FIFO or a device would block or never end a
+    read; a folder is not a state); ``made_by`` is the command that makes such a state."""
+    if not path.exists():
+        raise StateError(f"{path}: no such state file (make one with '{made_by}')")
+    if not path.is_file():
+        raise StateError(f"{path}: not a regular file; a state file is an HDF5 file '{made_by}' made")
+
+
+def refuse_state_as_output(state_path, out_path, option: str) -> None:
+    """StateError if ``out_path`` is the state file (the same path, or the same file through a link)."""
+    if out_path is None:
+        return
+    if same_file(out_path, state_path):
+        raise StateError(f"{out_path}: {option} names the state file {state_path}, which holds every measurement; "
+                         "write the output to another file")
+
+
+def write_state_file(path, attrs: dict, arrays: dict) -> Path:
+    """Write a checksummed HDF5 state to a new file, flush it, and rename it over ``path`` (also the line loop's,
+    :mod:`adaptcs.mri.lab`).
+
+    Text attributes are fixed-length strings (never in the unchecksummed global heap, see ``fixed_text``), every
+    dataset carries Fletcher-32 (which needs chunked storage, so at least one element), and ``data_sha256`` /
+    ``attrs_sha256`` cover the datasets and the other attributes. StateError if it cannot be written; the old file is
+    then untouched.
+    """
+    import h5py
+
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w", libver=("v110", "latest")) as f:  # v110: checksummed object headers
+        for name, value in attrs.items():
+            f.attrs[name] = fixed_text(value) if isinstance(value, str) else value
+        for name, value in arrays.items():
+            f.create_dataset(name, data=value, fletcher32=value.size > 0)
+        f.attrs["data_sha256"] = fixed_text(data_digest(arrays))
+        f.attrs["attrs_sha256"] = fixed_text(attrs_digest(f.attrs))
+    data = buffer.getvalue()
+
+    def write(tmp):
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+
+    try:
+        return atomic_write(path, write)
+    except OSError as exc:  # a full disk, a file-size limit: the old state is untouched
+        raise StateError(f"{path}: cannot write the state ({exc.strerror or exc}); the state file is unchanged and "
+                         "nothing was recorded") from None

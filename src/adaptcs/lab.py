@@ -54,17 +54,10 @@ never ends (benchmarks/bench_flip_sweep.py flips every byte). A state whose part
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import datetime
-import errno
-import fcntl
-import io
 import json
 import logging
-import os
-import re
-import stat
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,14 +68,16 @@ import pandas as pd
 
 from adaptcs import _validation as val
 from adaptcs._io import (
+    StateError,
     as_text,
     atomic_write,
     attrs_digest,
+    check_regular_file,
     data_digest,
-    fixed_text,
-    is_number,
-    same_file,
-    stale_temporaries,
+    locked,
+    refuse_state_as_output,
+    write_numbers,
+    write_state_file,
 )
 from adaptcs.bases.images import BASES, WAVELETS, Basis, make_basis
 from adaptcs.bases.prediction import single_coefficient_rows
@@ -90,8 +85,10 @@ from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES, Told
 from adaptcs.models import GroupSpikeSlabEP, WaveletTreeSpikeSlab
 from adaptcs.models._scaling import UNINFORMED_P0, uninformed_scale
+from adaptcs.readers import read_groups, read_numbers, read_values
 
 STATE_FORMAT = "adaptcs-design-state"
+INIT_COMMAND = "python -m adaptcs design init"  # named by the errors of a missing state
 STATE_VERSION = 4
 # version 1: no basis attributes; versions 1 and 2: no checksums, no removed rows; versions 1-3: no tracked fit
 READABLE_VERSIONS = (1, 2, 3, 4)
@@ -103,16 +100,11 @@ TREE_LEARNED = ("p_on", "p_off", "v0", "noise_var")  # what the tree's EM learns
 TREE_HYPERPARAMETER_NAMES = TREE_LEARNED + ("beta", "kappa")  # beta, kappa: the prediction's gain and spread
 DATASETS = ("groups", "X", "y", "added_by", "was_asked", "asked", "asked_by", "measured")
 REMOVED = ("removed_X", "removed_y", "removed_by")  # rows taken back (version 3)
-MAX_GROUP_LABEL = 2**31 - 1
 MAX_SEED = 2**63 - 1  # seeds are stored as HDF5 int64
 GIVEN_RANGE = (1e-100, 1e100)  # a given p0, v0 or noise variance outside it overflows in the fit
 MAX_UNKNOWNS = 2**20  # 1024 x 1024 pixels: a row is 8 MB; a state and a fit beyond it do not fit in memory
 
 log = logging.getLogger(__name__)
-
-
-class StateError(ValueError):
-    """A state or input file that cannot be used (the message says which and why)."""
 
 
 @dataclass
@@ -273,135 +265,6 @@ def _rows_digest(X: np.ndarray, y: np.ndarray) -> str:
 
 # -- files -------------------------------------------------------------------------------------------------------
 
-_FIELD_SEPARATOR = re.compile(r"\s*,\s*|\s+")  # a comma (with any spaces around it), or spaces or tabs
-
-
-def read_numbers(path, what: str) -> np.ndarray:
-    """A text file of numbers as a 2-D float array: one record per line, the numbers separated by commas, spaces or
-    tabs; ``#`` starts a comment; the first line may be a header (it is skipped when it is not all numbers)."""
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise StateError(f"{path}: no such file ({what})") from None
-    except UnicodeDecodeError:
-        raise StateError(f"{path}: {what} must be a text file of numbers (this one is binary)") from None
-    except IsADirectoryError:
-        raise StateError(f"{path}: is a folder, not a file of {what}") from None
-    records, header = [], ""
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        fields = _FIELD_SEPARATOR.split(line)
-        try:
-            values = [float(field) for field in fields]
-        except ValueError:
-            if not records and not header:  # the first record is a header
-                header = line
-                continue
-            bad = next(f for f in fields if not is_number(f))
-            raise StateError(f"{path}: {what}: line {number} has {bad!r}, which is not a number") from None
-        if records and len(values) != len(records[0]):
-            raise StateError(f"{path}: {what}: line {number} has {len(values)} numbers, the first record "
-                             f"{len(records[0])}; every line must have as many")
-        records.append(values)
-    if not records:
-        raise StateError(f"{path}: {what} must be numbers separated by commas, spaces or tabs; this file has only "
-                         f"the line {header!r}" if header else f"{path}: {what} is empty")
-    values = np.array(records, dtype=float)
-    if not np.all(np.isfinite(values)):
-        bad = np.argwhere(~np.isfinite(values))[0]
-        raise StateError(f"{path}: {what} has a non-finite value (NaN or infinity) in record {bad[0] + 1}, column "
-                         f"{bad[1] + 1}")
-    return values
-
-
-def read_groups(path) -> np.ndarray:
-    """Group labels, one integer per coefficient: one per line, or all on one line separated by commas."""
-    values = read_numbers(path, "group labels")
-    if values.shape[0] > 1 and values.shape[1] > 1:
-        raise StateError(f"{path}: group labels must be one per line or all on one line; got {values.shape[0]} lines "
-                         f"of {values.shape[1]}")
-    values = values.ravel()
-    if not np.all(values == np.round(values)) or values.min() < 0 or values.max() > MAX_GROUP_LABEL:
-        bad = values[(values != np.round(values)) | (values < 0) | (values > MAX_GROUP_LABEL)][0]
-        raise StateError(f"{path}: group labels must be non-negative integers up to {MAX_GROUP_LABEL}; got {bad:g}")
-    return values.astype(np.int64)
-
-
-def read_values(path, n_rows: int) -> np.ndarray:
-    """Measured values: one per line (or all on one line), as many as there are rows."""
-    values = read_numbers(path, "measured values")
-    if values.shape[0] > 1 and values.shape[1] > 1:
-        raise StateError(f"{path}: measured values must be one column (or one line); got {values.shape[0]} lines of "
-                         f"{values.shape[1]}")
-    values = values.ravel()
-    if values.shape[0] != n_rows:
-        raise StateError(f"{path}: {values.shape[0]} measured values for {n_rows} rows; they must match one to one")
-    return values
-
-
-def write_csv(path, array: np.ndarray) -> Path:
-    """Numbers with full precision (17 significant digits: they read back exactly), atomically."""
-    return atomic_write(path, lambda tmp: np.savetxt(tmp, np.atleast_2d(array), delimiter=",", fmt="%.17g"))
-
-
-@contextlib.contextmanager
-def locked(path, *, creating: bool = False, made_by: str = "python -m adaptcs design init"):
-    """An exclusive lock on ``path`` (through a ``.lock`` file next to it) for a read-modify-write; temporary
-    files that a killed command left next to ``path`` are removed once the lock is held.
-
-    The state must exist and be a regular file (``creating``: its folder must exist, and the state, if there is
-    one, must be a regular file) before the lock file is touched. The lock file is opened without following a
-    link and without truncating: one planted in a shared folder (a link to another file, a FIFO) is refused and
-    never written to.
-    """
-    path = Path(path)
-    if creating:
-        if not path.parent.is_dir():
-            raise StateError(f"{path}: the folder {path.parent} does not exist")
-        if path.exists():
-            _check_regular(path, made_by)
-    else:
-        _check_regular(path, made_by)
-    lock_path = path.with_name(f".{path.name}.lock")
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise StateError(f"{lock_path}: cannot open the state's lock file ({exc.strerror}); "
-                         + ("it is a link, which a lock file must not be: remove it"
-                            if exc.errno == errno.ELOOP else "check the folder's permissions")) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise StateError(f"{lock_path}: the state's lock file is not a regular file; remove it")
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            for stale in stale_temporaries(path):
-                stale.unlink(missing_ok=True)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
-def _check_regular(path: Path, made_by: str = "python -m adaptcs design init") -> None:
-    """StateError unless ``path`` is an existing regular file (a FIFO or a device would block or never end a
-    read; a folder is not a state); ``made_by`` is the command that makes such a state."""
-    if not path.exists():
-        raise StateError(f"{path}: no such state file (make one with '{made_by}')")
-    if not path.is_file():
-        raise StateError(f"{path}: not a regular file; a state file is an HDF5 file '{made_by}' made")
-
-
-def refuse_state_as_output(state_path, out_path, option: str) -> None:
-    """StateError if ``out_path`` is the state file (the same path, or the same file through a link)."""
-    if out_path is None:
-        return
-    if same_file(out_path, state_path):
-        raise StateError(f"{out_path}: {option} names the state file {state_path}, which holds every measurement; "
-                         "write the output to another file")
-
 
 def _state_arrays(state: LabState) -> dict:
     arrays = {name: np.asarray(getattr(state, name)) for name in DATASETS + REMOVED}
@@ -411,36 +274,6 @@ def _state_arrays(state: LabState) -> dict:
     lines = [json.dumps(entry, sort_keys=True).encode() for entry in state.log]
     arrays["log"] = np.array(lines, dtype=bytes) if lines else np.zeros(0, dtype="S1")
     return arrays
-
-
-def write_state_file(path, attrs: dict, arrays: dict) -> Path:
-    """Write a checksummed HDF5 state to a new file, flush it, and rename it over ``path`` (also the line loop's,
-    :mod:`adaptcs.mri.lab`).
-
-    Text attributes are fixed-length strings (never in the unchecksummed global heap, see ``fixed_text``), every
-    dataset carries Fletcher-32 (which needs chunked storage, so at least one element), and ``data_sha256`` /
-    ``attrs_sha256`` cover the datasets and the other attributes. StateError if it cannot be written; the old file is
-    then untouched.
-    """
-    buffer = io.BytesIO()
-    with h5py.File(buffer, "w", libver=("v110", "latest")) as f:  # v110: checksummed object headers
-        for name, value in attrs.items():
-            f.attrs[name] = fixed_text(value) if isinstance(value, str) else value
-        for name, value in arrays.items():
-            f.create_dataset(name, data=value, fletcher32=value.size > 0)
-        f.attrs["data_sha256"] = fixed_text(data_digest(arrays))
-        f.attrs["attrs_sha256"] = fixed_text(attrs_digest(f.attrs))
-    data = buffer.getvalue()
-
-    def write(tmp):
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-
-    try:
-        return atomic_write(path, write)
-    except OSError as exc:  # a full disk, a file-size limit: the old state is untouched
-        raise StateError(f"{path}: cannot write the state ({exc.strerror or exc}); the state file is unchanged and "
-                         "nothing was recorded") from None
 
 
 def save_state(path, state: LabState) -> Path:
@@ -465,7 +298,7 @@ def save_state(path, state: LabState) -> Path:
 def load_state(path) -> LabState:
     """Read and check a state file (StateError if it is not one, is damaged or does not fit together)."""
     path = Path(path)
-    _check_regular(path)
+    check_regular_file(path, INIT_COMMAND)
     try:
         with h5py.File(path, "r", locking=False) as f:
             if as_text(f.attrs.get("format", "")) != STATE_FORMAT:
@@ -720,7 +553,7 @@ def init(state_path, groups_path=None, *, basis=None, side=None, level=None, p0=
                       "given": given, "learned": list(state.learned), "basis": basis_name, "side": side,
                       "level": level or 0, "model": type(state.estimator()).__name__})
     # the lock of add and next: --force never replaces a state while they write it
-    with locked(state_path, creating=True):
+    with locked(state_path, creating=True, made_by=INIT_COMMAND):
         if Path(state_path).exists() and not force:
             raise StateError(f"{state_path} exists (it holds measurements); remove it or pass --force to start over")
         save_state(state_path, state)
@@ -799,7 +632,7 @@ def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSumm
     """Ask for the next ``batch`` rows: write them to ``out_path`` (CSV, one row per line) and record them."""
     batch = val.check_count(batch, "batch")
     refuse_state_as_output(state_path, out_path, "--out")
-    with locked(state_path):
+    with locked(state_path, made_by=INIT_COMMAND):
         state = load_state(state_path)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the fit's convergence is reported in the summary instead
@@ -820,7 +653,7 @@ def next_rows(state_path, out_path, batch: int = 1) -> tuple[np.ndarray, FitSumm
                 "score": [float(s) for s in asked.scores], "bound": float(asked.bound),
                 "converged": summary.converged, **summary.hyperparameters}
         state.log.append(info)
-        write_csv(out_path, rows)
+        write_numbers(out_path, rows)
         save_state(state_path, state)
     return rows, summary, info
 
@@ -833,7 +666,7 @@ def add(state_path, rows_path, values_path, *, again: bool = False) -> dict:
     (adding a file twice by mistake, or re-printed, would count its measurements twice); rows or values whose
     scale is absurd against the rest are refused (:func:`adaptcs._validation.check_measurement_scale`).
     """
-    with locked(state_path):
+    with locked(state_path, made_by=INIT_COMMAND):
         state = load_state(state_path)
         rows = read_numbers(rows_path, "measured rows")
         if rows.shape[1] != state.d:
@@ -890,7 +723,7 @@ def remove(state_path, batch: int) -> dict:
     """Take back the measurements of one ``add`` (numbered from 0 in the order of the adds): they leave the fit but
     stay in the state file (``removed_X``, ``removed_y``, ``removed_by``), and the log records the removal."""
     batch = val.check_count(batch, "batch", minimum=0)
-    with locked(state_path):
+    with locked(state_path, made_by=INIT_COMMAND):
         state = load_state(state_path)
         if batch >= state.n_adds:
             raise StateError(f"{state_path}: there is no add {batch} (adds are numbered 0..{state.n_adds - 1})"
@@ -951,5 +784,5 @@ def estimate(state_path, out_path, image_path=None) -> tuple[pd.DataFrame, FitSu
                           "std": np.sqrt(est.coef_var_), "group_prob": group_prob})
     atomic_write(out_path, lambda tmp: table.to_csv(tmp, index=False, float_format="%.10g"))
     if image_path is not None:
-        write_csv(image_path, designer.reconstruction().reshape(state.side, state.side))
+        write_numbers(image_path, designer.reconstruction().reshape(state.side, state.side))
     return table, summary

@@ -9,15 +9,13 @@ error. Command line: ``python -m adaptcs replay``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-from adaptcs._io import is_number
 from adaptcs.bases.images import make_basis
 from adaptcs.bases.prediction import single_coefficient_rows
 from adaptcs.design.basis_scan import REPLAY_ORDERS, replay_basis_scan
+from adaptcs.readers import read_rows, read_vector
 
 PRIORS = ("tree", "prediction", "scales")
 NOISE_MODELS = ("constant", "photon")
@@ -26,107 +24,6 @@ NOISE_MODELS = ("constant", "photon")
 MAX_MAGNITUDE = 1e150  # values and pattern gains beyond this (or gains below its inverse) overflow when squared
 PATTERN_RTOL = 1e-4  # a row is one basis image if its other coefficients are below this fraction of its largest
 ROWS_PER_BLOCK = 256  # patterns transformed at a time when a scan's rows are checked
-
-
-def _real_npy(path) -> np.ndarray:
-    """A ``.npy`` array of real numbers (integers or floats); ValueError for complex, boolean or text arrays,
-    which a cast to float would change or misread."""
-    try:
-        array = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise ValueError(f"{path}: cannot read this .npy file ({exc})") from None
-    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
-        raise ValueError(f"{path}: holds {array.dtype} values; a scan needs real numbers (integers or floats)")
-    return array
-
-
-def _text_lines(path, first_only: bool = False) -> list[tuple[int, str]]:
-    """(line number, text) of a text file without ``#`` comments, comment-only lines and the blank lines that end
-    it; a first line that is not numbers is a header and is skipped. ``first_only``: stop at the first line of
-    data (a large file is not read). ValueError naming the file if it is not text."""
-    lines, first = [], 1  # first: the number of the line that may be a header
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                data, hash_, _ = line.partition("#")
-                if hash_ and not data.strip():
-                    first += not lines and number == first  # the header may follow comment lines
-                    continue
-                data = data.strip()
-                if not lines and number == first and data and not all(is_number(f) for f in _fields(data)):
-                    continue  # a header: the first line that is not a comment, if it is not numbers
-                lines.append((number, data))
-                if first_only and data:
-                    break
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{path}: is a folder, not a file") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not a text file (give numbers as text, or a .npy file)") from None
-    while lines and not lines[-1][1]:
-        lines.pop()
-    return lines
-
-
-def _fields(line: str) -> list[str]:
-    return [field.strip() for field in (line.split(",") if "," in line else line.split())]
-
-
-def read_vector(path) -> np.ndarray:
-    """A 1-D array from ``.npy`` or a text file of one value per line (a header line and ``#`` comments are
-    skipped; an empty line or ``nan`` is NaN: not measured). ValueError naming the file and line otherwise."""
-    path = Path(path)
-    if path.suffix == ".npy":
-        values = np.asarray(_real_npy(path), dtype=float)
-        if values.ndim == 2 and 1 in values.shape:
-            values = values.ravel()
-        if values.ndim != 1:
-            raise ValueError(f"{path}: expected one value per entry; got an array of shape {values.shape}")
-        return values
-    values = []
-    for number, line in _text_lines(path):
-        fields = _fields(line) if line else [""]
-        if len(fields) != 1:
-            raise ValueError(f"{path}: line {number} has {len(fields)} values; give one value per line")
-        if not fields[0]:
-            values.append(np.nan)
-        elif is_number(fields[0]):
-            values.append(float(fields[0]))
-        else:
-            raise ValueError(f"{path}: line {number} has {fields[0]!r}, which is not a number")
-    if not values:
-        raise ValueError(f"{path}: holds no values")
-    values = np.array(values)
-    if np.isinf(values).any():
-        raise ValueError(f"{path}: line {_text_lines(path)[int(np.flatnonzero(np.isinf(values))[0])][0]} is "
-                         "infinite; a measured value must be a finite number (nan or empty: not measured)")
-    return values
-
-
-def read_rows(path) -> np.ndarray:
-    """The patterns shown, shape (n, pixels): ``.npy``, or text with one pattern per line (numbers separated by
-    commas or by spaces; a header line and ``#`` comments are skipped). Read by numpy's C parser, whose memory is
-    about the array's own (8 bytes per number). ValueError naming the file otherwise."""
-    path = Path(path)
-    if path.suffix == ".npy":
-        rows = np.asarray(_real_npy(path), dtype=float)
-    else:
-        lines = _text_lines(path, first_only=True)
-        if not lines:
-            raise ValueError(f"{path}: holds no patterns")
-        skip = lines[-1][0] - 1  # the header, comment and blank lines before the first pattern
-        delimiter = "," if "," in lines[-1][1] else None
-        try:
-            rows = np.loadtxt(path, delimiter=delimiter, comments="#", skiprows=skip, ndmin=2, dtype=float)
-        except ValueError as exc:
-            raise ValueError(f"{path}: not a table of numbers ({exc})") from None
-    if rows.ndim != 2:
-        raise ValueError(f"{path}: expected one pattern per row; got an array of shape {rows.shape}")
-    if not np.isfinite(rows).all():
-        raise ValueError(f"{path}: pattern {int(np.argwhere(~np.isfinite(rows))[0, 0]) + 1} holds a value that is not "
-                         "finite")
-    return rows
 
 
 def scan_values(basis, values, rows=None) -> np.ndarray:

@@ -232,7 +232,8 @@ def _normalized_scan(path: str, basis) -> np.ndarray:
     """A scan file's values, checked, rescaled so that its full-scan image spans [0, 1]: every value divided by the
     image's range, and the approximation shifted by the analysis of its minimum (a constant image has only
     approximation coefficients)."""
-    from adaptcs.replay import read_vector, scan_values
+    from adaptcs.readers import read_vector
+    from adaptcs.replay import scan_values
 
     try:
         values = scan_values(basis, read_vector(path))

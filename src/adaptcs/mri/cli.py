@@ -106,25 +106,13 @@ def _lines_argument(values: list[str]) -> list[int]:
         raise ValueError(f"--lines takes integers (phase-encode rows) or one file of them; got {values}") from None
 
 
-def load_npy(path: str, option: str):
-    """A ``.npy`` array (no pickles), or ValueError in one line naming ``option`` and what is wrong."""
-    import numpy as np
-
-    if not Path(path).is_file():
-        raise ValueError(f"{option}: {path}: no such file")
-    try:
-        return np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        reason = "it holds Python objects" if "pickle" in str(exc) else str(exc).splitlines()[0]
-        raise ValueError(f"{option}: {path} is not a readable .npy array ({reason})") from None
-
-
 def run_mri_lab(args) -> int:
     """Run one step of the line loop."""
     import numpy as np
 
     from adaptcs._io import atomic_write, check_output_path
     from adaptcs.mri import lab
+    from adaptcs.readers import load_npy
 
     if args.step == "init":
         state = lab.init(args.state, args.shape, wavelet=args.wavelet, level=args.level, prior=args.prior,
@@ -159,60 +147,6 @@ def run_mri_lab(args) -> int:
               f"converged: {about['converged']}; columns not converged: {about['columns_not_converged']}; "
               f"{about['fit_cpu_seconds']:.1f} CPU s; wrote {args.out}")
     return 0
-
-
-SINGLE_COIL = "single-coil only: combine the coils first"
-
-
-def read_kspace(path: str, dataset: str = "kspace", index: int | None = None, phase_axis: int = 0):
-    """A 2-D complex k-space from .npy or HDF5, with the phase encodes along axis 0; ValueError in one line for
-    anything that is not one (a missing file, a dataset that is not there, a slice out of range, coils, NaN)."""
-    import numpy as np
-
-    suffix = Path(path).suffix.lower()
-    if suffix not in (".npy", ".h5", ".hdf5"):
-        raise ValueError(f"{path}: give a .npy or an HDF5 (.h5, .hdf5) file")
-    if not Path(path).is_file():
-        raise ValueError(f"{path}: no such file")
-    if suffix == ".npy":
-        data = load_npy(path, "kspace")
-        shape = data.shape
-    else:
-        import h5py
-
-        try:
-            with h5py.File(path, "r") as f:
-                if dataset not in f:
-                    raise ValueError(f"{path} has no dataset {dataset!r} (it has: {', '.join(f.keys())})")
-                shape = f[dataset].shape
-                if len(shape) == 3 and index is not None and 0 <= index < shape[0]:
-                    data = f[dataset][index]
-                else:  # a 3-D dataset without a slice in range, or a 4-D one, is refused below before it is used
-                    data = f[dataset][()] if len(shape) < 3 else None
-        except OSError as exc:
-            raise ValueError(f"{path}: not a readable HDF5 file ({str(exc).splitlines()[0]})") from None
-    if len(shape) == 4:
-        raise ValueError(f"{path}: a 4-D k-space {shape} is multi-coil (slices, coils, ny, nx); {SINGLE_COIL}")
-    if len(shape) == 3:
-        if index is None:
-            raise ValueError(f"{path}: a 3-D k-space {shape} is read as (slices, ny, nx): give --slice (0.."
-                             f"{shape[0] - 1}); a (coils, ny, nx) array is multi-coil: {SINGLE_COIL}")
-        if not 0 <= index < shape[0]:
-            raise ValueError(f"{path}: --slice {index} is out of range; the k-space {shape} has slices 0.."
-                             f"{shape[0] - 1}")
-        if data.ndim == 3:  # a .npy read whole
-            data = data[index]
-    elif index is not None:
-        raise ValueError(f"{path}: --slice given but the k-space {shape} is not 3-D (slices, ny, nx)")
-    if data.ndim != 2:
-        raise ValueError(f"{path}: the k-space must be 2-D (ny, nx); got shape {shape}")
-    if not np.iscomplexobj(data):
-        raise ValueError(f"{path}: the k-space must be complex; got {data.dtype}")
-    bad = int(np.count_nonzero(~np.isfinite(data)))
-    if bad:
-        raise ValueError(f"{path}: the k-space holds {bad} NaN or infinite samples of {data.size}; a fully sampled "
-                         "k-space is needed (fill or drop what is missing first)")
-    return np.ascontiguousarray(data if phase_axis == 0 else data.T)
 
 
 def check_grid(shape: tuple[int, int], level: int, phase_axis: int) -> None:
@@ -252,6 +186,7 @@ def run_mri(args) -> int:
 
     from adaptcs._io import atomic_write, check_output_path
     from adaptcs.mri.replay import replay
+    from adaptcs.readers import read_kspace
 
     check_output_path(args.out, "--out", {"kspace": args.kspace})  # every output checked before any work
     if args.masks:

@@ -33,10 +33,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from adaptcs._io import as_text, attrs_digest, data_digest
+from adaptcs._io import StateError, as_text, attrs_digest, data_digest, locked, write_state_file
 from adaptcs._validation import check_measurement_scale
 from adaptcs.bases.separable import SeparableWavelet
-from adaptcs.lab import StateError, locked, write_state_file
 from adaptcs.models.line_spike_slab import LineFit
 from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.mri.replay import PRIORS, PROFILES, line_model
