@@ -5,7 +5,7 @@ Four targets (issue 46's acceptance, and the camera state's tracked fit):
 - ``job``: a job file of a real E3 job (2 replicates, 6 steps); read as ``python -m adaptcs table`` and ``curves``
   read it (:func:`adaptcs.results.curves_table`, the summary table and its markdown).
 - ``summary``: a summary file merging that job with the same job of another strategy; read the same way.
-- ``lab``: a lab state after init, two adds, a next and a remove; read by :func:`adaptcs.lab.load_state`.
+- ``lab``: a lab state after init, two adds, a next and a remove; read by :func:`adaptcs.lab.state.load_state`.
 - ``camera``: a single-pixel camera's lab state (8 x 8 Haar, a pool of its basis images) after three rounds of
   next and add and a last next, which keeps the tracked fit in the state; read the same way.
 
@@ -41,8 +41,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from adaptcs import lab, results
+from adaptcs import results
 from adaptcs._io import write_numbers
+from adaptcs.lab import rows as lab
 from adaptcs.tables import summary_table, to_markdown
 
 OUTCOMES = ("error", "same", "changed", "traceback", "hang")

@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from adaptcs import lab
 from adaptcs._io import write_numbers
 from adaptcs.bases.images import make_basis
 from adaptcs.cli import main as cli
 from adaptcs.design.basis_scan import photon_basis_scan
+from adaptcs.lab import rows as lab
 
 
 def camera_image(side: int) -> np.ndarray:

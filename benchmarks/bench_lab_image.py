@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from adaptcs import lab
 from adaptcs.cli import main as cli
+from adaptcs.lab import rows as lab
 
 
 def camera_image(side: int) -> np.ndarray:

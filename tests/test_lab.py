@@ -19,10 +19,11 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _io as adaptcs_io
-from adaptcs import lab
 from adaptcs._io import write_numbers
 from adaptcs.cli import main
 from adaptcs.design import SequentialDesigner
+from adaptcs.lab import rows as lab
+from adaptcs.lab import state as lab_state
 from adaptcs.models import GroupSpikeSlabEP
 
 
@@ -157,7 +158,7 @@ def test_an_interrupted_write_leaves_the_state_as_it_was(bench, monkeypatch, whe
         raise KeyboardInterrupt
 
     if where == "building":
-        monkeypatch.setattr(lab.h5py.Group, "create_dataset", dies)
+        monkeypatch.setattr(h5py.Group, "create_dataset", dies)
     else:  # the new file is complete on disk, the rename never happens
         monkeypatch.setattr(adaptcs_io.os, "replace", dies)
     with pytest.raises(KeyboardInterrupt):
@@ -385,7 +386,7 @@ def test_a_flipped_bit_anywhere_is_an_error_or_changes_nothing(bench):
             assert str(state) in str(exc)
             refused += 1
             continue
-        for name in lab.DATASETS + lab.REMOVED:  # read back: then it is exactly what was written
+        for name in lab_state.DATASETS + lab_state.REMOVED:  # read back: then it is exactly what was written
             np.testing.assert_array_equal(getattr(read, name), getattr(good, name), err_msg=f"byte {offset}")
         assert (read.log, read.given, read.strategy, read.seed) == (good.log, good.given, good.strategy, good.seed)
     assert refused > len(offsets) // 4  # most bytes of a small state are its data and metadata
@@ -431,11 +432,11 @@ def version_2_state(path, state, **settings):
     """``state`` written as adaptcs wrote version 2 (no checksums, no removed rows, the log as text); ``settings``
     replace attributes."""
     with h5py.File(path, "w") as f:
-        for key, value in (("format", lab.STATE_FORMAT), ("format_version", 2), ("strategy", state.strategy),
+        for key, value in (("format", lab_state.STATE_FORMAT), ("format_version", 2), ("strategy", state.strategy),
                            ("row_constraint", state.row_constraint), ("row_norm", np.nan), ("seed", state.seed),
                            ("given", "{}"), ("basis", ""), ("side", 0), ("estimator", "{}")):
             f.attrs[key] = settings.get(key, value)
-        for name in lab.DATASETS:
+        for name in lab_state.DATASETS:
             f[name] = getattr(state, name)
         f["log"] = np.array([json.dumps(e) for e in state.log], dtype=h5py.string_dtype())
 
@@ -451,7 +452,7 @@ def test_old_states_open_with_a_note_and_inconsistent_ones_are_refused(bench, ca
     assert design("add", "--state", folder / "old.h5", "--rows", folder / "rows.csv", "--values", folder / "y.csv",
                   "--again") == 0
     with h5py.File(folder / "old.h5") as f:  # written back with checksums
-        assert f.attrs["format_version"] == lab.STATE_VERSION and f["y"].fletcher32
+        assert f.attrs["format_version"] == lab_state.STATE_VERSION and f["y"].fletcher32
     good.y = good.y[:-1]  # a state whose parts do not fit together
     version_2_state(folder / "bad.h5", good)
     assert design("next", "--state", folder / "bad.h5", "--out", folder / "r.csv") == 2

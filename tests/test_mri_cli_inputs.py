@@ -9,8 +9,8 @@ import pytest
 
 from adaptcs.bases.separable import to_image, to_kspace
 from adaptcs.cli import main
+from adaptcs.lab import lines as lab
 from adaptcs.models.line_phase import PhaseLineGaussian
-from adaptcs.mri import lab
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.noise import noise_from_readout_edges
 

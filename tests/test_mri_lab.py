@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 from adaptcs._io import StateError
 from adaptcs.bases.separable import SeparableWavelet
 from adaptcs.cli import main
-from adaptcs.mri import lab
+from adaptcs.lab import lines as lab
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines
 from adaptcs.mri.noise import noise_from_readout_edges

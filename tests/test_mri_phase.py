@@ -211,7 +211,7 @@ def test_the_command_line_and_the_lab_take_the_phase_prior(tmp_path, capsys):
     import h5py
 
     from adaptcs.cli import main
-    from adaptcs.mri import lab
+    from adaptcs.lab import lines as lab
 
     acq = colin27_kspace(32)[1]
     np.save(tmp_path / "k.npy", acq.kspace)

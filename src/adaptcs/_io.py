@@ -50,7 +50,7 @@ def refuse_overwriting_inputs(outputs: dict, inputs: dict) -> None:
                                  "was written)")
 
 
-# the formats of the files that hold a loop's measurements (adaptcs.lab, adaptcs.mri.lab)
+# the formats of the files that hold a loop's measurements (adaptcs.lab.state, adaptcs.lab.lines)
 STATE_FORMATS = ("adaptcs-design-state", "adaptcs-mri-lines-state")
 
 
@@ -308,7 +308,7 @@ def refuse_state_as_output(state_path, out_path, option: str) -> None:
 
 def write_state_file(path, attrs: dict, arrays: dict) -> Path:
     """Write a checksummed HDF5 state to a new file, flush it, and rename it over ``path`` (also the line loop's,
-    :mod:`adaptcs.mri.lab`).
+    :mod:`adaptcs.lab.lines`).
 
     Text attributes are fixed-length strings (never in the unchecksummed global heap, see ``fixed_text``), every
     dataset carries Fletcher-32 (which needs chunked storage, so at least one element), and ``data_sha256`` /

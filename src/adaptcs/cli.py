@@ -202,7 +202,7 @@ def _print_curves(curves, every: int) -> None:
 
 
 def _design_init(args) -> int:
-    from adaptcs import lab
+    from adaptcs.lab import rows as lab
 
     state = lab.init(args.state, args.groups, basis=args.basis, side=args.side, level=args.level, p0=args.p0,
                      v0=args.v0, noise_var=args.noise_var,
@@ -219,7 +219,7 @@ def _design_init(args) -> int:
 
 
 def _design_next(args) -> int:
-    from adaptcs import lab
+    from adaptcs.lab import rows as lab
 
     state_before = lab.load_state(args.state)
     rows, summary, info = lab.next_rows(args.state, args.out, args.batch)
@@ -238,7 +238,7 @@ def _design_next(args) -> int:
 
 
 def _design_add(args) -> int:
-    from adaptcs import lab
+    from adaptcs.lab import rows as lab
 
     info = lab.add(args.state, args.rows, args.values, again=args.again)
     print(f"{args.state}: added {info['rows']} measurements as add {info['call']} ({info['asked']} of them asked "
@@ -247,7 +247,7 @@ def _design_add(args) -> int:
 
 
 def _design_remove(args) -> int:
-    from adaptcs import lab
+    from adaptcs.lab import rows as lab
 
     info = lab.remove(args.state, args.batch)
     print(f"{args.state}: took back the {info['rows']} measurements of add {info['batch']} (kept in the file as "
@@ -256,7 +256,7 @@ def _design_remove(args) -> int:
 
 
 def _design_estimate(args) -> int:
-    from adaptcs import lab
+    from adaptcs.lab import rows as lab
 
     table, summary = lab.estimate(args.state, args.out, args.image)
     learned = lab.load_state(args.state).learned

@@ -534,7 +534,7 @@ class SequentialDesigner:
         """Tell rows that an earlier session fitted, with that session's tracked fit in place of refits.
 
         For a pool of basis images and an estimator that tracks its hyper-parameters (see :meth:`tell`); the lab
-        keeps the tracked fit in its state file between commands (:mod:`adaptcs.lab`). The designer then stands
+        keeps the tracked fit in its state file between commands (:mod:`adaptcs.lab.rows`). The designer then stands
         where the earlier session's designer stood after its last tell: its next :meth:`ask` and :meth:`tell` are
         the ones that designer would make, to the last digit.
 

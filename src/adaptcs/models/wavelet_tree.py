@@ -232,7 +232,7 @@ class WaveletTreeSpikeSlab(GroupRegressor):
     # noise (hundreds of iterations per refit), and those refits only choose the next rows
     replay_tracking_iterations = 10
     # everything fit() sets, and all that a warm-started refit, predict and cov_matvec read: a copy of these (the lab's
-    # state file keeps them between commands, adaptcs.lab) is the fitted model
+    # state file keeps them between commands, adaptcs.lab.rows) is the fitted model
     FITTED_ATTRIBUTES = ("coef_", "coef_var_", "group_prob_", "coef_prob_", "p_on_", "p_off_", "v0_", "v_small_",
                          "noise_var_", "beta_", "kappa_", "prediction_", "noise_weight_", "log_evidence_", "n_iter_",
                          "converged_", "n_features_in_")

@@ -55,7 +55,7 @@ def add_mri_parser(sub) -> None:
 
 
 def add_mri_lab_parser(sub) -> None:
-    """The ``mri-lab`` subcommand: a scanner's ask/tell loop over phase encodes (:mod:`adaptcs.mri.lab`)."""
+    """The ``mri-lab`` subcommand: a scanner's ask/tell loop over phase encodes (:mod:`adaptcs.lab.lines`)."""
     lab = sub.add_parser(
         "mri-lab", help="ask for the next k-space lines, tell their readouts, estimate the image",
         description="A scanner's loop over Cartesian phase encodes, state in one HDF5 file: init, then repeat next "
@@ -111,7 +111,7 @@ def run_mri_lab(args) -> int:
     import numpy as np
 
     from adaptcs._io import atomic_write, check_output_path
-    from adaptcs.mri import lab
+    from adaptcs.lab import lines as lab
     from adaptcs.readers import load_npy
 
     if args.step == "init":

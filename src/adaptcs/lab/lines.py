@@ -3,7 +3,7 @@
 ``python -m adaptcs mri-lab init|next|add|estimate`` call the functions here (docs/mri.md, "At the scanner"). The
 state is one HDF5 file holding every line told (its phase-encode index and its complex readout) and the model's
 settings; commands that change it write a complete new file next to it and rename it over the old one, under an
-exclusive lock (as :mod:`adaptcs.lab` does for rows), so an interrupted or failed command leaves the state as it
+exclusive lock (as :mod:`adaptcs.lab.rows` does for rows), so an interrupted or failed command leaves the state as it
 was. Every command refits the line model from scratch on every line told and to EP's strict test, so answers
 depend only on the lines told, never on the order of the commands.
 
