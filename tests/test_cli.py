@@ -32,9 +32,11 @@ def test_the_command_lines_names_are_the_registries():
 
 def test_help_imports_nothing_numerical():
     """--help of every command answers without numpy, scipy, pandas or h5py (about 0.08 CPU s instead of 1.6)."""
-    code = ("import sys\nfrom adaptcs.cli import build_parser\nparser = build_parser()\n"
-            "for argv in (['--help'], ['table', '--help'], ['design', 'next', '--help'], ['replay', '--help']):\n"
-            "    try:\n        parser.parse_args(argv)\n    except SystemExit:\n        pass\n"
+    code = ("import sys\nfrom adaptcs.cli import main\n"
+            "for argv in (['--help'], ['table', '--help'], ['design', 'next', '--help'], ['replay', '--help'],\n"
+            "             ['lab', '--help'], ['lab', '--instrument', 'mri', 'init', '--help'],\n"
+            "             ['replay', '--instrument', 'camera', '--help'], ['mri', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
             "print(sorted(m for m in ('numpy', 'scipy', 'pandas', 'h5py', 'sklearn') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr

@@ -37,7 +37,7 @@ def bench(tmp_path):
 
 
 def design(*args):
-    return main(["design", *map(str, args)])
+    return main(["lab", "--instrument", "rows", *map(str, args)])
 
 
 def measure(folder, w, rng, noise=0.1, rows="rows.csv"):

@@ -86,8 +86,8 @@ LAYERS = (
     ("adaptcs.experiments",),
     ("adaptcs.config", "adaptcs.plugins"),
     ("adaptcs.jobs", "adaptcs.tables", "adaptcs.plotting", "adaptcs.captions", "adaptcs.headline"),
-    ("adaptcs.workflow", "adaptcs.cli", "adaptcs.cluster", "adaptcs.compare_runs", "adaptcs.report_rst",
-     "adaptcs.__main__"),
+    ("adaptcs.workflow", "adaptcs.cli", "adaptcs.instruments", "adaptcs.cluster", "adaptcs.compare_runs",
+     "adaptcs.report_rst", "adaptcs.__main__"),
 )
 
 

@@ -14,6 +14,9 @@ from adaptcs.models.line_phase import PhaseLineGaussian
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.noise import noise_from_readout_edges
 
+MRI_REPLAY = ["replay", "--instrument", "mri"]  # python -m adaptcs replay --instrument mri
+MRI_LAB = ["lab", "--instrument", "mri"]
+
 
 @pytest.fixture(scope="module")
 def kspace():
@@ -32,7 +35,7 @@ def refused(argv, capsys, *words):
 
 
 def mri(path, *extra):
-    return ["mri", str(path), "--lines", "4", "8", "--level", "2", "--orders", "design", "low_to_high", *extra]
+    return [*MRI_REPLAY, str(path), "--lines", "4", "8", "--level", "2", "--orders", "design", "low_to_high", *extra]
 
 
 def test_cropped_data_is_told_to_give_the_noise_variance(tmp_path, capsys):
@@ -43,7 +46,7 @@ def test_cropped_data_is_told_to_give_the_noise_variance(tmp_path, capsys):
     with pytest.raises(ValueError, match="cannot be estimated"):
         noise_from_readout_edges(cropped[lines])
     np.save(tmp_path / "k.npy", cropped)
-    refused(["mri", str(tmp_path / "k.npy"), "--lines", "16", "--level", "2", "--out", str(tmp_path / "o.h5")],
+    refused([*MRI_REPLAY, str(tmp_path / "k.npy"), "--lines", "16", "--level", "2", "--out", str(tmp_path / "o.h5")],
             capsys, "cannot be estimated", "--noise-var")
     assert not (tmp_path / "o.h5").exists()
 
@@ -64,7 +67,7 @@ def test_coils_slices_and_bad_files_are_named(tmp_path, capsys, kspace):
     np.save(tmp_path / "nan.npy", nan)
     refused(mri(tmp_path / "nan.npy", "--out", out), capsys, "NaN")
     np.save(tmp_path / "odd.npy", np.zeros((63, 64), complex) + 1)
-    refused(["mri", str(tmp_path / "odd.npy"), "--lines", "8", "--out", out], capsys, "63 phase encodes",
+    refused([*MRI_REPLAY, str(tmp_path / "odd.npy"), "--lines", "8", "--out", out], capsys, "63 phase encodes",
             "--level", "axis 0")
     np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     refused(mri(tmp_path / "obj.npy", "--out", out), capsys, "not a readable .npy", "Python objects")
@@ -74,8 +77,9 @@ def test_coils_slices_and_bad_files_are_named(tmp_path, capsys, kspace):
 def test_images_keep_the_files_orientation(tmp_path, kspace):
     file_kspace = kspace[:, :16].T.copy()  # fastMRI's layout: (readout, phase encodes), 16 x 32
     np.save(tmp_path / "k.npy", file_kspace)
-    assert main(["--quiet", "mri", str(tmp_path / "k.npy"), "--phase-axis", "1", "--lines", "4", "32", "--level", "2",
-                 "--orders", "low_to_high", "--noise-var", "1e-4", "--out", str(tmp_path / "o.h5")]) == 0
+    assert main(["--quiet", *MRI_REPLAY, str(tmp_path / "k.npy"), "--phase-axis", "1", "--lines", "4", "32",
+                 "--level", "2", "--orders", "low_to_high", "--noise-var", "1e-4",
+                 "--out", str(tmp_path / "o.h5")]) == 0
     with h5py.File(tmp_path / "o.h5") as f:
         image = f["low_to_high/32/image"][()]
     assert image.shape == file_kspace.shape
@@ -99,36 +103,36 @@ def test_outputs_are_checked_before_any_work(tmp_path, capsys, kspace):
     refused(mri(tmp_path / "k.npy", "--out", str(out), "--masks", str(out)), capsys, "--masks")
     refused(mri(tmp_path / "k.npy", "--out", str(out), "--masks", str(tmp_path / "k.npy")), capsys, "--masks")
     assert not out.exists()
-    refused(["mri-lab", "next", "--state", str(state), "--out", str(state)], capsys, "state")
-    refused(["mri-lab", "estimate", "--state", str(state), "--out", str(fifo)], capsys, "special file")
+    refused([*MRI_LAB, "next", "--state", str(state), "--out", str(state)], capsys, "state")
+    refused([*MRI_LAB, "estimate", "--state", str(state), "--out", str(fifo)], capsys, "special file")
     assert state.read_bytes() == before and fifo.is_fifo()
-    refused(["mri-lab", "next", "--state", str(tmp_path / "folder")], capsys, "mri-lab init")
+    refused([*MRI_LAB, "next", "--state", str(tmp_path / "folder")], capsys, "lab --instrument mri init")
 
 
 def test_the_lab_refuses_readouts_no_fit_can_use(tmp_path, capsys, kspace):
     state = tmp_path / "scan.h5"
     lab.init(state, (32, 32), wavelet="db2", level=2, start=4, noise_var=1e-4)
-    assert main(["--quiet", "mri-lab", "next", "--state", str(state), "--out", str(tmp_path / "first.txt")]) == 0
+    assert main(["--quiet", *MRI_LAB, "next", "--state", str(state), "--out", str(tmp_path / "first.txt")]) == 0
     first = np.loadtxt(tmp_path / "first.txt", dtype=int)
     np.save(tmp_path / "first.npy", kspace[first])
     # the file `next --out` wrote is what `add --lines` reads
-    assert main(["--quiet", "mri-lab", "add", "--state", str(state), "--lines", str(tmp_path / "first.txt"),
+    assert main(["--quiet", *MRI_LAB, "add", "--state", str(state), "--lines", str(tmp_path / "first.txt"),
                  "--readouts", str(tmp_path / "first.npy")]) == 0
     before = state.read_bytes()
     np.save(tmp_path / "huge.npy", np.full((1, 32), 1e300 + 0j))
-    refused(["mri-lab", "add", "--state", str(state), "--lines", "3", "--readouts", str(tmp_path / "huge.npy")],
+    refused([*MRI_LAB, "add", "--state", str(state), "--lines", "3", "--readouts", str(tmp_path / "huge.npy")],
             capsys, "refused", "overflows")
     np.save(tmp_path / "jump.npy", kspace[[3]] * 1e12)
-    refused(["mri-lab", "add", "--state", str(state), "--lines", "3", "--readouts", str(tmp_path / "jump.npy")],
+    refused([*MRI_LAB, "add", "--state", str(state), "--lines", "3", "--readouts", str(tmp_path / "jump.npy")],
             capsys, "refused", "times the largest")
     (tmp_path / "text.npy").write_text("1 2 3")
-    refused(["mri-lab", "add", "--state", str(state), "--lines", "3", "--readouts", str(tmp_path / "text.npy")],
+    refused([*MRI_LAB, "add", "--state", str(state), "--lines", "3", "--readouts", str(tmp_path / "text.npy")],
             capsys, "not a readable .npy")
     np.save(tmp_path / "two.npy", kspace[[5, 5]])
-    refused(["mri-lab", "add", "--state", str(state), "--lines", "5", "5", "--readouts", str(tmp_path / "two.npy")],
+    refused([*MRI_LAB, "add", "--state", str(state), "--lines", "5", "5", "--readouts", str(tmp_path / "two.npy")],
             capsys, "given twice")
     assert state.read_bytes() == before
-    assert main(["--quiet", "mri-lab", "estimate", "--state", str(state), "--out", str(tmp_path / "x.npy")]) == 0
+    assert main(["--quiet", *MRI_LAB, "estimate", "--state", str(state), "--out", str(tmp_path / "x.npy")]) == 0
 
 
 def test_the_phase_models_fit_does_not_depend_on_the_units(kspace):

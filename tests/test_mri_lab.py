@@ -1,4 +1,4 @@
-"""The scanner's loop over k-space lines (``python -m adaptcs mri-lab``): ask, measure, tell, estimate."""
+"""The scanner's loop over k-space lines (``python -m adaptcs lab --instrument mri``): ask, measure, tell, estimate."""
 
 import warnings
 
@@ -14,6 +14,8 @@ from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines
 from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.mri.replay import line_model
+
+MRI_LAB = ["lab", "--instrument", "mri"]  # python -m adaptcs lab --instrument mri
 
 
 @pytest.fixture(scope="module")
@@ -82,16 +84,16 @@ def test_bad_input_changes_nothing(tmp_path, scan):
 
 def test_the_command_line_runs_the_loop(tmp_path, scan, capsys):
     state, readouts, image = tmp_path / "s.h5", tmp_path / "lines.npy", tmp_path / "image.npy"
-    assert main(["--quiet", "mri-lab", "init", "--state", str(state), "--shape", "32", "32", "--wavelet", "db2",
+    assert main(["--quiet", *MRI_LAB, "init", "--state", str(state), "--shape", "32", "32", "--wavelet", "db2",
                  "--level", "2", "--start", "4"]) == 0
-    assert main(["--quiet", "mri-lab", "next", "--state", str(state)]) == 0
+    assert main(["--quiet", *MRI_LAB, "next", "--state", str(state)]) == 0
     lines = [int(v) for v in capsys.readouterr().out.split()[-4:]]
     np.testing.assert_array_equal(lines, centre_lines(32, 4))
     np.save(readouts, scan[lines])
-    assert main(["--quiet", "mri-lab", "add", "--state", str(state), "--lines", *map(str, lines), "--readouts",
+    assert main(["--quiet", *MRI_LAB, "add", "--state", str(state), "--lines", *map(str, lines), "--readouts",
                  str(readouts)]) == 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        assert main(["--quiet", "mri-lab", "estimate", "--state", str(state), "--out", str(image)]) == 0
+        assert main(["--quiet", *MRI_LAB, "estimate", "--state", str(state), "--out", str(image)]) == 0
     assert np.load(image).shape == (32, 32)
-    assert main(["--quiet", "mri-lab", "estimate", "--state", str(state), "--out", str(state)]) == 2
+    assert main(["--quiet", *MRI_LAB, "estimate", "--state", str(state), "--out", str(state)]) == 2

@@ -32,6 +32,8 @@ from adaptcs.mri.design import (
 )
 from adaptcs.mri.greedy import offline_greedy, oracle_choice
 
+MRI_REPLAY = ["replay", "--instrument", "mri"]  # python -m adaptcs replay --instrument mri
+
 
 def _complex(rng, shape):
     return rng.normal(size=shape) + 1j * rng.normal(size=shape)
@@ -301,7 +303,7 @@ def test_command_line_replays_a_user_kspace(tmp_path, capsys):
     acq = colin27_kspace(32, noise=0.02)[1]
     np.save(tmp_path / "k.npy", acq.kspace)
     out = tmp_path / "mri.h5"
-    assert main(["--quiet", "mri", str(tmp_path / "k.npy"), "--lines", "4", "8", "--level", "2",
+    assert main(["--quiet", *MRI_REPLAY, str(tmp_path / "k.npy"), "--lines", "4", "8", "--level", "2",
                  "--out", str(out), "--masks", str(tmp_path / "masks")]) == 0
     printed = capsys.readouterr().out
     assert "| design |" in printed and "| variable_density |" in printed and "| jittered_density |" in printed
@@ -323,7 +325,7 @@ def test_command_line_replays_a_user_kspace(tmp_path, capsys):
     # an HDF5 file as fastMRI writes them: slices first, phase encodes along the last axis
     with h5py.File(tmp_path / "k.h5", "w") as f:
         f["kspace"] = np.stack([acq.kspace.T, acq.kspace.T])
-    assert main(["--quiet", "mri", str(tmp_path / "k.h5"), "--slice", "1", "--phase-axis", "1", "--lines", "4",
+    assert main(["--quiet", *MRI_REPLAY, str(tmp_path / "k.h5"), "--slice", "1", "--phase-axis", "1", "--lines", "4",
                  "--level", "2", "--orders", "design", "--noise-var", str(acq.noise_var),
                  "--out", str(tmp_path / "m2.h5")]) == 0
     with h5py.File(tmp_path / "m2.h5") as f:
@@ -331,9 +333,10 @@ def test_command_line_replays_a_user_kspace(tmp_path, capsys):
         designed = f["design_lines"][()]
         assert designed.shape == (4,) and set(designed[:2]) == set(centre_lines(32, 2))
     np.save(tmp_path / "real.npy", np.abs(acq.kspace))
-    assert main(["--quiet", "mri", str(tmp_path / "real.npy"), "--lines", "4", "--out", str(tmp_path / "x.h5")]) == 2
+    assert main(["--quiet", *MRI_REPLAY, str(tmp_path / "real.npy"), "--lines", "4",
+                 "--out", str(tmp_path / "x.h5")]) == 2
     assert "complex" in capsys.readouterr().err
-    assert main(["--quiet", "mri", str(tmp_path / "k.h5"), "--dataset", "image", "--lines", "4",
+    assert main(["--quiet", *MRI_REPLAY, str(tmp_path / "k.h5"), "--dataset", "image", "--lines", "4",
                  "--out", str(tmp_path / "x.h5")]) == 2
     assert "no dataset 'image'" in capsys.readouterr().err
 

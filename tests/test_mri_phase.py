@@ -11,6 +11,8 @@ from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines
 from adaptcs.mri.greedy import oracle_choice
 
+MRI_REPLAY = ["replay", "--instrument", "mri"]  # python -m adaptcs replay --instrument mri
+
 N = 16
 
 
@@ -215,8 +217,8 @@ def test_the_command_line_and_the_lab_take_the_phase_prior(tmp_path, capsys):
 
     acq = colin27_kspace(32)[1]
     np.save(tmp_path / "k.npy", acq.kspace)
-    assert main(["--quiet", "mri", str(tmp_path / "k.npy"), "--lines", "4", "8", "--level", "2", "--prior", "phase",
-                 "--out", str(tmp_path / "m.h5")]) == 0
+    assert main(["--quiet", *MRI_REPLAY, str(tmp_path / "k.npy"), "--lines", "4", "8", "--level", "2",
+                 "--prior", "phase", "--out", str(tmp_path / "m.h5")]) == 0
     with h5py.File(tmp_path / "m.h5") as f:
         assert f.attrs["prior"] == "phase" and f["design/8"].attrs["converged"]
     state = tmp_path / "s.h5"

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from adaptcs._names import LINE_LAB_FORMAT, ROW_LAB_FORMAT
+
 
 class StateError(ValueError):
     """A state or input file that cannot be used (the message says which and why)."""
@@ -51,11 +53,14 @@ def refuse_overwriting_inputs(outputs: dict, inputs: dict) -> None:
 
 
 # the formats of the files that hold a loop's measurements (adaptcs.lab.state, adaptcs.lab.lines)
-STATE_FORMATS = ("adaptcs-design-state", "adaptcs-mri-lines-state")
+STATE_FORMATS = (ROW_LAB_FORMAT, LINE_LAB_FORMAT)
 
 
-def _state_format(path: Path) -> str | None:
-    """The format attribute of an HDF5 lab state at ``path``, or None if it is not one."""
+def state_format(path, formats=STATE_FORMATS) -> str | None:
+    """The format attribute of an HDF5 lab state at ``path`` if it is one of ``formats``, or None (also for what is
+    not a regular file: opening a FIFO would block)."""
+    if not Path(path).is_file():
+        return None
     try:
         import h5py
 
@@ -67,7 +72,7 @@ def _state_format(path: Path) -> str | None:
     except (OSError, ValueError):
         return None
     value = value.decode() if isinstance(value, bytes) else str(value)
-    return value if value in STATE_FORMATS else None
+    return value if value in formats else None
 
 
 def check_output_path(path, option: str, inputs: dict | None = None) -> Path:
@@ -80,7 +85,7 @@ def check_output_path(path, option: str, inputs: dict | None = None) -> Path:
     if path.exists() and not path.is_file():
         raise ValueError(f"{path}: {option} names a special file (a FIFO, a device or a socket), which would be "
                          "replaced; give a regular file (nothing was written)")
-    if path.exists() and _state_format(path):
+    if path.exists() and state_format(path):
         raise ValueError(f"{path}: {option} names a lab state file, which holds every measurement of a loop; "
                          "write the output to another file (nothing was written)")
     parent = path.parent

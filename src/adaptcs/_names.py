@@ -20,6 +20,8 @@ MRI_ORDERS = ("design", "low_to_high", "partial_fourier_5_8", "partial_fourier_6
 MRI_PRIORS = ("gaussian", "sparse", "phase")  # adaptcs.mri.replay.PRIORS
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")  # adaptcs.design.basis_scan.REPLAY_ORDERS
 REPLAY_PRIORS = ("tree", "prediction", "scales")  # adaptcs.replay.PRIORS
+ROW_LAB_FORMAT = "adaptcs-design-state"  # the state file of the lab of rows and basis images (adaptcs.lab.state)
+LINE_LAB_FORMAT = "adaptcs-mri-lines-state"  # the state file of the lab of k-space lines (adaptcs.lab.lines)
 
 
 def variant_label(method: str, hyperparameters: str) -> str:

@@ -1,5 +1,4 @@
-"""Command line for people who do not use Snakemake: python -m adaptcs {run,settings,table,curves,design,replay,mri,
-mri-lab}.
+"""Command line for people who do not use Snakemake: python -m adaptcs {run,settings,table,curves,lab,replay}.
 
 Examples:
 
@@ -17,31 +16,26 @@ workflow config, exactly as the workflow runs it (results/jobs.tsv lists their n
 
 Progress goes to standard error, one line per replicate (--quiet for warnings only).
 
-The lab loop at an instrument, with every measurement in one HDF5 state file:
+Every instrument (rows, camera, mri) has a lab (ask for measurements, measure, tell; every measurement in one HDF5
+state file) and, where it makes sense, a replay of a complete recording:
 
-    python -m adaptcs design init --groups groups.csv --state s.h5     # p0, v0, noise learned (or --p0 ...)
-    python -m adaptcs design next --state s.h5 --batch 4 --out rows.csv
-    python -m adaptcs design add --state s.h5 --rows rows.csv --values y.csv
-    python -m adaptcs design estimate --state s.h5 --out estimate.csv
-    python -m adaptcs design init --basis haar --side 64 --state s.h5   # rows are pixel patterns of an image
+    python -m adaptcs lab --instrument rows init --groups groups.csv --state s.h5   # p0, v0, noise learned
+    python -m adaptcs lab next --state s.h5 --batch 4 --out rows.csv   # the state names its instrument
+    python -m adaptcs lab add --state s.h5 --rows rows.csv --values y.csv
+    python -m adaptcs lab estimate --state s.h5 --out estimate.csv
+    python -m adaptcs lab --instrument camera init --basis haar --side 64 --state s.h5   # basis images
+
+    python -m adaptcs lab --instrument mri init --state scan.h5 --shape 256 256
+    python -m adaptcs lab next --state scan.h5          # prints the lines to measure
+    python -m adaptcs lab add --state scan.h5 --lines 120 121 --readouts lines.npy
+    python -m adaptcs lab estimate --state scan.h5 --out image.npy
+
+    python -m adaptcs replay --instrument camera --basis haar --side 64 --values scan.csv --out replay.csv
+    python -m adaptcs replay --instrument mri kspace.npy --lines 32 64 --out mri.h5
 
 Rows and values files take numbers separated by commas, spaces or tabs, one record per line, with an optional
-header line and # comments.
-
-Replaying a complete basis scan in several acquisition orders:
-
-    python -m adaptcs replay --basis haar --side 64 --values scan.csv --out replay.csv
-
-Designing MRI k-space lines on a fully sampled k-space (retrospectively), against fixed masks:
-
-    python -m adaptcs mri kspace.npy --lines 32 64 --out mri.h5
-
-At a scanner, phase encode by phase encode (ask, measure, tell):
-
-    python -m adaptcs mri-lab init --state scan.h5 --shape 256 256
-    python -m adaptcs mri-lab next --state scan.h5          # prints the lines to measure
-    python -m adaptcs mri-lab add --state scan.h5 --lines 120 121 --readouts lines.npy
-    python -m adaptcs mri-lab estimate --state scan.h5 --out image.npy
+header line and # comments. The older names design (lab --instrument rows), mri-lab (lab --instrument mri) and
+mri (replay --instrument mri) still work and say their new form.
 """
 
 from __future__ import annotations
@@ -49,22 +43,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import signal
 import sys
 
 from adaptcs._names import (
-    BASES,
     EXPERIMENTS,
     HYPERPARAMETERS,
     METHODS,
     MNIST_SOURCES,
-    REPLAY_ORDERS,
-    REPLAY_PRIORS,
     STRATEGIES,
 )
-from adaptcs.mri.cli import add_mri_lab_parser, add_mri_parser
 
 # The numerical modules are imported by the commands that need them, so that --help answers at once.
 
@@ -201,222 +190,10 @@ def _print_curves(curves, every: int) -> None:
               + f" | {failed.get((method, strategy), 0)} of {replicates[method, strategy]} |")
 
 
-def _design_init(args) -> int:
-    from adaptcs.lab import rows as lab
-
-    state = lab.init(args.state, args.groups, basis=args.basis, side=args.side, level=args.level, p0=args.p0,
-                     v0=args.v0, noise_var=args.noise_var,
-                     strategy=args.strategy, row_constraint=args.row_constraint, row_norm=args.row_norm, seed=args.seed,
-                     pool_path=args.pool, force=args.force)
-    learned = ", ".join(state.learned) or "nothing"
-    prior = "the replay's wavelet tree with the prediction" if state.uses_tree else "a prior per scale"
-    depth = f", depth {state.basis.level}" if hasattr(state.basis, "level") else ""
-    basis = (f" ({state.basis_name} basis of {state.side} x {state.side} images{depth}: rows are pixel patterns, "
-             f"{prior})") if state.basis_name else ""
-    print(f"{args.state}: {state.d} coefficients in {len(set(state.groups.tolist()))} groups{basis}, strategy "
-          f"{state.strategy} ({state.row_constraint} rows); learned from the measurements: {learned}")
-    return 0
-
-
-def _design_next(args) -> int:
-    from adaptcs.lab import rows as lab
-
-    state_before = lab.load_state(args.state)
-    rows, summary, info = lab.next_rows(args.state, args.out, args.batch)
-    print(summary.describe(state_before.learned))
-    if summary.converged is False:
-        chosen = "these rows are random (the start, before designing), and" if info["chosen_by"].startswith(
-            "random") else "these rows are the best the current fit suggests, and"
-        print(f"warning: {chosen} " + (summary.warning or "the fit did not converge"), file=sys.stderr)
-    if note := summary.noise_note(state_before.learned):
-        print(note, file=sys.stderr)
-    scored = [score for score in info["score"] if math.isfinite(score)]
-    detail = "no covariance used" if not scored else f"x^T V x {min(scored):.4g}..{max(scored):.4g}" + \
-        (f" (bound {info['bound']:.4g})" if math.isfinite(info["bound"]) else "")
-    print(f"wrote {rows.shape[0]} rows ({info['chosen_by']}; {detail}) to {args.out}")
-    return 0
-
-
-def _design_add(args) -> int:
-    from adaptcs.lab import rows as lab
-
-    info = lab.add(args.state, args.rows, args.values, again=args.again)
-    print(f"{args.state}: added {info['rows']} measurements as add {info['call']} ({info['asked']} of them asked "
-          f"for); {info['n_measured']} in all")
-    return 0
-
-
-def _design_remove(args) -> int:
-    from adaptcs.lab import rows as lab
-
-    info = lab.remove(args.state, args.batch)
-    print(f"{args.state}: took back the {info['rows']} measurements of add {info['batch']} (kept in the file as "
-          f"removed); {info['n_measured']} in the fit")
-    return 0
-
-
-def _design_estimate(args) -> int:
-    from adaptcs.lab import rows as lab
-
-    table, summary = lab.estimate(args.state, args.out, args.image)
-    learned = lab.load_state(args.state).learned
-    print(summary.describe(learned))
-    if not summary.converged:
-        print("warning: " + (summary.warning or "the fit did not converge: treat the estimate with care"),
-              file=sys.stderr)
-    if note := summary.noise_note(learned):
-        print(note, file=sys.stderr)
-    if summary.model == "WaveletTreeSpikeSlab":  # a state per coefficient
-        print(f"wrote {len(table)} coefficients to {args.out}; {int((table['group_prob'] > 0.5).sum())} of "
-              f"{len(table)} have probability > 0.5 of being on")
-    else:
-        active = table.groupby("group")["group_prob"].first()
-        print(f"wrote {len(table)} coefficients to {args.out}; {int((active > 0.5).sum())} of {active.size} groups "
-              "have probability > 0.5 of being active")
-    if args.image:
-        print(f"wrote the image (posterior mean, pixels) to {args.image}")
-    return 0
-
-
-def _replay(args) -> int:
-    import numpy as np
-    from threadpoolctl import threadpool_limits
-
-    from adaptcs import replay
-    from adaptcs._io import atomic_write, refuse_overwriting_inputs
-
-    refuse_overwriting_inputs({"--out": args.out, "--images": args.images},
-                              {"--values": args.values, "--rows": args.rows})
-    if args.photons is not None and not (args.noise == "photon" and args.photons > 0):
-        raise ValueError(f"--photons must be positive and goes with --noise photon; got --photons {args.photons:g} "
-                         f"with --noise {args.noise}")
-    basis, values = replay.load_scan(args.basis, args.side, args.values, args.rows, level=args.level)
-    measured = int(np.sum(~np.isnan(values)))
-    depth = f" (depth {basis.level})" if hasattr(basis, "level") else ""
-    print(f"{args.values}: {measured} of {basis.d} {args.basis}{depth} basis images measured; replaying "
-          f"{', '.join(args.orders)} with the {args.prior} prior", file=sys.stderr)
-    with threadpool_limits(args.threads):
-        table, images = replay.replay_scan(basis, values, args.orders, args.fractions, prior=args.prior,
-                                           batch_size=args.batch, seed=args.seed, noise=args.noise,
-                                           photons=args.photons)
-    atomic_write(args.out, lambda f: table.to_csv(f, index=False))
-    if args.images is not None:
-        arrays = {"full": images.pop("full")} | {f"{order}_{n}": image for (order, n), image in images.items()}
-        def write_images(path):
-            with open(path, "wb") as f:  # a file object: numpy would append .npz to the temporary name
-                np.savez_compressed(f, side=basis.side, **arrays)
-
-        atomic_write(args.images, write_images)
-    wide = table.pivot(index="order", columns="n", values="psnr").reindex(args.orders)
-    print("PSNR (dB) against the full-scan image, by patterns used:")
-    print("| order | " + " | ".join(f"{n} ({n / basis.d:.0%})" for n in wide.columns) + " |")
-    print("|---|" + "---:|" * len(wide.columns))
-    for order, row in wide.iterrows():
-        print(f"| {order} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
-    unconverged = int(np.sum(table["converged"] == 0))
-    if unconverged:
-        print(f"warning: {unconverged} of {len(table)} reconstructions did not converge (column converged)",
-              file=sys.stderr)
-    print(f"wrote {args.out}" + (f" and {args.images}" if args.images else ""))
-    return 0
-
-
-def _add_replay_parser(sub) -> None:
-    replay = sub.add_parser("replay", help="replay a complete basis scan in several acquisition orders",
-                            description="Replay a basis scan an instrument made (a single-pixel camera showing "
-                                        "basis images): each order chooses only among the measured patterns, and "
-                                        "each reconstruction is scored against the full-scan image.")
-    replay.add_argument("--basis", default="haar", choices=[b for b in BASES if b != "dct"])
-    replay.add_argument("--side", type=int, required=True, help="image side (a power of two)")
-    replay.add_argument("--level", type=int,
-                        help="wavelet depth of the scan (default: a 4 x 4 approximation; with --rows, the depth at "
-                             "which every row is a basis image)")
-    replay.add_argument("--values", required=True,
-                        help="CSV (one value per line) or .npy: the value of every basis image of unit norm in the "
-                             "basis's coefficient order (empty or nan: not measured); with --rows, one per row")
-    replay.add_argument("--rows", help="CSV or .npy of the patterns shown (pixels, one per line), each a multiple "
-                                       "of one basis image")
-    replay.add_argument("--orders", nargs="+", default=list(REPLAY_ORDERS), choices=list(REPLAY_ORDERS))
-    replay.add_argument("--fractions", nargs="+", type=float, default=[0.10, 0.15, 0.25],
-                        help="fractions of the basis images at which to score (default 0.10 0.15 0.25)")
-    replay.add_argument("--prior", default="prediction", choices=list(REPLAY_PRIORS),
-                        help="prediction (default): the hidden Markov tree whose details follow the wavelet "
-                             "prediction from the coarser scales; tree: the tree alone; scales: GSS-EP with a prior "
-                             "per scale")
-    replay.add_argument("--noise", default="constant", choices=["constant", "photon"],
-                        help="constant: one noise variance (default); photon: proportional to the light each "
-                             "pattern collects (a photon-counting camera; tree priors only; learned, it is no "
-                             "better on simulated photon scans, docs/results.md)")
-    replay.add_argument("--photons", type=float,
-                        help="with --noise photon: the camera's known photon count per unit of the values (1 for "
-                             "values in photon counts); each value's noise variance is then its pattern's light "
-                             "over this, not learned")
-    replay.add_argument("--batch", type=int, help="patterns per refit (default d/256)")
-    replay.add_argument("--seed", type=int, default=0, help="seed of the random order")
-    replay.add_argument("--out", required=True, help="CSV to write: order, fraction, n, psnr, relative_error, ...")
-    replay.add_argument("--images", help="also write the reconstructions (.npz)")
-    replay.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
-    replay.set_defaults(func=_replay)
-
-
-def _add_design_parser(sub) -> None:
-    design = sub.add_parser("design", help="the lab loop: ask for rows, measure, tell (state in one HDF5 file)",
-                            description="Sequential design at an instrument. Every command takes --state, the HDF5 "
-                                        "file that holds every measurement and setting (written atomically).")
-    steps = design.add_subparsers(dest="step", required=True)
-    init = steps.add_parser("init", help="start: groups, fixed hyper-parameters (others learned), strategy")
-    init.add_argument("--groups", help="CSV: one non-negative integer group label per coefficient")
-    init.add_argument("--basis", choices=list(BASES),
-                      help="instead of --groups: the coefficients of a --side x --side image in this basis (its "
-                           "groups, a prior per scale); rows asked for and told are pixel patterns")
-    init.add_argument("--side", type=int, help="image side with --basis (a power of two for wavelets)")
-    init.add_argument("--level", type=int, help="wavelet depth with --basis (a scan with a k x k approximation: "
-                                                "log2(side / k); default a 4 x 4 approximation)")
-    init.add_argument("--state", required=True)
-    for name, what in (("p0", "prior probability of a group"), ("v0", "variance of a non-zero coefficient"),
-                       ("noise-var", "noise variance of a measurement")):
-        init.add_argument(f"--{name}", type=float, help=f"fix the {what} (default: learned from the measurements)")
-    init.add_argument("--strategy", default="design", choices=["design", "random", "pool", "predict"],
-                      help="predict: the wavelet prediction scan of basis images (needs a wavelet --basis)")
-    init.add_argument("--row-constraint", default="sphere", choices=["sphere", "binary"],
-                      help="binary: rows of +-a entries, a = row norm / sqrt(d) (micromirror patterns)")
-    init.add_argument("--row-norm", type=float, help="norm of the rows asked for (default sqrt(d))")
-    init.add_argument("--pool", help="CSV of candidate rows (strategy pool)")
-    init.add_argument("--seed", type=int, default=0, help="seed of random rows and eigenvector starts")
-    init.add_argument("--force", action="store_true", help="overwrite an existing state file")
-    init.set_defaults(func=_design_init)
-
-    ask = steps.add_parser("next", help="write the next rows to measure")
-    ask.add_argument("--state", required=True)
-    ask.add_argument("--batch", type=int, default=1, help="rows to ask for (default 1)")
-    ask.add_argument("--out", required=True, help="CSV to write: one row per line")
-    ask.set_defaults(func=_design_next)
-
-    tell = steps.add_parser("add", help="add measured rows and their values (asked for or not)")
-    tell.add_argument("--state", required=True)
-    tell.add_argument("--rows", required=True, help="one measured row per line (numbers separated by commas, "
-                                                    "spaces or tabs; a header line is allowed)")
-    tell.add_argument("--values", required=True, help="one measured value per line, in the same order")
-    tell.add_argument("--again", action="store_true",
-                      help="the rows and values repeat an earlier add exactly and are a real repeat measurement")
-    tell.set_defaults(func=_design_add)
-
-    take_back = steps.add_parser("remove", help="take back the measurements of one add (kept in the file, logged)")
-    take_back.add_argument("--state", required=True)
-    take_back.add_argument("--batch", type=int, required=True,
-                           help="which add to take back: 0 for the first, as 'add' reports it")
-    take_back.set_defaults(func=_design_remove)
-
-    est = steps.add_parser("estimate", help="posterior mean, std and group probabilities from all measurements")
-    est.add_argument("--state", required=True)
-    est.add_argument("--out", required=True, help="CSV to write: coefficient, group, mean, std, group_prob")
-    est.add_argument("--image", help="with a basis: also write the posterior mean image (CSV, side x side pixels)")
-    est.set_defaults(func=_design_estimate)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m adaptcs`` (subcommands run, settings, table, curves, design, replay, mri,
-    mri-lab)."""
+    """The argument parser of ``python -m adaptcs`` (subcommands run, settings, table, curves, lab, replay, and the
+    older names design, mri-lab, mri); :func:`main` hands lab, replay and the older names to their instrument's
+    parser."""
     parser = argparse.ArgumentParser(prog="python -m adaptcs", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -460,18 +237,102 @@ def build_parser() -> argparse.ArgumentParser:
     curves.add_argument("--every", type=int, default=4, help="print every k-th step (default 4)")
     curves.set_defaults(func=_curves)
 
-    _add_design_parser(sub)
-    _add_replay_parser(sub)
-    add_mri_parser(sub)
-    add_mri_lab_parser(sub)
+    for command, (_, help_text) in INSTRUMENT_COMMANDS.items():
+        entry = sub.add_parser(command, help=help_text, add_help=False)  # main() parses these (_instrument_command)
+        entry.add_argument("arguments", nargs=argparse.REMAINDER)
+    for alias, (command, name) in ALIASES.items():
+        entry = sub.add_parser(alias, help=f"the older name of '{command} --instrument {name}'", add_help=False)
+        entry.add_argument("arguments", nargs=argparse.REMAINDER)
+    return parser
+
+
+# the commands every instrument shares, and today's older names of them (kept; each says the new form once)
+INSTRUMENT_COMMANDS = {
+    "lab": ("a lab", "ask/tell at an instrument: init, next, add, remove, estimate (one state file)"),
+    "replay": ("a replay", "replay a complete recording of an instrument in several orders"),
+}
+ALIASES = {"design": ("lab", "rows"), "mri-lab": ("lab", "mri"), "mri": ("replay", "mri")}
+
+
+def _instrument_command(argv: list[str]) -> argparse.Namespace | None:
+    """The parsed arguments of ``lab``, ``replay`` or an older name of them (None for any other command): the
+    instrument's own parser reads everything after the command but ``--instrument``."""
+    from adaptcs import instruments
+
+    position = next((i for i, argument in enumerate(argv) if argument != "--quiet"), len(argv))
+    command = argv[position] if position < len(argv) else None
+    if command not in INSTRUMENT_COMMANDS and command not in ALIASES:
+        return None
+    quiet, rest = "--quiet" in argv[:position], argv[position + 1:]
+    if command in ALIASES:
+        command, name = ALIASES[argv[position]]
+        print(f"note: '{argv[position]}' is now '{command} --instrument {name}' (same steps and options)",
+              file=sys.stderr)
+    else:
+        name, rest = _pop_instrument(rest)
+    offered = instruments.with_lab() if command == "lab" else instruments.with_replay()
+    if command == "lab":
+        found = instruments.instrument_of_state(rest)
+        if name is None:
+            name = found
+        elif found is not None and instruments.INSTRUMENTS[found].state_format != \
+                instruments.INSTRUMENTS[name].state_format:
+            raise ValueError(f"the state file is one of the {found} lab; give --instrument {found} (or leave it out)")
+    elif name is None:
+        name = "camera"
+        print("note: 'replay' without --instrument is 'replay --instrument camera'", file=sys.stderr)
+    if name is None:
+        if {"-h", "--help"} & set(rest):
+            _overview(command, offered).parse_args(["--help"])
+        raise ValueError(f"give --instrument ({', '.join(offered)}); after init the state file names it "
+                         f"(python -m adaptcs {command} --help)")
+    parser = (instruments.lab_parser if command == "lab" else instruments.replay_parser)(name)
+    args = parser.parse_args(rest)
+    args.quiet = quiet
+    return args
+
+
+def _pop_instrument(arguments: list[str]) -> tuple[str | None, list[str]]:
+    """``--instrument NAME`` (or ``--instrument=NAME``) taken out of ``arguments``."""
+    for i, argument in enumerate(arguments):
+        if argument == "--instrument":
+            if i + 1 == len(arguments):
+                raise ValueError("--instrument needs a name")
+            return arguments[i + 1], arguments[:i] + arguments[i + 2:]
+        if argument.startswith("--instrument="):
+            return argument.split("=", 1)[1], arguments[:i] + arguments[i + 1:]
+    return None, arguments
+
+
+def _overview(command: str, offered: list[str]) -> argparse.ArgumentParser:
+    """The help of ``lab`` or ``replay`` before an instrument is named (and its error when none is)."""
+    from adaptcs import instruments
+
+    what, help_text = INSTRUMENT_COMMANDS[command]
+    step = " init|next|add|remove|estimate" if command == "lab" else ""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m adaptcs {command}", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=f"{help_text[0].upper()}{help_text[1:]}. The instruments with {what}:\n\n"
+                    + "\n".join(f"  {name:8s} {instruments.INSTRUMENTS[name].summary}" for name in offered)
+                    + f"\n\nEach instrument's own options: python -m adaptcs {command} --instrument NAME{step} --help"
+                    + ("\nAfter init, the state file names its instrument: --instrument may be left out."
+                       if command == "lab" else ""))
+    parser.add_argument("--instrument", required=True, choices=offered)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 with a message on bad input or a missing file)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     parser.add_argument("--quiet", action="store_true", help="print warnings and errors only, no progress")
-    args = parser.parse_args(argv)
+    try:
+        args = _instrument_command(argv)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args is None:
+        args = parser.parse_args(argv)
     if hasattr(signal, "SIGXFSZ"):  # past a file-size limit, writes fail with an error instead of killing us
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,

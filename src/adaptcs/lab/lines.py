@@ -1,11 +1,11 @@
 """A scanner's loop for Cartesian lines: ask for the next phase encodes, measure them, tell their readouts.
 
-``python -m adaptcs mri-lab init|next|add|estimate`` call the functions here (docs/mri.md, "At the scanner"). The
-state is one HDF5 file holding every line told (its phase-encode index and its complex readout) and the model's
-settings; commands that change it write a complete new file next to it and rename it over the old one, under an
-exclusive lock (as :mod:`adaptcs.lab.rows` does for rows), so an interrupted or failed command leaves the state as it
-was. Every command refits the line model from scratch on every line told and to EP's strict test, so answers
-depend only on the lines told, never on the order of the commands.
+``python -m adaptcs lab --instrument mri init|next|add|estimate`` call the functions here (docs/mri.md, "At the
+scanner"). The state is one HDF5 file holding every line told (its phase-encode index and its complex readout) and
+the model's settings; commands that change it write a complete new file next to it and rename it over the old one,
+under an exclusive lock (as :mod:`adaptcs.lab.rows` does for rows), so an interrupted or failed command leaves the
+state as it was. Every command refits the line model from scratch on every line told and to EP's strict test, so
+answers depend only on the lines told, never on the order of the commands.
 
 Before any line is told, ``next`` asks for the centre lines (``start`` of them); after that, for the unmeasured
 lines of largest exact information gain under the posterior of the lines told (a batch: the largest gains under
@@ -34,6 +34,7 @@ import h5py
 import numpy as np
 
 from adaptcs._io import StateError, as_text, attrs_digest, data_digest, locked, write_state_file
+from adaptcs._names import LINE_LAB_FORMAT
 from adaptcs._validation import check_measurement_scale
 from adaptcs.bases.separable import SeparableWavelet
 from adaptcs.models.line_spike_slab import LineFit
@@ -41,9 +42,9 @@ from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.mri.replay import PRIORS, PROFILES, line_model
 from adaptcs.operators import KSpaceLines
 
-STATE_FORMAT = "adaptcs-mri-lines-state"
+STATE_FORMAT = LINE_LAB_FORMAT
 STATE_VERSION = 1
-INIT_COMMAND = "python -m adaptcs mri-lab init"
+INIT_COMMAND = "python -m adaptcs lab --instrument mri init"
 
 
 @dataclass

@@ -1,13 +1,14 @@
 """The lab loop from the command line: every measurement and setting in one HDF5 state file.
 
-``python -m adaptcs design init|next|add|estimate`` (see :mod:`adaptcs.cli`) call the functions here. Each
-command reads the state, and the ones that change it (init, next, add) write a complete new file next to it
-and rename it over the old one, under an exclusive lock: an interrupted or failed command leaves the state as
-it was, and bad input files change nothing. No output file may be the state file, the same rows and values are
-not added twice by mistake (``add --again`` for a real repeat), and a batch added by mistake is taken back with
-``remove`` (kept in the file and logged, never deleted). The estimate depends only on the measurements told
-(every command refits GSS-EP from scratch on all of them), never on the order of the commands; a camera's loop
-(below) refits add by add, so there it depends on the adds as they were made, not on when rows were asked for.
+``python -m adaptcs lab --instrument rows|camera init|next|add|remove|estimate`` (the parsers in
+:mod:`adaptcs.instruments.rows`) call the functions here. Each command reads the state, and the ones that change it
+(init, next, add) write a complete new file next to it and rename it over the old one, under an exclusive lock: an
+interrupted or failed command leaves the state as it was, and bad input files change nothing. No output file may be
+the state file, the same rows and values are not added twice by mistake (``add --again`` for a real repeat), and a
+batch added by mistake is taken back with ``remove`` (kept in the file and logged, never deleted). The estimate
+depends only on the measurements told (every command refits GSS-EP from scratch on all of them), never on the order
+of the commands; a camera's loop (below) refits add by add, so there it depends on the adds as they were made, not on
+when rows were asked for.
 
 With a basis (``init --basis haar --side 64``) the unknowns are the basis coefficients ``c`` of an image
 ``x = Psi^T c`` (:mod:`adaptcs.bases.images`): groups are the basis's 2 x 2 blocks, GSS-EP has a spike probability and
@@ -174,7 +175,7 @@ class FitSummary:
             return ""
         return (f"caution: noise_var={noise:.3g} is learned from {self.n_rows} rows for {self.n_unknowns} unknowns; "
                 "with so few, the evidence takes unresolved detail for noise (often by orders of magnitude). If you "
-                "know your instrument's noise variance, give it: design init --noise-var <it> --force, then add "
+                "know your instrument's noise variance, give it: lab init --noise-var <it> --force, then add "
                 "the measurements again")
 
     def describe(self, learned) -> str:
@@ -363,7 +364,7 @@ def estimate(state_path, out_path, image_path=None) -> tuple[pd.DataFrame, FitSu
         raise StateError(f"{state_path} has no basis: its coefficients are not an image (--image needs a state made "
                          "with init --basis)")
     if state.X.shape[0] == 0:
-        raise StateError(f"{state_path} has no measurements yet (add some with 'python -m adaptcs design add')")
+        raise StateError(f"{state_path} has no measurements yet (add some with 'python -m adaptcs lab add')")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported in the summary
         designer = state.designer()

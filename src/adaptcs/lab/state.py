@@ -1,4 +1,5 @@
-"""The row lab's state: every measurement and setting of `python -m adaptcs design` in one HDF5 file.
+"""The row lab's state: every measurement and setting of `python -m adaptcs lab --instrument rows` (or camera) in
+one HDF5 file.
 
 State file layout (format ``adaptcs-design-state``, version 4; versions 1 and 2, without checksums, still open
 with a note and gain them when a command next changes the state; version 3 has no tracked fit)::
@@ -56,6 +57,7 @@ from adaptcs._io import (
     data_digest,
     write_state_file,
 )
+from adaptcs._names import ROW_LAB_FORMAT
 from adaptcs.bases.images import BASES, WAVELETS, Basis, make_basis
 from adaptcs.bases.prediction import single_coefficient_rows
 from adaptcs.design import SequentialDesigner
@@ -63,8 +65,8 @@ from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES
 from adaptcs.models import GroupSpikeSlabEP, WaveletTreeSpikeSlab
 from adaptcs.models._scaling import UNINFORMED_P0, uninformed_scale
 
-STATE_FORMAT = "adaptcs-design-state"
-INIT_COMMAND = "python -m adaptcs design init"  # named by the errors of a missing state
+STATE_FORMAT = ROW_LAB_FORMAT
+INIT_COMMAND = "python -m adaptcs lab --instrument rows init"  # named by the errors of a missing state
 STATE_VERSION = 4
 # version 1: no basis attributes; versions 1 and 2: no checksums, no removed rows; versions 1-3: no tracked fit
 READABLE_VERSIONS = (1, 2, 3, 4)

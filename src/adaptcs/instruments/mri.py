@@ -1,6 +1,9 @@
-"""``python -m adaptcs mri``: retrospective line design on a fully sampled k-space a user gives (docs/mri.md).
+"""MRI, Cartesian k-space lines (docs/mri.md): the phase encodes are chosen, each measured as a full readout.
 
-Kept apart from :mod:`adaptcs.cli` so that building the parser imports nothing heavy.
+Its replay (``python -m adaptcs replay --instrument mri``) designs lines retrospectively on a fully sampled k-space a
+user gives and scores the design and fixed masks against its full image (:func:`adaptcs.mri.replay.replay`); its lab
+(``python -m adaptcs lab --instrument mri``) is a scanner's ask/tell loop over phase encodes
+(:mod:`adaptcs.lab.lines`). Building the parsers imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -8,17 +11,21 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from adaptcs._names import LINE_LAB_FORMAT
 from adaptcs._names import MRI_ORDERS as ORDERS
 from adaptcs._names import MRI_PRIORS as PRIORS
+from adaptcs.instruments.base import Instrument
+
+REPLAY_DESCRIPTION = ("Retrospective Cartesian line design: from the centre lines, add the line of largest "
+                      "information gain under the posterior of the line model, refit, and score every order (design "
+                      "and fixed masks, same reconstructor) against the fully sampled image. Everything in one HDF5 "
+                      "file.")
+LAB_DESCRIPTION = ("A scanner's loop over Cartesian phase encodes, state in one HDF5 file: init, then repeat next "
+                   "(which lines to measure), add (their readouts), and estimate the image when you stop.")
 
 
-def add_mri_parser(sub) -> None:
-    """The ``mri`` subcommand."""
-    mri = sub.add_parser(
-        "mri", help="design k-space lines on a fully sampled k-space and compare with fixed masks",
-        description="Retrospective Cartesian line design: from the centre lines, add the line of largest information "
-                    "gain under the posterior of the line model, refit, and score every order (design and fixed "
-                    "masks, same reconstructor) against the fully sampled image. Everything in one HDF5 file.")
+def add_replay_arguments(mri) -> None:
+    """The MRI replay's arguments on ``mri``."""
     mri.add_argument("kspace", help=".npy (complex, (ny, nx), or (slices, ny, nx) with --slice) or .h5/.hdf5 (see "
                                     "--dataset): a fully sampled, centred, single-coil k-space (DC in the middle), "
                                     "phase encodes along --phase-axis; multi-coil data: combine the coils first")
@@ -54,12 +61,8 @@ def add_mri_parser(sub) -> None:
     mri.set_defaults(func=run_mri)
 
 
-def add_mri_lab_parser(sub) -> None:
-    """The ``mri-lab`` subcommand: a scanner's ask/tell loop over phase encodes (:mod:`adaptcs.lab.lines`)."""
-    lab = sub.add_parser(
-        "mri-lab", help="ask for the next k-space lines, tell their readouts, estimate the image",
-        description="A scanner's loop over Cartesian phase encodes, state in one HDF5 file: init, then repeat next "
-                    "(which lines to measure), add (their readouts), and estimate the image when you stop.")
+def add_lab_steps(lab) -> None:
+    """The line lab's steps as subcommands of ``lab``: a scanner's ask/tell loop over phase encodes."""
     steps = lab.add_subparsers(dest="step", required=True)
     init = steps.add_parser("init", help="start a loop")
     init.add_argument("--state", required=True, help="the state file to create")
@@ -269,3 +272,8 @@ class _progress:
         if self.bar is not None:
             self.bar.close()
         return False
+
+
+MRI = Instrument("mri", "MRI: Cartesian k-space lines (phase encodes), each measured as a full readout",
+                 state_format=LINE_LAB_FORMAT, add_lab_steps=add_lab_steps, add_replay_arguments=add_replay_arguments,
+                 lab_description=LAB_DESCRIPTION, replay_description=REPLAY_DESCRIPTION)
