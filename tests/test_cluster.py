@@ -170,8 +170,8 @@ def test_squeue_only_cluster_with_short_min_job_age_is_refused(tmp_path, monkeyp
 
 def test_ci_runs_the_readme_cluster_commands():
     """.ci/slurm-e2e runs what the cluster page tells users to run (the sbatch line verbatim, the status command),
-    and the README's cluster command is the same profile."""
-    assert "--workflow-profile workflow/profiles/slurm" in (REPO / "README.md").read_text()
+    and the workflow guide's cluster command is the same profile."""
+    assert "--workflow-profile workflow/profiles/slurm" in (REPO / "docs" / "guide" / "workflow.md").read_text()
     readme = (REPO / "docs" / "cluster.md").read_text()
     ci = (REPO / ".ci/slurm-e2e").read_text()
     sbatch_line = ci.split("SBATCH_LINE='")[1].split("'\n")[0]

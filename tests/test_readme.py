@@ -1,4 +1,4 @@
-"""The README's "Use it on your instrument" snippets run as written (the Python loop and the command line)."""
+"""The README's quick starts and the guide's walk-throughs run as written (the Python loops and the command line)."""
 
 import re
 import shlex
@@ -11,11 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PYTHON_GUIDE = ROOT / "docs" / "guide" / "python.md"
+LAB_GUIDE = ROOT / "docs" / "guide" / "lab.md"
 
 
-def section_blocks(title: str, language: str) -> list[str]:
-    text = README.read_text()
+def section_blocks(title: str, language: str, page: Path = LAB_GUIDE) -> list[str]:
+    text = page.read_text()
     section = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(rf"```{language}\n(.*?)```", section, flags=re.S)
 
@@ -33,8 +36,10 @@ def test_the_python_lab_loop_runs_and_recovers_the_hidden_signal():
 
 
 @pytest.mark.slow
-def test_the_command_line_lab_loop_runs_as_written(tmp_path):
-    (script,) = section_blocks("Use it on your instrument", "bash")
+@pytest.mark.parametrize("page, title", [(README, "Quick start: at an instrument"),
+                                         (LAB_GUIDE, "Use it on your instrument")], ids=["README", "guide"])
+def test_the_command_line_lab_loop_runs_as_written(tmp_path, page, title):
+    (script,) = section_blocks(title, "bash", page)
     hidden = np.where(np.repeat(np.arange(16), 4) < 2, np.random.default_rng(0).normal(size=64), 0.0)
     ran = 0
     for line in script.splitlines():
@@ -62,8 +67,10 @@ def test_the_python_snippets_print_only_the_warnings_the_readme_announces():
 
     namespace = {}
     caught = {}
-    for title in ("Quick start", "Use it on your instrument", "Sequential design in Python"):
-        (code,) = section_blocks(title, "python")
+    pages = {"Quick start": PYTHON_GUIDE, "Use it on your instrument": LAB_GUIDE,
+             "Sequential design in Python": PYTHON_GUIDE}
+    for title, page in pages.items():
+        (code,) = section_blocks(title, "python", page)
         with warnings.catch_warnings(record=True) as record:
             warnings.simplefilter("always")
             exec(compile(code, "README.md", "exec"), namespace)
@@ -73,7 +80,7 @@ def test_the_python_snippets_print_only_the_warnings_the_readme_announces():
     assert len(caught[title]) == 1 and issubclass(caught[title][0].category, ConvergenceWarning), caught[title]
     assert len(str(caught[title][0].message)) < 500
     for title in ("Use it on your instrument", "Sequential design in Python"):
-        assert "What to expect" in README.read_text().split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+        assert "What to expect" in pages[title].read_text().split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
     result = namespace["res"]
     assert result.converged.all()
     assert round(result.errors[0], 2) == 0.82 and round(result.errors[-1], 2) == 0.28  # as the README says
