@@ -73,14 +73,16 @@ def test_warnings_point_at_the_callers_line():
     import numpy as np
 
     from adaptcs.design import SequentialDesigner
-    from adaptcs.models import GroupARD, GroupSpikeSlabEP
+    from adaptcs.models import GroupARD, GroupLasso, GroupSpikeSlabEP
 
     X = np.random.default_rng(0).normal(size=(10, 16))
     groups = np.arange(16) // 4
     with pytest.warns(ConvergenceWarning) as record:
         GroupSpikeSlabEP(groups, p0=0.3, v0=1.0, noise_var=0.01, max_iter=2, tol=1e-14).fit(X, X[:, 0])
         GroupARD(groups, max_iter=2).fit(X, X[:, 0])
+        GroupLasso(groups, k=1.0, max_iter=1, k_tol=1e-14).fit(X, X[:, 0])  # through GroupRegressor.fit
         designer = SequentialDesigner(GroupSpikeSlabEP(groups, max_iter=2), batch_size=2, rng=0)
         rows = designer.ask()
         designer.tell(rows, rows @ np.ones(16))
     assert {w.filename for w in record} == {__file__}, {(w.filename, w.lineno) for w in record}
+    assert any("GroupLasso" in str(w.message) for w in record)

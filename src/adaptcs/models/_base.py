@@ -22,7 +22,7 @@ import functools
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from threadpoolctl import ThreadpoolController
 
 from adaptcs import _validation as val
@@ -79,8 +79,31 @@ class GroupRegressor(RegressorMixin, BaseEstimator):
         """What the declared constraints cannot say; ``n_groups`` is None when checked without data. ValueError
         naming the parameter."""
 
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the model to the measurements ``y`` of the rows ``X`` (what is fitted: the class's ``_fit``).
+
+        Parameters
+        ----------
+        X : array-like, shape (n, d)
+            Measurement rows.
+        y : array-like, shape (n,)
+            Measurements.
+
+        Returns
+        -------
+        self
+        """
+        self._fit(*self._fit_prologue(X, y))
+        return self
+
+    def _fit(self, X: np.ndarray, y: np.ndarray, labels: np.ndarray, coef_group: np.ndarray) -> None:
+        """The fit proper, on validated data (:meth:`_fit_prologue`'s four values); sets the fitted attributes."""
+        raise NotImplementedError(f"{type(self).__name__} defines no _fit")
+
     def _fit_prologue(self, X, y) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The start of every ``fit`` (after ``_fit_context`` validated the declared constraints).
+        """The start of every ``fit`` (after ``_fit_context`` validated the declared constraints): the data
+        validated, the groups resolved, the extra parameter check.
 
         Returns
         -------

@@ -27,7 +27,6 @@ import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
 from scipy.optimize import minimize
 from scipy.special import expit
-from sklearn.base import _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -349,20 +348,8 @@ class FLAS(GroupRegressor):
                              f"variance, {float(self.v0)})")
         val.check_probability(self.p0, n_groups, "p0")
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """MAP estimate, then the Laplace approximation around it.
-
-        Parameters
-        ----------
-        X : array-like, shape (n, d)
-        y : array-like, shape (n,)
-
-        Returns
-        -------
-        self
-        """
-        X, y, labels, coef_group = self._fit_prologue(X, y)
+    def _fit(self, X, y, labels, coef_group):
+        """MAP estimate, then the Laplace approximation around it."""
         n, d = X.shape
         G = labels.shape[0]
         p0 = val.check_probability(self.p0, G, "p0")  # one per group

@@ -19,7 +19,6 @@ import time
 import warnings
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
@@ -89,20 +88,8 @@ class _GroupGibbs(GroupRegressor):
         _tau2, _logit, _v0, shape, rate = prior
         return float(np.mean(shape / rate))
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Run ``burn_in + n_samples`` sweeps and keep every ``thin``-th sample after the burn-in.
-
-        Parameters
-        ----------
-        X : array-like, shape (n, d)
-        y : array-like, shape (n,)
-
-        Returns
-        -------
-        self
-        """
-        X, y, labels, coef_group = self._fit_prologue(X, y)
+    def _fit(self, X, y, labels, coef_group):
+        """Run ``burn_in + n_samples`` sweeps and keep every ``thin``-th sample after the burn-in."""
         n, d = X.shape
         noise_var, n_samples, burn_in = float(self.noise_var), int(self.n_samples), int(self.burn_in)
         thin, refactor_every = int(self.thin), int(self.refactor_every)
@@ -202,7 +189,7 @@ class _GroupGibbs(GroupRegressor):
         if not self.converged_:
             warnings.warn(f"{type(self).__name__}: the chain has not mixed: split R-hat {self.rhat_:.3g} >= "
                           f"{RHAT_LIMIT} (run more sweeps); the fit is marked not converged", ConvergenceWarning,
-                          stacklevel=4)
+                          stacklevel=5)
         self._noise_var = noise_var
         self._centred = samples - self.coef_
         return self
@@ -365,11 +352,10 @@ class GroupSpikeSlabGibbs(_GroupGibbs):
         lam[np.argsort(residual, kind="stable")[: int(round(p0.mean() * len(members)))]] = v0
         return lam
 
-    def fit(self, X, y):
-        """Sample as :meth:`_GroupGibbs.fit`; ``group_prob_`` is the fraction of kept samples with the group on."""
-        super().fit(X, y)
+    def _fit(self, X, y, labels, coef_group):
+        """Sample as :class:`_GroupGibbs` does; ``group_prob_`` is the fraction of kept samples with the group on."""
+        super()._fit(X, y, labels, coef_group)
         self.group_prob_ = np.mean(self.group_var_samples_ > 0, axis=0)
-        return self
 
 
 @_sampler_doc

@@ -19,7 +19,6 @@ import warnings
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import brentq
-from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
@@ -248,20 +247,8 @@ class GroupARD(GaussianPosteriorMixin, GroupRegressor):
         """Only the noise variance can be learned."""
         val.check_names(self.learn, LEARNABLE, "learn")
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Maximise the evidence over the group variances, then form the Gaussian posterior.
-
-        Parameters
-        ----------
-        X : array-like, shape (n, d)
-        y : array-like, shape (n,)
-
-        Returns
-        -------
-        self
-        """
-        X, y, labels, coef_group = self._fit_prologue(X, y)
+    def _fit(self, X, y, labels, coef_group):
+        """Maximise the evidence over the group variances, then form the Gaussian posterior."""
         n, d = X.shape
         try:
             noise_var = uninformed_noise(y) if self.noise_var is None else float(self.noise_var)  # None: learned
@@ -315,7 +302,7 @@ class GroupARD(GaussianPosteriorMixin, GroupRegressor):
                              "are numerically degenerate together") from None
         if not converged:
             warnings.warn(f"GroupARD: evidence still changing after {max_iter} sweeps "
-                          f"(last change {trace[-1] - trace[-2]:.3g})", ConvergenceWarning, stacklevel=4)
+                          f"(last change {trace[-1] - trace[-2]:.3g})", ConvergenceWarning, stacklevel=5)
 
         noise_s = state.noise_var
         if learn_noise and noise_s <= 1.01 * NOISE_FLOOR * float(np.mean(ys * ys)):
@@ -324,7 +311,7 @@ class GroupARD(GaussianPosteriorMixin, GroupRegressor):
             # coefficients) from every start.
             warnings.warn(f"GroupARD: the evidence drove the learned noise variance to its floor ({NOISE_FLOOR:g} "
                           f"mean(y^2)) with {int(np.sum(state.group_var > 0))} groups on: the fit interpolates the "
-                          f"{n} measurements; give noise_var instead of learning it", UserWarning, stacklevel=4)
+                          f"{n} measurements; give noise_var instead of learning it", UserWarning, stacklevel=5)
         prior_var = state.group_var[coef_group]
         noise_var = noise_s * scale.y**2
         post = LinearGaussianModel(Xs, ys, noise_s, form="woodbury").posterior(prior_var, np.zeros(d))

@@ -15,7 +15,6 @@ import hashlib
 import warnings
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -133,20 +132,8 @@ class GroupLasso(GroupRegressor):
         if self.alpha is not None and self.k is not None:
             raise ValueError("give at most one of alpha (penalised form) and k (constrained form)")
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Solve the penalised or constrained problem.
-
-        Parameters
-        ----------
-        X : array-like, shape (n, d)
-        y : array-like, shape (n,)
-
-        Returns
-        -------
-        self
-        """
-        X, y, labels, coef_group = self._fit_prologue(X, y)
+    def _fit(self, X, y, labels, coef_group):
+        """Solve the penalised or constrained problem."""
         n, d = X.shape
         tol, max_iter = float(self.tol), int(self.max_iter)
         _order, members = val.group_members(coef_group, labels.shape[0])
@@ -194,7 +181,7 @@ class GroupLasso(GroupRegressor):
         gap = gap_s * scale.y * scale.y  # inf, not an OverflowError, when y's units square beyond 1e308
         if not converged:
             warnings.warn(f"GroupLasso: not converged (duality gap {gap:.2e}, penalty "
-                          f"{group_penalty(w, members):.6g})", ConvergenceWarning, stacklevel=4)
+                          f"{group_penalty(w, members):.6g})", ConvergenceWarning, stacklevel=5)
         self.n_features_in_ = d
         self.group_labels_ = labels
         self.coef_ = w

@@ -21,7 +21,6 @@ from dataclasses import replace
 
 import numpy as np
 from scipy.special import expit
-from sklearn.base import _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -300,22 +299,8 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         return (UNINFORMED_P0 if self.p0 is None else self.p0, v0 if self.v0 is None else self.v0,
                 noise_var if self.noise_var is None else self.noise_var)
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Run EP to convergence (or ``max_iter``).
-
-        Parameters
-        ----------
-        X : array-like, shape (n, d)
-            Measurement rows.
-        y : array-like, shape (n,)
-            Measurements.
-
-        Returns
-        -------
-        self
-        """
-        X, y, labels, coef_group = self._fit_prologue(X, y)
+    def _fit(self, X, y, labels, coef_group):
+        """Run EP to convergence (or ``max_iter``)."""
         started = time.perf_counter()
         d = X.shape[1]
         name = type(self).__name__
@@ -351,7 +336,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
             raise ValueError(f"{name}: {'learning ' + ', '.join(learn) + ': ' if learn else ''}{exc}") from None
         run = learned.run
         reasons = [] if learned.converged else [f"learning {', '.join(learn)} did not converge ({learned.message})"]
-        warn_not_converged(name, reasons + not_converged_reasons(run, self.tol, self.max_iter), stacklevel=5)
+        warn_not_converged(name, reasons + not_converged_reasons(run, self.tol, self.max_iter), stacklevel=6)
 
         # Scaling on exit: everything back in the data's units.
         hyper = learned.hyper.unscaled(scale)

@@ -31,7 +31,6 @@ from numbers import Real
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, logit
-from sklearn.base import _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -342,20 +341,8 @@ class VariationalGarrote(GroupRegressor):
         val.check_random_state(self.random_state)
         val.check_probability(self.p0, n_groups, "p0")
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Follow the gamma path on (X, y) and keep the solution at the selected gamma.
-
-        Parameters
-        ----------
-        X : array-like, shape (n, d)
-        y : array-like, shape (n,)
-
-        Returns
-        -------
-        self
-        """
-        X, y, labels, coef_group = self._fit_prologue(X, y)
+    def _fit(self, X, y, labels, coef_group):
+        """Follow the gamma path on (X, y) and keep the solution at the selected gamma."""
         val.check_squares_fit(self, X, y)  # VG works in the data's own units
         G = labels.shape[0]
         p0 = val.check_probability(self.p0, G, "p0")  # one per group
@@ -410,7 +397,7 @@ class VariationalGarrote(GroupRegressor):
             warnings.warn(f"{type(self).__name__}: X has condition number {self.condition_number_:.2g}: the rows "
                           "barely tell some coefficient vectors apart, and VG's flat prior within a selected group "
                           "leaves those directions unpenalised, so its estimate can be far from the truth even when "
-                          "converged (docs/model.md, 'VG on ill-conditioned rows')", UserWarning, stacklevel=4)
+                          "converged (docs/model.md, 'VG on ill-conditioned rows')", UserWarning, stacklevel=5)
         # a path stopped before the gamma asked for reports its last valid solution, which is not an answer at
         # that gamma: counted as not converged, like an inner iteration that did not meet tol
         self.converged_ = (chosen == report and sol.converged
