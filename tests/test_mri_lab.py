@@ -1,7 +1,11 @@
 """The scanner's loop over k-space lines (``python -m adaptcs lab --instrument mri``): ask, measure, tell, estimate."""
 
+import json
+import shutil
 import warnings
+from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
@@ -97,3 +101,43 @@ def test_the_command_line_runs_the_loop(tmp_path, scan, capsys):
         assert main(["--quiet", *MRI_LAB, "estimate", "--state", str(state), "--out", str(image)]) == 0
     assert np.load(image).shape == (32, 32)
     assert main(["--quiet", *MRI_LAB, "estimate", "--state", str(state), "--out", str(state)]) == 2
+
+
+def test_remove_takes_back_one_add_and_the_fit_is_as_if_it_never_came(tmp_path, scan, capsys):
+    """The estimate after removing add 1 equals a fit on the lines of adds 0 and 2 alone (an independent fit by
+    hand); the removed lines stay in the file, may be told again, and the log records the removal."""
+    state = tmp_path / "scan.h5"
+    lab.init(state, (32, 32), wavelet="db2", level=2, start=4, noise_var=1e-4)
+    adds = [np.array([14, 15, 16, 17]), np.array([3, 28]), np.array([10, 21])]
+    for lines in adds:
+        lab.add(state, lines, scan[lines])
+    assert main(["--quiet", *MRI_LAB, "remove", "--state", str(state), "--batch", "1"]) == 0
+    assert "took back the lines [3, 28] of add 1" in capsys.readouterr().out
+    saved = lab.load_state(state)
+    np.testing.assert_array_equal(saved.removed, [3, 28])
+    np.testing.assert_array_equal(saved.removed_readouts, scan[[3, 28]])
+    np.testing.assert_array_equal(saved.added_by, [0, 0, 0, 0, 2, 2])
+    told = np.concatenate([adds[0], adds[2]])
+    by_hand = line_model(SeparableWavelet((32, 32), "db2", 2), 1e-4).fit(scan[told], told)
+    fit, _ = lab.estimate(state)
+    np.testing.assert_allclose(fit.image, by_hand.image, rtol=1e-10, atol=1e-12)
+    for batch, message in ((1, "already removed"), (3, "there is no add 3"), (-1, "non-negative")):
+        with pytest.raises(StateError, match=message):
+            lab.remove(state, batch)
+    lab.add(state, np.array([3]), scan[[3]])  # a removed line may be told again, as add 3
+    assert lab.load_state(state).added_by.tolist() == [0, 0, 0, 0, 2, 2, 3]
+    assert [json.loads(entry)["command"] for entry in lab.load_state(state).log][-2:] == ["remove", "add"]
+
+
+def test_a_version_1_state_reads_its_adds_from_its_log_and_is_written_as_version_2(tmp_path):
+    """tests/fixtures/lab_states/lines.h5 was written by the version-1 code: two adds, 2 and 2 lines."""
+    state = tmp_path / "lines.h5"
+    shutil.copy(Path(__file__).parent / "fixtures" / "lab_states" / "lines.h5", state)
+    with h5py.File(state, "r") as f:
+        assert int(f.attrs["format_version"]) == 1 and "added_by" not in f
+    assert lab.load_state(state).added_by.tolist() == [0, 0, 1, 1]
+    info = lab.remove(state, 0)
+    assert info["lines"] == [15, 16] and info["n_told"] == 2
+    with h5py.File(state, "r") as f:
+        assert int(f.attrs["format_version"]) == lab.STATE_VERSION == 2
+    assert lab.load_state(state).removed.tolist() == [15, 16]

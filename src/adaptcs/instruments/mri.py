@@ -21,7 +21,8 @@ REPLAY_DESCRIPTION = ("Retrospective Cartesian line design: from the centre line
                       "and fixed masks, same reconstructor) against the fully sampled image. Everything in one HDF5 "
                       "file.")
 LAB_DESCRIPTION = ("A scanner's loop over Cartesian phase encodes, state in one HDF5 file: init, then repeat next "
-                   "(which lines to measure), add (their readouts), and estimate the image when you stop.")
+                   "(which lines to measure), add (their readouts), and estimate the image when you stop; remove "
+                   "takes back the lines of one add.")
 
 
 def add_replay_arguments(mri) -> None:
@@ -85,6 +86,10 @@ def add_lab_steps(lab) -> None:
                      help="phase-encode rows (centred k-space), or the file `next --out` wrote")
     add.add_argument("--readouts", required=True,
                      help=".npy, complex, shape (len(lines), nx): the readout of each line, in the order of --lines")
+    take_back = steps.add_parser("remove", help="take back the lines of one add (kept in the file, logged)")
+    take_back.add_argument("--state", required=True)
+    take_back.add_argument("--batch", type=int, required=True,
+                           help="which add to take back: 0 for the first, as 'add' reports it")
     est = steps.add_parser("estimate", help="the image from every line told")
     est.add_argument("--state", required=True)
     est.add_argument("--out", required=True, help=".npy file for the complex image (ny, nx)")
@@ -136,7 +141,11 @@ def run_mri_lab(args) -> int:
         lines = _lines_argument(args.lines)
         readouts = load_npy(args.readouts, "--readouts")
         state = lab.add(args.state, lines, readouts)
-        print(f"{state.lines.shape[0]} lines told")
+        print(f"{state.lines.shape[0]} lines told (add {state.n_adds - 1})")
+    elif args.step == "remove":
+        info = lab.remove(args.state, args.batch)
+        print(f"took back the lines {info['lines']} of add {info['batch']} (kept in the file as removed); "
+              f"{info['n_told']} lines in the fit")
     else:
         check_output_path(args.out, "--out", {"--state": args.state})
         fit, about = lab.estimate(args.state)

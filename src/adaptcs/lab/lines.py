@@ -12,13 +12,21 @@ lines of largest exact information gain under the posterior of the lines told (a
 one posterior). The noise variance is the one given at ``init`` (a noise scan), or estimated from the readout
 edges of the lines told (:func:`adaptcs.mri.noise.noise_from_readout_edges`).
 
-State file layout (format ``adaptcs-mri-lines-state``, version 1)::
+A batch of lines told by mistake is taken back with ``remove`` (its lines and readouts stay in the file as removed,
+and the log records it); a removed line may be told again. A line is told once: a repeat measurement of a line is not
+a second line of the model (average the readouts and give the noise variance of the average instead).
+
+State file layout (format ``adaptcs-mri-lines-state``, version 2; version 1, without ``added_by`` and the removed
+lines, opens with each line's add read from its log)::
 
     attrs: format, format_version, ny, nx, wavelet, level, prior, profile, start, noise_var (NaN: estimated),
            data_sha256 (of every dataset's name, type, shape and bytes), attrs_sha256 (of the other attributes)
     lines       (m,)     int    phase-encode rows of the centred k-space told, in the order told
     readout_re  (m, nx)  float  real part of each line's readout (centred k-space, phase encode along y)
     readout_im  (m, nx)  float  imaginary part
+    added_by    (m,)     int    which ``add`` told each line (0, 1, ...)
+    removed     (r,)     int    lines taken back by ``remove``, with removed_re, removed_im (r, nx) and
+                                removed_by (r,): their readouts and the add that had told them
     asked       (k,)     int    every line ``next`` asked for, in order
     log         (j,)     bytes  one JSON line (UTF-8) per command that changed the state
 """
@@ -43,7 +51,8 @@ from adaptcs.mri.replay import PRIORS, PROFILES, line_model
 from adaptcs.operators import KSpaceLines
 
 STATE_FORMAT = LINE_LAB_FORMAT
-STATE_VERSION = 1
+STATE_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1: no added_by, nothing removed
 INIT_COMMAND = "python -m adaptcs lab --instrument mri init"
 
 
@@ -63,10 +72,21 @@ class LineState:
     readouts: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=complex))
     asked: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     log: list = field(default_factory=list)
+    added_by: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    removed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    removed_readouts: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=complex))
+    removed_by: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __post_init__(self):
         if self.readouts.shape == (0, 0):
             self.readouts = np.zeros((0, self.nx), dtype=complex)
+        if self.removed_readouts.shape == (0, 0):
+            self.removed_readouts = np.zeros((0, self.nx), dtype=complex)
+
+    @property
+    def n_adds(self) -> int:
+        """How many ``add`` commands have told lines (removed ones included)."""
+        return sum(json.loads(entry)["command"] == "add" for entry in self.log)
 
     @property
     def basis(self) -> SeparableWavelet:
@@ -172,11 +192,35 @@ def add(state_path, lines, readouts) -> LineState:
                                     else None, None)
         except ValueError as exc:
             raise StateError(str(exc).replace("row entry", "readout")) from None
+        state.added_by = np.concatenate([state.added_by, np.full(lines.shape[0], state.n_adds, dtype=np.int64)])
         state.lines = np.concatenate([state.lines, lines.astype(np.int64)])
         state.readouts = np.concatenate([state.readouts, readouts.astype(complex)])
         _record(state, "add", {"lines": lines.tolist()})
         save_state(state_path, state)
     return state
+
+
+def remove(state_path, batch: int) -> dict:
+    """Take back the lines of add ``batch`` (numbered from 0 as ``add`` reports it): they leave the fit, stay in
+    the file as removed, and the log records it."""
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 0:
+        raise StateError(f"batch must be a non-negative integer; got {batch!r}")
+    with locked(state_path, made_by=INIT_COMMAND):
+        state = load_state(state_path)
+        if batch >= state.n_adds:
+            raise StateError(f"{state_path}: there is no add {batch} (adds are numbered 0..{state.n_adds - 1})"
+                             if state.n_adds else f"{state_path}: no line has been told yet")
+        take = state.added_by == batch
+        if not take.any():
+            raise StateError(f"{state_path}: the lines of add {batch} were already removed")
+        state.removed = np.concatenate([state.removed, state.lines[take]])
+        state.removed_readouts = np.concatenate([state.removed_readouts, state.readouts[take]])
+        state.removed_by = np.concatenate([state.removed_by, state.added_by[take]])
+        lines = state.lines[take].tolist()
+        state.lines, state.readouts, state.added_by = state.lines[~take], state.readouts[~take], state.added_by[~take]
+        _record(state, "remove", {"batch": int(batch), "lines": lines})
+        save_state(state_path, state)
+    return {"batch": int(batch), "lines": lines, "n_told": int(state.lines.shape[0])}
 
 
 def estimate(state_path) -> tuple[LineFit, dict]:
@@ -194,10 +238,28 @@ def _record(state: LineState, command: str, details: dict) -> None:
     state.log.append(json.dumps({"command": command, "time": stamp, **details}, sort_keys=True, default=str))
 
 
+V1_DATASETS = ("lines", "readout_re", "readout_im", "asked", "log")
+DATASETS = V1_DATASETS + ("added_by", "removed", "removed_re", "removed_im", "removed_by")
+
+
 def _arrays(state: LineState) -> dict:
     return {"lines": state.lines.astype(np.int64), "readout_re": np.ascontiguousarray(state.readouts.real),
             "readout_im": np.ascontiguousarray(state.readouts.imag), "asked": state.asked.astype(np.int64),
-            "log": np.array([line.encode() for line in state.log], dtype=np.bytes_)}
+            "log": np.array([line.encode() for line in state.log], dtype=np.bytes_),
+            "added_by": state.added_by.astype(np.int64), "removed": state.removed.astype(np.int64),
+            "removed_re": np.ascontiguousarray(state.removed_readouts.real),
+            "removed_im": np.ascontiguousarray(state.removed_readouts.imag),
+            "removed_by": state.removed_by.astype(np.int64)}
+
+
+def _adds_from_log(log: list[str], lines: np.ndarray, path) -> np.ndarray:
+    """Which add told each line of a version-1 state (whose adds are all in its log, in order, none removed)."""
+    added_by = [i for i, entry in enumerate(e for e in map(json.loads, log) if e["command"] == "add")
+                for _ in entry["lines"]]
+    told = [line for entry in map(json.loads, log) if entry["command"] == "add" for line in entry["lines"]]
+    if told != lines.tolist():
+        raise StateError(f"{path}: the state's lines and its log's adds do not agree (the file is damaged)")
+    return np.array(added_by, dtype=np.int64)
 
 
 def save_state(path, state: LineState) -> Path:
@@ -219,10 +281,11 @@ def load_state(path) -> LineState:
         with h5py.File(path, "r", locking=False) as f:
             if as_text(f.attrs.get("format", "")) != STATE_FORMAT:
                 raise StateError(f"{path}: not a line-loop state file")
-            if int(f.attrs["format_version"]) != STATE_VERSION:
+            version = int(f.attrs["format_version"])
+            if version not in READABLE_VERSIONS:
                 raise StateError(f"{path}: state format version {f.attrs['format_version']}; this adaptcs reads "
-                                 f"{STATE_VERSION}")
-            arrays = {name: f[name][()] for name in ("lines", "readout_re", "readout_im", "asked", "log")}
+                                 f"{READABLE_VERSIONS}")
+            arrays = {name: f[name][()] for name in (DATASETS if version >= 2 else V1_DATASETS)}
             if as_text(f.attrs["data_sha256"]) != data_digest(arrays) or \
                     as_text(f.attrs["attrs_sha256"]) != attrs_digest(f.attrs):
                 raise StateError(f"{path}: the state fails its checksum (damaged); restore it from a copy")
@@ -233,10 +296,18 @@ def load_state(path) -> LineState:
                               readouts=(arrays["readout_re"] + 1j * arrays["readout_im"]).reshape(-1,
                                                                                                   int(f.attrs["nx"])),
                               asked=arrays["asked"], log=[as_text(v) for v in arrays["log"]])
+            if version >= 2:
+                state.added_by, state.removed, state.removed_by = (arrays[name] for name in ("added_by", "removed",
+                                                                                             "removed_by"))
+                state.removed_readouts = (arrays["removed_re"] + 1j * arrays["removed_im"]).reshape(-1, state.nx)
+            else:
+                state.added_by = _adds_from_log(state.log, state.lines, path)
     except StateError:
         raise
     except (OSError, KeyError, ValueError, TypeError) as exc:
         raise StateError(f"{path}: cannot read this state file ({type(exc).__name__}: {exc})") from None
-    if state.readouts.shape != (state.lines.shape[0], state.nx):
+    if state.readouts.shape != (state.lines.shape[0], state.nx) or state.added_by.shape != state.lines.shape or \
+            state.removed_readouts.shape != (state.removed.shape[0], state.nx) or \
+            state.removed_by.shape != state.removed.shape:
         raise StateError(f"{path}: the state's lines and readouts do not fit together")
     return state
