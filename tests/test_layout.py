@@ -128,3 +128,14 @@ def test_plotting_and_models_import_without_numba():
     code = ("import sys, adaptcs.plotting, adaptcs.models, adaptcs.experiments, adaptcs.workflow, adaptcs.jobs; "
             "assert 'numba' not in sys.modules, 'numba imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_module_over_500_lines_says_why_in_its_docstring():
+    long = {}
+    for path in PACKAGE.rglob("*.py"):
+        lines = path.read_text().count("\n")
+        if lines > 500:
+            docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+            if "Over 500 lines:" not in docstring:
+                long[str(path.relative_to(PACKAGE))] = lines
+    assert long == {}

@@ -4,6 +4,10 @@
 never sees the signal; it may be told rows it did not ask for (measurements taken anyway), and it keeps every
 row and value it was told. The simulation driver :func:`adaptcs.design.run_sequential_design` is this loop
 with measurements made up from a known signal.
+
+Over 500 lines: one class, the designer, whose ask, tell, its failure handling, its history and its convergence
+bookkeeping share one state; the row choices themselves are in :mod:`adaptcs.design.eigen` and
+:mod:`adaptcs.design.binary`, the operators' gains in :mod:`adaptcs.operators`.
 """
 
 from __future__ import annotations

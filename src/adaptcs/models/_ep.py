@@ -9,6 +9,10 @@ from top to bottom: the sites (:class:`EPSites`) and hyper-parameters (:class:`H
 :mod:`adaptcs.models._ep_learning`, whose :func:`~adaptcs.models._ep_learning.infer` is the one path of every fit
 (a fit without learning is learning with ``learn=()``), and last :mod:`adaptcs.models.spike_slab_ep`, the
 estimators, which scale the data once on entry and once on exit around it.
+
+Over 500 lines: one algorithm read from top to bottom (sites, problem, one iteration, the loop, its evidence);
+split, the reading order above would run across files. The variance-decoupled fallback is
+:mod:`adaptcs.models._ep_decoupled`.
 """
 
 from __future__ import annotations

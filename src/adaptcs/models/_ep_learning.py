@@ -16,6 +16,9 @@ the same EM-like steps, each summed over its own class; the coarse search moves 
 here works on unit-size data (see :mod:`._scaling`).
 
 :func:`infer` is the one path of every GSS-EP fit: with nothing to learn it is one EP run at the given values.
+
+Over 500 lines: the evidence and cross-validation paths share the grid, the coarse search and the final run, and
+are read together (docs/learning.md follows this module's order).
 """
 
 from __future__ import annotations

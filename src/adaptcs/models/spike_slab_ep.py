@@ -10,6 +10,10 @@ prior on ``z`` are kept exactly; the d prior factors are replaced by sites
 ``exp(-(w_j - mt_j)^2 / (2 vt_j)) Bernoulli(z_g(j) | sigmoid(pt_j))`` that are refined in parallel, with damping
 in natural parameters. Each iteration costs one Cholesky factorisation (of an n x n matrix when n < d) that
 serves means, variances and ``V v`` products; see :mod:`adaptcs.models._gaussian`.
+
+Over 500 lines: the two estimators (GSS-EP and SS-EP) with their parameter documentation (most of the module)
+and their fitted attributes; the algorithm itself is in :mod:`adaptcs.models._ep` and
+:mod:`adaptcs.models._ep_learning`.
 """
 
 from __future__ import annotations
