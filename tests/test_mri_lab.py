@@ -121,8 +121,9 @@ def test_remove_takes_back_one_add_and_the_fit_is_as_if_it_never_came(tmp_path, 
     by_hand = line_model(SeparableWavelet((32, 32), "db2", 2), 1e-4).fit(scan[told], told)
     fit, _ = lab.estimate(state)
     np.testing.assert_allclose(fit.image, by_hand.image, rtol=1e-10, atol=1e-12)
-    for batch, message in ((1, "already removed"), (3, "there is no add 3"), (-1, "non-negative")):
-        with pytest.raises(StateError, match=message):
+    for batch, error, message in ((1, StateError, "already removed"), (3, StateError, "there is no add 3"),
+                                  (-1, ValueError, "an integer >= 0")):
+        with pytest.raises(error, match=message):
             lab.remove(state, batch)
     lab.add(state, np.array([3]), scan[[3]])  # a removed line may be told again, as add 3
     assert lab.load_state(state).added_by.tolist() == [0, 0, 0, 0, 2, 2, 3]

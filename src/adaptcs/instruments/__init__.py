@@ -31,12 +31,12 @@ def register(instrument: Instrument) -> None:
 
 def with_lab() -> list[str]:
     """The names of the instruments that have a lab."""
-    return [name for name, instrument in INSTRUMENTS.items() if instrument.add_lab_steps is not None]
+    return [name for name, instrument in INSTRUMENTS.items() if instrument.add_lab_steps]
 
 
 def with_replay() -> list[str]:
     """The names of the instruments that have a replay."""
-    return [name for name, instrument in INSTRUMENTS.items() if instrument.add_replay_arguments is not None]
+    return [name for name, instrument in INSTRUMENTS.items() if instrument.add_replay_arguments]
 
 
 def lab_parser(name: str, prog: str | None = None) -> argparse.ArgumentParser:

@@ -45,6 +45,7 @@ from adaptcs._io import StateError, as_text, attrs_digest, data_digest, locked, 
 from adaptcs._names import LINE_LAB_FORMAT
 from adaptcs._validation import check_measurement_scale
 from adaptcs.bases.separable import SeparableWavelet
+from adaptcs.lab import told_by_add
 from adaptcs.models.line_spike_slab import LineFit
 from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.mri.replay import PRIORS, PROFILES, line_model
@@ -203,16 +204,9 @@ def add(state_path, lines, readouts) -> LineState:
 def remove(state_path, batch: int) -> dict:
     """Take back the lines of add ``batch`` (numbered from 0 as ``add`` reports it): they leave the fit, stay in
     the file as removed, and the log records it."""
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 0:
-        raise StateError(f"batch must be a non-negative integer; got {batch!r}")
     with locked(state_path, made_by=INIT_COMMAND):
         state = load_state(state_path)
-        if batch >= state.n_adds:
-            raise StateError(f"{state_path}: there is no add {batch} (adds are numbered 0..{state.n_adds - 1})"
-                             if state.n_adds else f"{state_path}: no line has been told yet")
-        take = state.added_by == batch
-        if not take.any():
-            raise StateError(f"{state_path}: the lines of add {batch} were already removed")
+        take = told_by_add(state.added_by, state.n_adds, batch, state_path, "lines")
         state.removed = np.concatenate([state.removed, state.lines[take]])
         state.removed_readouts = np.concatenate([state.removed_readouts, state.readouts[take]])
         state.removed_by = np.concatenate([state.removed_by, state.added_by[take]])

@@ -39,6 +39,7 @@ from adaptcs._io import (
 from adaptcs.bases.images import BASES, WAVELETS, make_basis
 from adaptcs.design import SequentialDesigner
 from adaptcs.design.designer import ROW_CONSTRAINTS, STRATEGIES, Told
+from adaptcs.lab import told_by_add
 from adaptcs.lab.state import (
     INIT_COMMAND,
     MAX_UNKNOWNS,
@@ -314,15 +315,9 @@ def _repeated_measurements(state: LabState, rows: np.ndarray, values: np.ndarray
 def remove(state_path, batch: int) -> dict:
     """Take back the measurements of one ``add`` (numbered from 0 in the order of the adds): they leave the fit but
     stay in the state file (``removed_X``, ``removed_y``, ``removed_by``), and the log records the removal."""
-    batch = val.check_count(batch, "batch", minimum=0)
     with locked(state_path, made_by=INIT_COMMAND):
         state = load_state(state_path)
-        if batch >= state.n_adds:
-            raise StateError(f"{state_path}: there is no add {batch} (adds are numbered 0..{state.n_adds - 1})"
-                             if state.n_adds else f"{state_path}: nothing has been added yet")
-        take = state.added_by == batch
-        if not take.any():
-            raise StateError(f"{state_path}: the measurements of add {batch} were already removed")
+        take = told_by_add(state.added_by, state.n_adds, batch, state_path, "measurements")
         state.removed_X = np.vstack([state.removed_X, state.X[take]])
         state.removed_y = np.concatenate([state.removed_y, state.y[take]])
         state.removed_by = np.concatenate([state.removed_by, state.added_by[take]])
