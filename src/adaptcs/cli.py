@@ -286,7 +286,7 @@ def _instrument_command(argv: list[str]) -> argparse.Namespace | None:
             _overview(command, offered).parse_args(["--help"])
         raise ValueError(f"give --instrument ({', '.join(offered)}); after init the state file names it "
                          f"(python -m adaptcs {command} --help)")
-    parser = (instruments.lab_parser if command == "lab" else instruments.replay_parser)(name)
+    parser = instruments.command_parser(command, name)
     args = parser.parse_args(rest)
     args.quiet = quiet
     return args

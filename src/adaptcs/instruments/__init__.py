@@ -39,21 +39,14 @@ def with_replay() -> list[str]:
     return [name for name, instrument in INSTRUMENTS.items() if instrument.add_replay_arguments]
 
 
-def lab_parser(name: str, prog: str | None = None) -> argparse.ArgumentParser:
-    """The parser of ``python -m adaptcs lab --instrument name``: the instrument's steps as subcommands."""
-    instrument = _get(name, with_lab(), "a lab")
-    parser = argparse.ArgumentParser(prog=prog or f"python -m adaptcs lab --instrument {name}",
-                                     description=instrument.lab_description or instrument.summary)
-    instrument.add_lab_steps(parser)
-    return parser
-
-
-def replay_parser(name: str, prog: str | None = None) -> argparse.ArgumentParser:
-    """The parser of ``python -m adaptcs replay --instrument name``."""
-    instrument = _get(name, with_replay(), "a replay")
-    parser = argparse.ArgumentParser(prog=prog or f"python -m adaptcs replay --instrument {name}",
-                                     description=instrument.replay_description or instrument.summary)
-    instrument.add_replay_arguments(parser)
+def command_parser(command: str, name: str) -> argparse.ArgumentParser:
+    """The parser of ``python -m adaptcs lab --instrument name`` (``command`` "lab": the instrument's steps as
+    subcommands) or of ``python -m adaptcs replay --instrument name`` (``command`` "replay")."""
+    lab = command == "lab"
+    instrument = _get(name, with_lab() if lab else with_replay(), "a lab" if lab else "a replay")
+    description = (instrument.lab_description if lab else instrument.replay_description) or instrument.summary
+    parser = argparse.ArgumentParser(prog=f"python -m adaptcs {command} --instrument {name}", description=description)
+    (instrument.add_lab_steps if lab else instrument.add_replay_arguments)(parser)
     return parser
 
 
@@ -80,5 +73,5 @@ def _get(name: str, offered: list[str], what: str) -> Instrument:
     return INSTRUMENTS[name]
 
 
-__all__ = ["INSTRUMENTS", "Instrument", "instrument_of_state", "lab_parser", "register", "replay_parser",
+__all__ = ["INSTRUMENTS", "Instrument", "command_parser", "instrument_of_state", "register",
            "with_lab", "with_replay"]
