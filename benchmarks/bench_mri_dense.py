@@ -52,17 +52,17 @@ def main() -> int:
             fits[name] = model.fit(K[lines], lines)
             cpu[name] = time.process_time() - started
             variances[name] = model._run.post.var * model._scale**2
-            print(f"{name}: converged {fits[name].converged} after {fits[name].n_iter} EP iterations, "
+            print(f"{name}: converged {fits[name].converged_} after {fits[name].n_iter_} EP iterations, "
                   f"{cpu[name]:.1f} CPU s", flush=True)
     block, dense = fits["block"], fits["dense"]
-    mean_diff = float(np.max(np.abs(block.coef - dense.coef)) / np.max(np.abs(dense.coef)))
+    mean_diff = float(np.max(np.abs(block.coef_ - dense.coef_)) / np.max(np.abs(dense.coef_)))
     var_diff = float(np.max(np.abs(variances["block"] - variances["dense"])) / np.max(variances["dense"]))
-    evidence_diff = abs(block.log_evidence - dense.log_evidence) / abs(dense.log_evidence)
+    evidence_diff = abs(block.log_evidence_ - dense.log_evidence_) / abs(dense.log_evidence_)
     print(f"{args.size} x {args.size}, {args.lines} lines ({lines.tolist()}), d = {2 * args.size**2} real unknowns, "
           f"n = {2 * args.lines * args.size} real rows: max |mean difference| / max |mean| = {mean_diff:.2e}, "
           f"max |variance difference| / max variance = {var_diff:.2e}, relative log-evidence difference = "
           f"{evidence_diff:.2e}; CPU dense / block = {cpu['dense'] / cpu['block']:.0f}")
-    same = block.converged and dense.converged and max(mean_diff, var_diff, evidence_diff) <= 1e-8
+    same = block.converged_ and dense.converged_ and max(mean_diff, var_diff, evidence_diff) <= 1e-8
     return 0 if same else 1
 
 

@@ -140,13 +140,13 @@ def main() -> None:
     columns = {}  # name -> [columns not converged, columns] over the fits read
 
     def count(name, fit):
-        not_converged[name] = not_converged.get(name, 0) + int(not fit.converged)
+        not_converged[name] = not_converged.get(name, 0) + int(not fit.converged_)
         tally = columns.setdefault(name, [0, 0])
-        tally[0] += fit.columns_not_converged
+        tally[0] += fit.columns_not_converged_
         tally[1] += n
 
     def record(name, budget, fit, acq):
-        results.setdefault(name, {}).setdefault(budget, []).append(scores(fit.image, acq))
+        results.setdefault(name, {}).setdefault(budget, []).append(scores(fit.image_, acq))
         count(name, fit)
 
     def make_model(noise_var):
@@ -201,13 +201,13 @@ def main() -> None:
                     fit = LineSpikeSlab(basis, noise_var=acq.noise_var, p0=0.999, learn=("v0",),
                                         profile=profile).fit(acq.kspace[masks["low-to-high"][0]],
                                                              masks["low-to-high"][0])
-                    results.setdefault("low-to-high, phase-blind", {}).setdefault(b, []).append(scores(fit.image, acq))
+                    results.setdefault("low-to-high, phase-blind", {}).setdefault(b, []).append(scores(fit.image_, acq))
                     count("low-to-high, phase-blind", fit)
                 for name, draws in masks.items():
                     vals = []
                     for lines in draws:
                         fit = model().fit(acq.kspace[lines], lines)
-                        vals.append(scores(fit.image, acq))
+                        vals.append(scores(fit.image_, acq))
                         count(name, fit)
                     results.setdefault(name, {}).setdefault(b, []).append(tuple(np.mean(vals, axis=0)))
                     if l1_factor is not None:

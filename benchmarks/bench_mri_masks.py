@@ -181,7 +181,7 @@ def main() -> None:
                         if recon == "line":
                             fit = run.fits[b] if mask == "design" else make_model(acq.noise_var).fit(
                                 acq.kspace[lines], lines)
-                            image, converged = fit.image, fit.converged
+                            image, converged = fit.image_, fit.converged_
                         elif recon == "pocs":
                             rows_measured = np.zeros(n, bool)
                             rows_measured[lines] = True

@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 from adaptcs.bases.separable import SeparableWavelet
 from adaptcs.models.line_phase import PhaseLineGaussian, magnitude_profile
 from adaptcs.mri.data import colin27_kspace
-from adaptcs.mri.design import centre_lines, design_lines, largest_gain
+from adaptcs.mri.design import centre_lines, design_lines
 from adaptcs.mri.greedy import oracle_choice
 
 ORDERS = ("design", "complex", "brain")
@@ -54,7 +54,7 @@ def main() -> None:
         for acq in slices:
             cells = []
             for order in orders:
-                choose = largest_gain if order == "design" else oracle_choice(
+                choose = None if order == "design" else oracle_choice(
                     acq.kspace, acq.reference, acq.mask if order == "brain" else None)
                 started = time.process_time()
                 run = design_lines(acq.kspace, PhaseLineGaussian(basis, noise_var=acq.noise_var, profile=profile),
@@ -62,7 +62,7 @@ def main() -> None:
                                    choose=choose)
                 seconds = time.process_time() - started
                 for b in budgets:
-                    image = run.fits[b].image
+                    image = run.fits[b].image_
                     table[order, b].append((relative(image, acq.reference),
                                             relative(np.abs(image)[acq.mask], np.abs(acq.reference)[acq.mask]),
                                             int(np.sum(run.lines[start:b] < n // 2))))

@@ -53,11 +53,11 @@ def main() -> None:
                 run = design_lines(acq.kspace, model(), start=centre_lines(n, n // 16), budget=budgets[1],
                                    checkpoints=budgets)
                 for b in budgets:
-                    psnr[rule, "design", b, i] = magnitude_scores(run.fits[b].image, acq.reference, acq.mask)[1]
+                    psnr[rule, "design", b, i] = magnitude_scores(run.fits[b].image_, acq.reference, acq.mask)[1]
                     for kind in MASKS:
                         lines = fixed_mask(kind, n, b, n // 16, np.random.default_rng(0))
                         fit = model().fit(acq.kspace[lines], lines)
-                        psnr[rule, kind, b, i] = magnitude_scores(fit.image, acq.reference, acq.mask)[1]
+                        psnr[rule, kind, b, i] = magnitude_scores(fit.image_, acq.reference, acq.mask)[1]
             print(f"training slice {i}: {time.process_time() - started:.0f} CPU s", flush=True)
     print(f"\n{n} x {n}, phase {args.phase}, noise {args.noise}, {len(train)} simulated Colin27 TRAINING slices; "
           "design - mask, PSNR (dB) of the magnitude in the brain, mean +- s.e., both under the same rule")

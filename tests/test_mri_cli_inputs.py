@@ -144,4 +144,4 @@ def test_the_phase_models_fit_does_not_depend_on_the_units(kspace):
     base = PhaseLineGaussian(basis, noise_var=1e-4).fit(kspace[lines], lines)
     for scale in (1e-60, 1e60):
         fit = PhaseLineGaussian(basis, noise_var=1e-4 * scale**2).fit(kspace[lines] * scale, lines)
-        np.testing.assert_allclose(fit.image, base.image * scale, rtol=1e-6, atol=1e-12 * scale)
+        np.testing.assert_allclose(fit.image_, base.image_ * scale, rtol=1e-6, atol=1e-12 * scale)

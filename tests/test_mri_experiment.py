@@ -48,7 +48,7 @@ def test_a_design_job_is_the_library_design_loop_scored_inside_the_brain(design_
     peak = np.abs(acq.reference)[acq.mask].max()
     np.testing.assert_array_equal(design_job.n_measurements, [4, 8])
     for k, count in enumerate((4, 8)):
-        image = np.abs(run.fits[count].image) / peak
+        image = np.abs(run.fits[count].image_) / peak
         np.testing.assert_allclose(design_job.checkpoint_coef[1, k], image.ravel(), rtol=1e-9, atol=1e-12)
         truth = np.abs(acq.reference)[acq.mask] / peak
         error = np.sqrt(np.sum((image[acq.mask] - truth) ** 2) / np.sum(truth**2))

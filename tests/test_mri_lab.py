@@ -50,13 +50,13 @@ def test_the_loop_asks_for_the_centre_then_for_the_largest_gain(tmp_path, scan):
         warnings.simplefilter("ignore", ConvergenceWarning)
         again = line_model(SeparableWavelet((32, 32), "db2", 2), noise_from_readout_edges(scan[told])).fit(
             scan[told], told)
-    np.testing.assert_allclose(image.image, again.image, rtol=1e-10, atol=1e-12)
-    assert summary["lines"] == 6 and summary["converged"] == again.converged
+    np.testing.assert_allclose(image.image_, again.image_, rtol=1e-10, atol=1e-12)
+    assert summary["lines"] == 6 and summary["converged"] == again.converged_
     saved = lab.load_state(state)
     np.testing.assert_array_equal(saved.asked, np.concatenate([first, chosen]))
     assert [entry.split('"command": "')[1].split('"')[0] for entry in saved.log] == ["init", "next", "add", "next",
                                                                                     "add"]
-    assert fit.converged
+    assert fit.converged_
 
 
 def test_bad_input_changes_nothing(tmp_path, scan):
@@ -120,7 +120,7 @@ def test_remove_takes_back_one_add_and_the_fit_is_as_if_it_never_came(tmp_path, 
     told = np.concatenate([adds[0], adds[2]])
     by_hand = line_model(SeparableWavelet((32, 32), "db2", 2), 1e-4).fit(scan[told], told)
     fit, _ = lab.estimate(state)
-    np.testing.assert_allclose(fit.image, by_hand.image, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fit.image_, by_hand.image_, rtol=1e-10, atol=1e-12)
     for batch, error, message in ((1, StateError, "already removed"), (3, StateError, "there is no add 3"),
                                   (-1, ValueError, "an integer >= 0")):
         with pytest.raises(error, match=message):

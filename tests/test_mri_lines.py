@@ -132,12 +132,12 @@ def test_block_ep_fit_equals_the_dense_ep_fit(learn):
     block, dense = fits
     # the same iteration on both paths (with fixed hyper-parameters EP stops short of its fixed point here: few
     # lines, d = 512): the Gaussian part is what differs, and it must agree to rounding all along
-    assert block.converged == dense.converged and block.n_iter == dense.n_iter
-    assert block.converged or not learn
-    np.testing.assert_allclose(block.coef, dense.coef, atol=1e-8 * np.max(np.abs(dense.coef)))
-    np.testing.assert_allclose(block.v0, dense.v0, rtol=1e-6)
-    np.testing.assert_allclose(block.p0, dense.p0, rtol=1e-6)
-    np.testing.assert_allclose(block.log_evidence, dense.log_evidence, rtol=1e-8)
+    assert block.converged_ == dense.converged_ and block.n_iter_ == dense.n_iter_
+    assert block.converged_ or not learn
+    np.testing.assert_allclose(block.coef_, dense.coef_, atol=1e-8 * np.max(np.abs(dense.coef_)))
+    np.testing.assert_allclose(block.v0_, dense.v0_, rtol=1e-6)
+    np.testing.assert_allclose(block.p0_, dense.p0_, rtol=1e-6)
+    np.testing.assert_allclose(block.log_evidence_, dense.log_evidence_, rtol=1e-8)
 
 
 def test_line_gains_equal_dense_log_determinants():
@@ -222,19 +222,19 @@ def test_profile_sets_every_pairs_slab_variance_from_one_value():
     lines = np.array([6, 7, 8, 9])
     model = LineSpikeSlab(basis, noise_var=noise_var, p0=0.999, learn=("v0",), profile=profile)
     fit = model.fit(K[lines], lines)
-    assert fit.converged
-    np.testing.assert_allclose(fit.v0 / fit.v0[0], profile / profile[0], rtol=1e-12)
+    assert fit.converged_
+    np.testing.assert_allclose(fit.v0_ / fit.v0_[0], profile / profile[0], rtol=1e-12)
     # a Gaussian prior: the posterior mean is the linear (Wiener) estimate with those variances, column by column
     scan = LineScan(basis, lines)
     Z = scan.column_data(K[lines])
     pair = basis.scale_pair()
-    slab = 2 * fit.v0[pair] * fit.p0[pair]  # complex variance, the tiny spike weight folded in by EP's moments
+    slab = 2 * fit.v0_[pair] * fit.p0_[pair]  # complex variance, the tiny spike weight folded in by EP's moments
     expected = np.empty((16, 16), complex)
     for q in range(16):
         L = np.diag(slab[:, q])
         expected[:, q] = L @ scan.A.conj().T @ np.linalg.solve(scan.A @ L @ scan.A.conj().T + noise_var * np.eye(4),
                                                               Z[:, q])
-    np.testing.assert_allclose(fit.coef, expected, atol=2e-3 * np.max(np.abs(expected)))
+    np.testing.assert_allclose(fit.coef_, expected, atol=2e-3 * np.max(np.abs(expected)))
     with pytest.raises(ValueError, match="profile"):
         LineSpikeSlab(basis, noise_var=noise_var, profile=np.ones(3))
 
@@ -264,7 +264,7 @@ def test_columns_not_converged_are_counted_from_one_undamped_update():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         fit = model.fit(K[lines], lines)
-    assert not fit.converged and 1 <= fit.columns_not_converged <= 16
+    assert not fit.converged_ and 1 <= fit.columns_not_converged_ <= 16
     # independently: one undamped iteration of run_ep from the final sites, its posterior mean compared per column
     run, scan = model._run, model.scan_
     y = stack_columns(scan.column_data(K[lines])) / model._scale
@@ -275,9 +275,9 @@ def test_columns_not_converged_are_counted_from_one_undamped_update():
     size = np.sqrt(np.max(step.post.mean**2 + np.maximum(step.post.var, 0.0)))
     mean_change = (np.abs(step.post.mean - run.post.mean) / size).reshape(16, -1).max(axis=1)
     prob_change = np.abs(step.group_prob - run.group_prob).reshape(16, -1).max(axis=1)
-    assert fit.columns_not_converged == np.count_nonzero(np.maximum(mean_change, prob_change) > 10 * model.tol)
+    assert fit.columns_not_converged_ == np.count_nonzero(np.maximum(mean_change, prob_change) > 10 * model.tol)
     converged = LineSpikeSlab(basis, noise_var=noise_var, p0=0.999, learn=()).fit(K[lines], lines)
-    assert converged.converged and converged.columns_not_converged == 0
+    assert converged.converged_ and converged.columns_not_converged_ == 0
 
 
 def test_noise_from_readout_edges_recovers_pure_noise_and_a_simulated_scan():
@@ -495,6 +495,6 @@ def test_block_fit_equals_the_dense_fit_at_its_fixed_point_32x32():
     fits = [LineSpikeSlab(basis, noise_var=noise_var, p0=0.5, v0=1.0, learn=(), dense_rows=dense).fit(K[lines], lines)
             for dense in (False, True)]
     block, dense = fits
-    assert block.converged and dense.converged and block.n_iter == dense.n_iter
-    np.testing.assert_allclose(block.coef, dense.coef, atol=1e-8 * np.max(np.abs(dense.coef)))
-    np.testing.assert_allclose(block.log_evidence, dense.log_evidence, rtol=1e-8)
+    assert block.converged_ and dense.converged_ and block.n_iter_ == dense.n_iter_
+    np.testing.assert_allclose(block.coef_, dense.coef_, atol=1e-8 * np.max(np.abs(dense.coef_)))
+    np.testing.assert_allclose(block.log_evidence_, dense.log_evidence_, rtol=1e-8)

@@ -58,8 +58,8 @@ def test_posterior_and_evidence_equal_dense_gaussian_algebra(fitted):
     np.testing.assert_allclose(model._post["mean"].ravel(), mean, atol=1e-10 * np.abs(mean).max())
     cov = X @ np.diag(lam) @ X.T + s * np.eye(z.shape[0])
     evidence = -0.5 * (z @ np.linalg.solve(cov, z) + np.linalg.slogdet(cov)[1] + z.shape[0] * np.log(2 * np.pi))
-    assert fit.log_evidence == pytest.approx(evidence, rel=1e-10)
-    assert fit.converged and fit.columns_not_converged == 0
+    assert fit.log_evidence_ == pytest.approx(evidence, rel=1e-10)
+    assert fit.converged_ and fit.columns_not_converged_ == 0
 
 
 def test_line_gains_equal_dense_log_determinants(fitted):
@@ -104,7 +104,7 @@ def test_learned_slab_variance_is_at_the_evidence_maximum(fitted):
     best = model._posterior(R, z, model.noise_var / 2, v, eps, shape)[0]
     for factor in (0.97, 1.03):
         assert model._posterior(R, z, model.noise_var / 2, v * factor, eps, shape)[0] < best
-    assert best == pytest.approx(fit.log_evidence)
+    assert best == pytest.approx(fit.log_evidence_)
 
 
 def test_the_phase_comes_from_the_band_and_the_band_must_be_measured():
@@ -206,7 +206,7 @@ def test_a_design_loop_reads_fits_that_learned_on_all_their_lines():
     for count in (7, 10):
         lines = run.lines[:count]
         cold = PhaseLineGaussian(basis, noise_var=acq.noise_var).fit(acq.kspace[lines], lines)
-        np.testing.assert_allclose(run.fits[count].image, cold.image, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(run.fits[count].image_, cold.image_, rtol=1e-9, atol=1e-12)
 
 
 def test_the_command_line_and_the_lab_take_the_phase_prior(tmp_path, capsys):
@@ -321,7 +321,7 @@ def test_the_phase_blind_end_is_a_circular_gaussian(fitted, lines):
     prior_var = model._post["prior_var"][:, :N].T  # (ny, nx): the real part's; eps = 1 gives the imaginary the same
     np.testing.assert_allclose(model._post["prior_var"][:, N:].T, prior_var, rtol=1e-12)
     expected = circular_dense_mean(basis, K, lines, model.noise_var, prior_var, model.phase_)
-    np.testing.assert_allclose(fit.image, expected, atol=1e-10 * np.abs(expected).max())
+    np.testing.assert_allclose(fit.image_, expected, atol=1e-10 * np.abs(expected).max())
     if not np.isin(lines, model._band).any():
         np.testing.assert_array_equal(model.phase_, 0.0)
         np.testing.assert_array_equal(model.column_weight_, model.column_weight_[0])

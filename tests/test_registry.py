@@ -104,7 +104,7 @@ def lines_fit_extreme_values(method, groups, prior, kspace, scale):
         except ValueError as exc:
             assert "\n" not in str(exc)
         else:
-            assert np.all(np.isfinite(fit.image))
+            assert np.all(np.isfinite(fit.image_))
 
 
 def problem_for(method: str, rng):

@@ -31,7 +31,7 @@ from adaptcs.design.simulation import SequentialDesignResult
 from adaptcs.experiments.base import Experiment, Plan
 from adaptcs.experiments.case import Case
 from adaptcs.metrics import magnitude_scores
-from adaptcs.models.line_spike_slab import LineFit, pair_profile
+from adaptcs.models.line_spike_slab import pair_profile
 from adaptcs.models.registry import PriorInfo
 from adaptcs.mri.data import PHASE_REGIMES, KSpaceSlice, colin27_kspace, colin27_slices
 from adaptcs.mri.design import FIXED_MASKS, centre_lines, design_lines, fixed_mask, largest_gain
@@ -270,8 +270,8 @@ class MRILinesExperiment(Experiment):
             total = 0.0
             for count in counts:
                 lines = self.fixed_lines(strategy, count, rng, order)
-                fits[count] = estimator.fit(operator.read(acq.kspace, lines), lines)
-                total += fits[count].cpu_seconds
+                fits[count] = estimator.fit(operator.read(acq.kspace, lines), lines).snapshot()
+                total += fits[count].cpu_seconds_
                 seconds[count], select[count] = total, 0.0
         return _result(fits, seconds, select, counts, acq, case)
 
@@ -343,26 +343,26 @@ def _result(fits: dict, seconds: dict, select: dict, counts, acq: KSpaceSlice, c
     """The fits read at each count as the job runner records a design loop (magnitude images over the brain
     maximum; errors inside the brain; CPU seconds between counts, fitting and choosing apart)."""
     peak = float(np.abs(acq.reference)[acq.mask].max())
-    images = np.stack([np.abs(fits[c].image).ravel() / peak for c in counts])
+    images = np.stack([np.abs(fits[c].image_).ravel() / peak for c in counts])
     truth = case.problem.w_true.reshape(acq.mask.shape)
     errors = np.array([magnitude_scores(im.reshape(acq.mask.shape), truth, acq.mask)[0] for im in images])
-    ordered: list[LineFit] = [fits[c] for c in counts]
+    ordered = [fits[c] for c in counts]  # snapshots of the line model (fitted attributes)
     last = ordered[-1]
     basis = case.prior.basis
-    if last.v0.shape[0] == basis.level + 1:  # values per y-scale (the phase-aware model)
-        counts_per_class = np.bincount(basis.scale_y, minlength=last.v0.shape[0])
+    if last.v0_.shape[0] == basis.level + 1:  # values per y-scale (the phase-aware model)
+        counts_per_class = np.bincount(basis.scale_y, minlength=last.v0_.shape[0])
     else:  # per pair of scales, the coarsest pair always on
-        counts_per_class = np.bincount(basis.scale_pair().ravel(), minlength=last.v0.shape[0])
+        counts_per_class = np.bincount(basis.scale_pair().ravel(), minlength=last.v0_.shape[0])
     n = np.asarray(counts, dtype=np.int64)
     return SequentialDesignResult(
         n_measurements=n, errors=errors, fit_seconds=np.diff([seconds[c] for c in counts], prepend=0.0),
         select_seconds=np.diff([select[c] for c in counts], prepend=0.0),
         coef=images[-1].copy(), X=np.zeros((0, images.shape[1])), y=np.zeros(0), group_prob=None,
         checkpoint_n=n, checkpoint_coef=images,
-        converged=np.array([int(f.converged) for f in ordered], dtype=np.int8),
-        n_iter=np.array([f.n_iter for f in ordered], dtype=np.int64),
-        residual=np.array([f.residual for f in ordered]), finite=np.all(np.isfinite(images), axis=1),
-        blocks_not_converged=np.array([f.columns_not_converged for f in ordered], dtype=np.int64),
-        hyperparameters={"p0": float(np.average(last.p0[1:], weights=counts_per_class[1:])),
-                         "v0": float(np.average(last.v0, weights=counts_per_class)),
+        converged=np.array([int(f.converged_) for f in ordered], dtype=np.int8),
+        n_iter=np.array([f.n_iter_ for f in ordered], dtype=np.int64),
+        residual=np.array([f.fixed_point_residual_ for f in ordered]), finite=np.all(np.isfinite(images), axis=1),
+        blocks_not_converged=np.array([f.columns_not_converged_ for f in ordered], dtype=np.int64),
+        hyperparameters={"p0": float(np.average(last.p0_[1:], weights=counts_per_class[1:])),
+                         "v0": float(np.average(last.v0_, weights=counts_per_class)),
                          "noise_var": float(case.prior.noise_var)})

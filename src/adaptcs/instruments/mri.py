@@ -152,7 +152,7 @@ def run_mri_lab(args) -> int:
 
         def write(tmp):
             with open(tmp, "wb") as handle:
-                np.save(handle, fit.image)
+                np.save(handle, fit.image_)
 
         atomic_write(args.out, write)
         print(f"{about['lines']} lines, noise variance {about['noise_var']:.4g} ({about['noise_source']}); "

@@ -45,8 +45,8 @@ from adaptcs._io import StateError, as_text, attrs_digest, data_digest, locked, 
 from adaptcs._names import LINE_LAB_FORMAT
 from adaptcs._validation import check_measurement_scale
 from adaptcs.bases.separable import SeparableWavelet
+from adaptcs.design.candidates import CandidateDesigner
 from adaptcs.lab import told_by_add
-from adaptcs.models.line_spike_slab import LineFit
 from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.mri.replay import PRIORS, PROFILES, line_model
 from adaptcs.operators import KSpaceLines
@@ -99,13 +99,22 @@ class LineState:
             return self.noise_var, "given"
         return noise_from_readout_edges(self.readouts), f"readout edges of the {self.lines.shape[0]} lines told"
 
-    def fit(self) -> tuple[LineFit, object]:
-        """The line model fitted from scratch, to the strict test, on every line told."""
+    def designer(self) -> CandidateDesigner:
+        """The line loop standing where this state stands: every line told, the model fitted from scratch on them
+        (to the strict test); nothing told yet, it asks for the ``start`` centre lines."""
+        operator = KSpaceLines(self.basis, n_first=self.start)
+        if not self.lines.size:
+            return CandidateDesigner(None, operator)
+        noise_var, _ = self.noise()
+        designer = CandidateDesigner(line_model(self.basis, noise_var, self.prior, self.profile), operator)
+        return designer.tell(self.lines, self.readouts)
+
+    def fit(self):
+        """The line model fitted from scratch, to the strict test, on every line told (its fitted attributes:
+        :class:`adaptcs.models._line_model.LineModel`)."""
         if not self.lines.size:
             raise StateError("no line has been told yet: measure the lines `next` asks for and `add` them")
-        noise_var, _ = self.noise()
-        model = line_model(self.basis, noise_var, self.prior, self.profile)
-        return model.fit(self.readouts, self.lines), model
+        return self.designer().model
 
 
 def init(state_path, shape, *, wavelet: str = "db4", level: int = 4, prior: str = "gaussian",
@@ -147,20 +156,17 @@ def next_lines(state_path, batch: int = 1) -> tuple[np.ndarray, dict]:
         raise StateError(f"batch must be a positive integer; got {batch}")
     with locked(state_path, made_by=INIT_COMMAND):
         state = load_state(state_path)
+        if state.lines.size == state.ny:
+            raise StateError("every line has been measured")
+        designer = state.designer()
+        lines, gains = designer.ask(batch)
         if not state.lines.size:
-            lines = np.sort(KSpaceLines(state.basis, n_first=state.start).first())
             about = {"why": f"the {state.start} centre lines come first"}
         else:
-            fit, model = state.fit()
-            candidates = np.setdiff1d(np.arange(state.ny), state.lines)
-            if not candidates.size:
-                raise StateError("every line has been measured")
-            gains = KSpaceLines(state.basis).gains(model, candidates)
-            best = np.argsort(-gains, kind="stable")[:batch]
-            lines = candidates[best]
-            about = {"why": "largest exact information gain", "gains": gains[best].tolist(),
-                     "converged": fit.converged, "columns_not_converged": fit.columns_not_converged,
-                     "fit_cpu_seconds": fit.cpu_seconds}
+            fit = designer.model
+            about = {"why": "largest exact information gain", "gains": gains.tolist(),
+                     "converged": fit.converged_, "columns_not_converged": fit.columns_not_converged_,
+                     "fit_cpu_seconds": fit.cpu_seconds_}
         state.asked = np.concatenate([state.asked, lines])
         _record(state, "next", {"lines": lines.tolist(), **{k: v for k, v in about.items() if k != "why"}})
         save_state(state_path, state)
@@ -217,14 +223,15 @@ def remove(state_path, batch: int) -> dict:
     return {"batch": int(batch), "lines": lines, "n_told": int(state.lines.shape[0])}
 
 
-def estimate(state_path) -> tuple[LineFit, dict]:
-    """The posterior mean image of every line told, and what the fit says (read-only)."""
+def estimate(state_path) -> tuple[object, dict]:
+    """The line model fitted on every line told (``image_`` its posterior mean image), and what the fit says
+    (read-only)."""
     state = load_state(state_path)
-    fit, _ = state.fit()
+    fit = state.fit()
     noise_var, source = state.noise()
-    return fit, {"lines": int(state.lines.shape[0]), "converged": fit.converged,
-                 "columns_not_converged": fit.columns_not_converged, "noise_var": noise_var, "noise_source": source,
-                 "fit_cpu_seconds": fit.cpu_seconds}
+    return fit, {"lines": int(state.lines.shape[0]), "converged": fit.converged_,
+                 "columns_not_converged": fit.columns_not_converged_, "noise_var": noise_var, "noise_source": source,
+                 "fit_cpu_seconds": fit.cpu_seconds_}
 
 
 def _record(state: LineState, command: str, details: dict) -> None:

@@ -37,7 +37,6 @@ import numpy as np
 import pywt
 from scipy.linalg import lapack
 from scipy.optimize import minimize_scalar
-from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
 
 from adaptcs.bases.separable import SeparableWavelet, centre_lines, centred_dft, zero_filled
@@ -47,7 +46,7 @@ from adaptcs.models._line_gaussian import (
     errors_after_lines,
     means_after_lines,
 )
-from adaptcs.models.line_spike_slab import LineFit
+from adaptcs.models._line_model import LineModel
 
 #: The imaginary part's variance over the real part's, per column, chosen by the evidence of the lines outside the
 #: phase band (module docstring); 1 is the phase-blind limit.
@@ -98,9 +97,8 @@ def solve_lower(chol: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return out
 
 
-class PhaseLineGaussian(BaseEstimator):
-    """The phase-aware Gaussian line model (module docstring); the interface of
-    :class:`adaptcs.models.line_spike_slab.LineSpikeSlab` that :func:`adaptcs.mri.design.design_lines` uses.
+class PhaseLineGaussian(LineModel):
+    """The phase-aware Gaussian line model (module docstring), a :class:`~adaptcs.models._line_model.LineModel`.
 
     Parameters
     ----------
@@ -127,8 +125,8 @@ class PhaseLineGaussian(BaseEstimator):
     >>> acq = colin27_kspace(32)[0]  # a simulated 32 x 32 slice with a smooth phase
     >>> lines = centre_lines(32, 8)
     >>> model = PhaseLineGaussian(SeparableWavelet((32, 32), "db2", 2), noise_var=acq.noise_var)
-    >>> fit = model.fit(acq.kspace[lines], lines)  # exact: always at its fixed point
-    >>> fit.converged, fit.image.shape
+    >>> model = model.fit(acq.kspace[lines], lines)  # exact: always at its fixed point
+    >>> model.converged_, model.image_.shape
     (True, (32, 32))
     >>> gains = model.line_gains()
     >>> bool(gains[lines].max() < gains.max())
@@ -137,8 +135,9 @@ class PhaseLineGaussian(BaseEstimator):
 
     #: Warm refits learn ``v`` and ``eps_x`` again from the last fit's ``eps_x``, at most two rounds (each an
     #: eigendecomposition per column and one evidence per grid value); a design loop refits from scratch where a fit
-    #: is read (:func:`adaptcs.mri.design.design_lines`).
+    #: is read (:meth:`adaptcs.design.CandidateDesigner.converge`).
     relearn_when_read = True
+    _posterior_attributes = ("_post", "_state", "_rows", "_rows_key", "_row_power")
 
     _parameter_constraints = {
         "basis": [SeparableWavelet],
@@ -163,7 +162,6 @@ class PhaseLineGaussian(BaseEstimator):
         self._rows = None  # (nx, ny, ny) complex: row ky of column x's matrix F_y P_x W_y^T
         self._state = None  # (v, eps) of the last fit
         self._post = None
-        self.fit_ = None
 
     # --- the operator --------------------------------------------------------------------------------------------
 
@@ -202,14 +200,15 @@ class PhaseLineGaussian(BaseEstimator):
     # --- fitting -------------------------------------------------------------------------------------------------
 
     @with_blas_limit
-    def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False) -> LineFit:
+    def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False) -> PhaseLineGaussian:
         """The exact posterior on the measured lines; ``v`` and every column's ``eps_x`` learned (module docstring;
         ``warm``: from the last fit's ``eps_x``, at most two rounds, as a design loop's refits between read fits
         do). The columns' ``eps_x`` are left in ``eps_`` (nx,).
 
-        Returns a :class:`LineFit` whose ``coef`` (ny, nx) are the y-wavelet coefficients of the phase-corrected
-        image ``exp(-i phi) x``, column by column of pixels (not separable wavelet coefficients), ``image`` the
-        posterior mean image, ``v0`` the slab variance per y-scale and ``p0`` ones (no spike)."""
+        Returns self, with the fitted attributes of :class:`~adaptcs.models._line_model.LineModel`: ``coef_``
+        (ny, nx) are the y-wavelet coefficients of the phase-corrected image ``exp(-i phi) x``, column by column of
+        pixels (not separable wavelet coefficients), ``image_`` the posterior mean image, ``v0_`` the slab variance
+        per y-scale and ``p0_`` ones (no spike); always converged."""
         started = time.process_time()
         self._validate_params()
         lines = np.asarray(lines, dtype=np.intp)
@@ -238,11 +237,10 @@ class PhaseLineGaussian(BaseEstimator):
         self._state, self._post = (v, eps), post
         coef = post["mean"][:, :ny].T + 1j * post["mean"][:, ny:].T  # (ny, nx): y-wavelet coefficients per column
         image = np.exp(1j * self.phase_) * (self.basis.Wy.T @ coef)
-        self.fit_ = LineFit(coef=coef, image=image, p0=np.ones(self._profile.shape[0]), v0=v * self._profile,
-                            converged=True, residual=0.0, log_evidence=evidence, n_iter=0,
-                            cpu_seconds=time.process_time() - started, reasons=[], columns_not_converged=0)
         self.eps_ = eps
-        return self.fit_
+        self._set_fitted(coef=coef, image=image, p0=np.ones(self._profile.shape[0]), v0=v * self._profile,
+                         converged=True, residual=0.0, log_evidence=evidence, n_iter=0, started=started)
+        return self
 
     def _prior_var(self, v: float, eps: np.ndarray, shape: np.ndarray) -> np.ndarray:
         """(nx, 2ny): the prior variances of every column's real and imaginary parts (``eps`` of shape (nx,))."""
@@ -381,8 +379,7 @@ class PhaseLineGaussian(BaseEstimator):
     def line_gains(self, candidates=None) -> np.ndarray:
         """Exact information gain (nats) of each candidate line under the last fit:
         ``sum_x 1/2 log det(I_2 + B_x V_x B_x^T / s)``."""
-        if self._post is None:
-            raise RuntimeError("fit the model before asking for line gains")
+        self._check_posterior("ask for line gains")
         ny = self.basis.shape[0]
         candidates = np.arange(ny) if candidates is None else np.atleast_1d(np.asarray(candidates, dtype=np.intp))
         G = self._whitened_rows()[:, :, candidates]  # (nx, r, k): G R1^T + i G R2^T for every candidate
@@ -432,8 +429,7 @@ class PhaseLineGaussian(BaseEstimator):
         ndarray, shape (k,)
             The image's squared l2 error (the phase and the y-wavelet are unitary), in the k-space data's units.
         """
-        if self._post is None:
-            raise RuntimeError("fit the model before asking for errors after a line")
+        self._check_posterior("ask for errors after a line")
         ny, nx = self.basis.shape
         candidates, kspace_candidates = checked_candidates(candidates, kspace_candidates, (ny, nx), image)
         coef = self.basis.Wy @ (np.exp(-1j * self.phase_) * np.asarray(image))  # (ny, nx), this model's unknowns
@@ -451,8 +447,7 @@ class PhaseLineGaussian(BaseEstimator):
     def images_after_line(self, candidates, kspace_candidates: np.ndarray) -> np.ndarray:
         """The posterior mean image after measuring each candidate line alone with the given values (one exact
         Gaussian update of the last fit, as :meth:`errors_after_line`): shape (k, ny, nx), complex."""
-        if self._post is None:
-            raise RuntimeError("fit the model before asking for images after a line")
+        self._check_posterior("ask for images after a line")
         ny, nx = self.basis.shape
         candidates, kspace_candidates = checked_candidates(candidates, kspace_candidates, (ny, nx))
         R1, R2 = self._real_rows(candidates)

@@ -15,12 +15,10 @@ and per imaginary part); the slab variances are those of the complex coefficient
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import expit, logit
-from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
 
 from adaptcs.bases.separable import LineScan, SeparableWavelet, stack_columns, unstack_columns
@@ -42,55 +40,15 @@ from adaptcs.models._line_gaussian import (
     gains_of_lines,
     means_after_lines,
 )
+from adaptcs.models._line_model import LineModel
 from adaptcs.models._scaling import power_of_two_scale
 
 LEARN = ("p0", "v0")  # the noise variance is estimated from k-space, not learned (docs/mri.md)
 
 
-@dataclass
-class LineFit:
-    """One fit of the line model (in the units of the k-space data).
-
-    Attributes
-    ----------
-    coef : ndarray of complex, shape (ny, nx)
-        Posterior mean of the wavelet coefficients.
-    image : ndarray of complex, shape (ny, nx)
-        Posterior mean image.
-    p0, v0 : ndarray, shape (K,)
-        Spike probability and slab variance of each pair of scales (class ``s_y * (level + 1) + s_x``; p0 of the
-        always-on coarsest pair is 1).
-    converged : bool
-        EP at its fixed point (the strict test) and, when learning, the learned values at theirs.
-    residual : float
-        The undamped change at the end (small at a fixed point).
-    log_evidence : float
-        EP's approximation of log p(data), the real-form data in the units given.
-    n_iter : int
-    cpu_seconds : float
-        CPU time of the fit (``time.process_time``).
-    reasons : list of str
-        Why the fit is not converged (empty when it is).
-    columns_not_converged : int
-        Columns of coefficients (independent blocks of the posterior) that an undamped EP update would still move by
-        more than the fixed-point test allows (0 when the fit converged).
-    """
-
-    coef: np.ndarray
-    image: np.ndarray
-    p0: np.ndarray
-    v0: np.ndarray
-    converged: bool
-    residual: float
-    log_evidence: float
-    n_iter: int
-    cpu_seconds: float
-    reasons: list
-    columns_not_converged: int = 0
-
-
-class LineSpikeSlab(BaseEstimator):
-    """The group spike-and-slab model on Cartesian lines, refitted as lines arrive (a design loop keeps one).
+class LineSpikeSlab(LineModel):
+    """The group spike-and-slab model on Cartesian lines, refitted as lines arrive (a design loop keeps one); a
+    :class:`~adaptcs.models._line_model.LineModel`.
 
     ``fit``, ``line_gains`` and ``errors_after_line`` run with one BLAS thread (the package's rule,
     :mod:`adaptcs.models._base`).
@@ -128,14 +86,15 @@ class LineSpikeSlab(BaseEstimator):
     >>> lines = centre_lines(32, 8)
     >>> model = LineSpikeSlab(SeparableWavelet((32, 32), "db2", 2), noise_var=acq.noise_var, p0=0.999,
     ...                       learn=("v0",))
-    >>> fit = model.fit(acq.kspace[lines], lines)
-    >>> fit.converged, fit.image.shape
+    >>> model = model.fit(acq.kspace[lines], lines)
+    >>> model.converged_, model.image_.shape
     (True, (32, 32))
     >>> gains = model.line_gains()  # nats, one per phase encode
     >>> bool(np.all(gains[lines] < gains.max()))  # a measured line tells little more than its own noise
     True
     """
 
+    _posterior_attributes = ("_state", "_run")
     _parameter_constraints = {
         "basis": [SeparableWavelet],
         "noise_var": [Interval(Real, 0, None, closed="neither")],
@@ -186,11 +145,10 @@ class LineSpikeSlab(BaseEstimator):
         self._scale = None
         self._state = None  # (sites, hyper, refits) of the last fit, unit-size
         self.scan_ = None
-        self.fit_ = None
         self._run = None
 
     @with_blas_limit
-    def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False) -> LineFit:
+    def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False) -> LineSpikeSlab:
         """Fit on the measured lines (from scratch, or from the last fit's sites and values with ``warm``).
 
         Parameters
@@ -206,7 +164,11 @@ class LineSpikeSlab(BaseEstimator):
 
         Returns
         -------
-        LineFit
+        self
+            With the fitted attributes of :class:`~adaptcs.models._line_model.LineModel`: ``coef_`` the separable
+            wavelet coefficients, ``p0_`` and ``v0_`` per pair of scales (class ``s_y * (level + 1) + s_x``; p0 of the
+            always-on coarsest pair is 1), ``converged_`` EP at its fixed point (the strict test) and, when
+            learning, the learned values at theirs.
         """
         started = time.process_time()
         self._validate_params()
@@ -252,15 +214,14 @@ class LineSpikeSlab(BaseEstimator):
             per_column = np.maximum(mean_change.reshape(nx, -1).max(axis=1), prob_change.reshape(nx, -1).max(axis=1))
             columns = int(np.count_nonzero(per_column > RESIDUAL_FACTOR * self.tol))
         v0 = learned.hyper.v0 * c**2 if self.profile is None else learned.hyper.v0[0] * c**2 * self.profile
-        self.fit_ = LineFit(coef=coef, image=self.basis.inverse(coef), p0=p0, v0=v0,
-                            converged=bool(run.converged and learned.converged), residual=float(run.residual),
-                            log_evidence=float(run.log_evidence - y.shape[0] * np.log(c)), n_iter=run.n_iter,
-                            cpu_seconds=time.process_time() - started, reasons=reasons,
-                            columns_not_converged=columns)
-        if not warm and not self.fit_.converged:  # a fit someone reads (warm refits only choose the next line)
+        converged = bool(run.converged and learned.converged)
+        self._set_fitted(coef=coef, image=self.basis.inverse(coef), p0=p0, v0=v0, converged=converged,
+                         residual=float(run.residual), log_evidence=float(run.log_evidence - y.shape[0] * np.log(c)),
+                         n_iter=run.n_iter, started=started, reasons=reasons, columns_not_converged=columns)
+        if not warm and not converged:  # a fit someone reads (warm refits only choose the next line)
             warn_not_converged(type(self).__name__, reasons + [f"{columns} of {nx} columns stopped short"],
                                stacklevel=3)
-        return self.fit_
+        return self
 
     @with_blas_limit
     def line_gains(self, candidates=None) -> np.ndarray:
@@ -278,8 +239,7 @@ class LineSpikeSlab(BaseEstimator):
         -------
         ndarray, shape (k,)
         """
-        if self._run is None:
-            raise RuntimeError("fit the model before asking for line gains")
+        self._check_posterior("ask for line gains")
         if self.dense_rows:
             raise ValueError("line gains need the block-diagonal path (dense_rows=False)")
         ny = self.basis.shape[0]
@@ -322,8 +282,7 @@ class LineSpikeSlab(BaseEstimator):
         ndarray, shape (k,)
             In the squared units of the k-space data.
         """
-        if self._run is None:
-            raise RuntimeError("fit the model before asking for errors after a line")
+        self._check_posterior("ask for errors after a line")
         ny, nx = self.basis.shape
         candidates, kspace_candidates = checked_candidates(candidates, kspace_candidates, (ny, nx), image)
         c, post, s = self._scale, self._run.post, self._run.hyper.noise_var
@@ -341,8 +300,7 @@ class LineSpikeSlab(BaseEstimator):
     def images_after_line(self, candidates, kspace_candidates: np.ndarray) -> np.ndarray:
         """The posterior mean image after measuring each candidate line alone with the given values (one Gaussian
         update of the last fit, its sites held, as :meth:`errors_after_line`): shape (k, ny, nx), complex."""
-        if self._run is None:
-            raise RuntimeError("fit the model before asking for images after a line")
+        self._check_posterior("ask for images after a line")
         ny, nx = self.basis.shape
         candidates, kspace_candidates = checked_candidates(candidates, kspace_candidates, (ny, nx))
         c, post = self._scale, self._run.post

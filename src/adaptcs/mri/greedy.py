@@ -20,7 +20,8 @@ from adaptcs.mri.design import centre_lines
 
 def oracle_choice(kspace: np.ndarray, image: np.ndarray, region: np.ndarray | None = None,
                   chunk: int = 16) -> Callable:
-    """A ``choose`` for :func:`adaptcs.mri.design.design_lines`: the candidate whose values (read from the full
+    """A ``choose`` for :func:`adaptcs.mri.design.design_lines` (the line loop,
+    :class:`adaptcs.design.CandidateDesigner`): the candidate whose values (read from the full
     ``kspace``, (ny, nx)) leave the smallest error against the true complex ``image`` (ny, nx); its score is that
     squared error.
 

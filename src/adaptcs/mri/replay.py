@@ -14,7 +14,7 @@ from adaptcs._names import MRI_ORDERS as ORDERS
 from adaptcs.bases.separable import SeparableWavelet, to_image
 from adaptcs.metrics import magnitude_scores
 from adaptcs.models.line_phase import PhaseLineGaussian, magnitude_profile
-from adaptcs.models.line_spike_slab import LineFit, LineSpikeSlab, pair_profile
+from adaptcs.models.line_spike_slab import LineSpikeSlab, pair_profile
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import design_lines, fixed_mask
 from adaptcs.mri.noise import noise_from_readout_edges
@@ -160,12 +160,12 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
     def model():
         return line_model(basis, out.noise_var, prior, profile)
 
-    def add(order: str, count: int, lines: np.ndarray, fit: LineFit) -> None:
-        error, psnr = magnitude_scores(fit.image, reference)
+    def add(order: str, count: int, lines: np.ndarray, fit) -> None:  # fit: the line model, fitted
+        error, psnr = magnitude_scores(fit.image_, reference)
         out.rows.append({"order": order, "lines": count, "relative_error": error, "psnr": psnr,
-                         "converged": fit.converged, "columns_not_converged": fit.columns_not_converged,
-                         "cpu_seconds": fit.cpu_seconds})
-        out.images[order, count], out.masks[order, count] = fit.image, np.sort(lines)
+                         "converged": fit.converged_, "columns_not_converged": fit.columns_not_converged_,
+                         "cpu_seconds": fit.cpu_seconds_})
+        out.images[order, count], out.masks[order, count] = fit.image_, np.sort(lines)
 
     if "design" in orders:
         log.info("designing %d lines from %d centre lines", counts[-1], start)

@@ -3,7 +3,7 @@
 An operator is a finite set of *candidates* (basis images, rows of a pattern set, k-space lines), each a block of
 ``values_per_candidate`` real rows acting on the model's ``n_coef`` coefficients. It says four things, and the
 acquisition loops (:func:`adaptcs.design.basis_scan.replay_recording`, :class:`adaptcs.design.SequentialDesigner`'s
-pool, :func:`adaptcs.mri.design.design_lines`) ask nothing else of it:
+pool, :class:`adaptcs.design.CandidateDesigner`) ask nothing else of it:
 
 - what a known signal's complete recording is (:meth:`record`; a recorded one is read from a file instead) and
   what the chosen candidates' values in it are (:meth:`read`), in the instrument's own layout;
