@@ -5,7 +5,7 @@ For each of the 18 images of ``bench_scan_orders.py`` (64 x 64 Haar, an 8 x 8 ap
 measured once with photon noise, the same seeds), the rows are those the shipped replay measures up to
 ``--fraction`` in each order (``--orders``; one noise variance learned, the replay's default). On those rows and
 values the prediction prior is fitted four ways, each from scratch to its fixed point
-(:func:`adaptcs.design.basis_scan.converged_copy`, the fit a replay reads):
+(:func:`adaptcs.design.candidates.converged_copy`, the fit a replay reads):
 
 - ``one, learned``: one noise variance, learned (the replay's default);
 - ``photon, learned``: the photon model (``noise="photon"``), its scale learned;
@@ -34,7 +34,8 @@ from bench_scan_orders import IMAGES, image, psnr
 from threadpoolctl import threadpool_limits
 
 from adaptcs.bases.images import make_basis
-from adaptcs.design.basis_scan import converged_copy, photon_basis_scan, replay_basis_scan
+from adaptcs.design.basis_scan import photon_basis_scan, replay_basis_scan
+from adaptcs.design.candidates import converged_copy
 from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 from adaptcs.replay import make_estimator
 

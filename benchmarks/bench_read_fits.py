@@ -3,7 +3,7 @@
 At every checkpoint of designed and prediction-scan replays (the images of ``bench_scan_orders.py``, 64 x 64 Haar,
 the prediction prior, simulated photon noise, the same seeds), the checkpoint's rows are fitted twice from the
 same tracked fit: as before 2026-11-28 (a copy fitted with the estimator's own ``max_iter``) and as now
-(:func:`adaptcs.design.basis_scan.converged_copy`: on from there with ``READ_FIT_BUDGET`` times the iterations,
+(:func:`adaptcs.design.candidates.converged_copy`: on from there with ``READ_FIT_BUDGET`` times the iterations,
 then from scratch). The order and the rows are the same for both (the tracked fit chooses them). Prints the
 checkpoints not converged before and after, the PSNR change (against the full scan) where they differ, and the CPU.
 
@@ -20,6 +20,7 @@ import pandas as pd
 from bench_scan_orders import FRACTIONS, IMAGES, image, psnr
 
 import adaptcs.design.basis_scan as basis_scan
+import adaptcs.design.candidates as candidates
 from adaptcs.bases.images import make_basis
 from adaptcs.replay import make_estimator
 
@@ -28,7 +29,7 @@ SIDE = 64
 
 def run(photons: float, images) -> pd.DataFrame:
     basis = make_basis("haar", SIDE, level=3)
-    shipped, records, key = basis_scan.converged_copy, [], {}
+    shipped, records, key = candidates.converged_copy, [], {}
 
     def both(est, rows, values):
         fits = []
@@ -43,7 +44,7 @@ def run(photons: float, images) -> pd.DataFrame:
         return fits[1]
 
     key_full = [None]
-    basis_scan.converged_copy = both
+    candidates.converged_copy = both
     try:
         for name in images:
             r = IMAGES.index(name)  # bench_scan_orders.py's seeds: the same scan of this image whatever is asked
@@ -56,7 +57,7 @@ def run(photons: float, images) -> pd.DataFrame:
                                              FRACTIONS, rng=r)
             print(name, flush=True)
     finally:
-        basis_scan.converged_copy = shipped
+        candidates.converged_copy = shipped
     return pd.DataFrame(records)
 
 

@@ -12,13 +12,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
 
 from adaptcs.bases.images import make_basis
-from adaptcs.design.basis_scan import (
-    READ_FIT_BUDGET,
-    converged_copy,
-    photon_basis_scan,
-    replay_basis_scan,
-    replay_recording,
-)
+from adaptcs.design.basis_scan import photon_basis_scan, replay_basis_scan, replay_recording
+from adaptcs.design.candidates import READ_FIT_BUDGET, converged_copy
 from adaptcs.models import GroupARD
 from adaptcs.models.wavelet_tree import WaveletTreeSpikeSlab
 

@@ -3,7 +3,8 @@ Walsh-Hadamard patterns, any :class:`adaptcs.operators.MeasurementOperator`), re
 would have measured them.
 
 An instrument that measured every candidate (or a subset) gives one value per candidate. :func:`replay_recording`
-re-runs an acquisition on those values: each order chooses only among the candidates that were measured, the
+re-runs an acquisition on those values (the candidate loop, :class:`adaptcs.design.CandidateDesigner`, fed from the
+recording in batches): each order chooses only among the candidates that were measured, the
 estimator is refitted after every batch (``topdown`` and ``random`` choose without it, so they fit only where a
 reconstruction is kept), and the reconstructions at the fractions asked are kept. :func:`replay_basis_scan` is the
 case of basis images: rows are basis vectors in coefficient space, so the estimator sees a selection (for GSS-EP
@@ -18,27 +19,18 @@ coarsest candidates first (a wavelet's approximation subband: nothing else is se
 
 from __future__ import annotations
 
-import copy
 import time
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import clone
-from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
 from adaptcs.bases.images import Basis
 from adaptcs.bases.prediction import check_prediction_basis
-from adaptcs.design.prediction import prediction_order
+from adaptcs.design.candidates import ORDERS, CandidateDesigner
 from adaptcs.operators import BasisSelection, MeasurementOperator, PatternOperator
 
-REPLAY_ORDERS = ("design", "topdown", "predict", "random")
-
-
-# A checkpoint fit (one that is read) that stops short of its fixed point goes on for this many times the
-# estimator's own max_iter: measured on 64 x 64 simulated scans, the crawling ones converge in 883-1,971 iterations.
-READ_FIT_BUDGET = 8
+REPLAY_ORDERS = ORDERS
 
 
 @dataclass
@@ -154,146 +146,38 @@ def replay_recording(estimator, operator: MeasurementOperator, recording, order:
     available = ~np.isnan(recording.reshape(m, -1)).any(axis=1)
     checkpoints = _checkpoints(fractions, m, int(available.sum()))
     batch_size = max(1, m // 256) if batch_size is None else val.check_count(batch_size, "batch_size")
-    rng = val.check_random_generator(rng)
     if order == "predict":
         if not isinstance(operator, BasisSelection):
             raise ValueError(f"order='predict' scans wavelet basis images; {type(operator).__name__} has none")
         check_prediction_basis(operator.basis)
-    coarse_to_fine = operator.coarse_to_fine()
-    first_ones = [int(j) for j in operator.first() if available[j]]
-    permutation = rng.permutation(m)
-    tie_rank = np.empty(m, dtype=np.intp)
-    tie_rank[permutation] = np.arange(m)  # "design" breaks ties in the random order's order
-    est = clone(estimator)
-    if "warm_start" in est.get_params():
-        est.set_params(warm_start=True)
-    sparse_rows = getattr(est, "accepts_sparse_selection", False)  # else dense rows: n x d floats
     # An estimator that learns by many cheap iterations may track its hyper-parameters instead: every refit takes
     # a few iterations from where the last one stopped, and a checkpoint's reconstruction is a separate fit to
     # convergence from there, so the order (and every later checkpoint) does not depend on where checkpoints are.
-    tracking = getattr(est, "replay_tracking_iterations", None)
+    designer = CandidateDesigner(estimator, operator, order=order, available=available, ties="random", rng=rng)
     started = time.process_time()
-    chosen: list[int] = []
-    taken = ~available  # never chosen: not measured, or chosen already
     kept = {"n": [], "coef": [], "converged": [], "noise_var": [], "n_iter": [], "residual": [], "cpu_seconds": []}
-    while len(chosen) < checkpoints[-1]:
-        target = min(c for c in checkpoints if c > len(chosen))
-        k = min(batch_size, target - len(chosen))
-        first = [j for j in first_ones if not taken[j]][:k]
-        if first:
-            new = np.array(first)
-        elif order == "topdown":
-            new = coarse_to_fine[~taken[coarse_to_fine]][:k]
-        elif order == "random":
-            new = permutation[~taken[permutation]][:k]
-        elif order == "predict":
-            new = prediction_order(operator.basis, est.coef_, taken, k)
-        else:
-            new = largest_first(_design_scores(operator, est, taken), taken, k, tie_rank)
-        taken[new] = True
-        chosen.extend(int(j) for j in new)
-        at_checkpoint = len(chosen) in checkpoints
-        if at_checkpoint or order in ("design", "predict"):  # topdown and random choose without the estimator
-            rows = operator.rows(chosen, as_sparse=sparse_rows)
-            values = operator.model_values(chosen, operator.read(recording, chosen))
-            if tracking is None:
-                est.fit(rows, values)
-            else:
-                tracked_fit(est, rows, values, tracking)
-        if at_checkpoint:
-            recorded = est if tracking is None else converged_copy(est, rows, values)
+    while designer.n_told_ < checkpoints[-1]:
+        target = min(c for c in checkpoints if c > designer.n_told_)
+        new, _ = designer.ask(min(batch_size, target - designer.n_told_))
+        designer.tell(new, operator.read(recording, new))
+        if designer.n_told_ in checkpoints:
+            recorded = designer.converge()
             flag = getattr(recorded, "converged_", None)
-            kept["n"].append(len(chosen))
+            kept["n"].append(designer.n_told_)
             kept["coef"].append(np.asarray(recorded.coef_, dtype=float).copy())
             kept["converged"].append(-1 if flag is None else int(bool(flag)))
             kept["noise_var"].append(float(getattr(recorded, "noise_var_", np.nan)))
             kept["n_iter"].append(int(getattr(recorded, "n_iter_", -1)))
             kept["residual"].append(float(getattr(recorded, "fixed_point_residual_", np.nan)))
             kept["cpu_seconds"].append(time.process_time() - started)
-    group_prob = getattr(est, "group_prob_", None)
+    group_prob = getattr(designer.model_, "group_prob_", None)
     return ScanReplay(order=order, n=np.asarray(kept["n"], dtype=np.int64), coef=np.asarray(kept["coef"]),
-                      measured=np.asarray(chosen, dtype=np.int64),
+                      measured=np.asarray(designer.chosen_, dtype=np.int64),
                       converged=np.asarray(kept["converged"], dtype=np.int8),
                       noise_var=np.asarray(kept["noise_var"]), seconds=time.process_time() - started,
                       n_iter=np.asarray(kept["n_iter"], dtype=np.int64),
                       cpu_seconds=np.asarray(kept["cpu_seconds"]), residual=np.asarray(kept["residual"], dtype=float),
                       group_prob=None if group_prob is None else np.asarray(group_prob, dtype=float).copy())
-
-
-def _design_scores(operator: MeasurementOperator, est, taken: np.ndarray) -> np.ndarray:
-    """The information gain of every untaken candidate (-inf for the taken ones), as ``x^T V x / s2`` for
-    single-value candidates: the same order, and scores that tie to 10 digits exactly where the variances do."""
-    free = np.flatnonzero(~taken)
-    score = np.full(taken.shape[0], -np.inf)
-    gains = operator.gains(est, free)
-    score[free] = np.expm1(2.0 * gains) if operator.values_per_candidate == 1 else gains
-    return score
-
-
-def tracked_fit(est, rows, values, iterations: int) -> None:
-    """Refit ``est`` (warm-started) with at most ``iterations`` iterations and no convergence warning: its
-    hyper-parameters go on moving at the next refit (the tracked fit only chooses the next rows)."""
-    full = est.get_params()["max_iter"]
-    est.set_params(max_iter=min(iterations, full))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            est.fit(rows, values)
-    finally:
-        est.set_params(max_iter=full)
-
-
-def converged_copy(est, rows, values):
-    """A fit of ``rows`` and ``values`` at a fixed point, for reading: the better of the tracked ``est`` taken on
-    to convergence and a fit from scratch.
-
-    Each of the two is fitted with the estimator's own ``max_iter`` and, where that ends short of a fixed point (EM
-    crawling along a ridge), on from where it stopped with :data:`READ_FIT_BUDGET` times as many iterations. Of the
-    fits that converge, the one with the larger ``log_evidence_`` is returned: a tracked fit can reach a fixed point
-    of EM far below the one a fit from scratch reaches (simulated Le Gall 5/3 scans: 101 nats and 4 dB lower, see
-    docs/results.md), while the rows were chosen well. An estimator without ``log_evidence_`` returns the tracked
-    fit when it converges. Where neither converges, the tracked one is returned (``converged_`` False, and one
-    ``ConvergenceWarning``). ``est`` is not changed; ``n_iter_`` counts the returned fit's last run only."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        tracked = copy.deepcopy(est).fit(rows, values)
-        if "max_iter" not in tracked.get_params():
-            return tracked
-        own = tracked.get_params()["max_iter"]
-        tracked = _on_to_fixed_point(tracked, rows, values, own)
-        if getattr(tracked, "converged_", True) and not hasattr(tracked, "log_evidence_"):
-            return tracked
-        scratch = _on_to_fixed_point(clone(est).fit(rows, values), rows, values, own)
-    converged = [fit for fit in (tracked, scratch) if getattr(fit, "converged_", True)]
-    if converged:
-        return max(converged, key=lambda fit: getattr(fit, "log_evidence_", -np.inf))  # the tracked one on ties
-    warnings.warn(f"{type(est).__name__}: a fit that is read did not converge, in {(1 + READ_FIT_BUDGET) * own} "
-                  f"iterations from the tracked fit nor in as many from scratch; it is marked not converged",
-                  ConvergenceWarning, stacklevel=3)
-    return tracked
-
-
-def _on_to_fixed_point(fit, rows, values, own: int):
-    """``fit`` (warm-started) refitted with ``READ_FIT_BUDGET * own`` iterations if it has not converged."""
-    if getattr(fit, "converged_", True):
-        return fit
-    fit.set_params(max_iter=READ_FIT_BUDGET * own)
-    try:
-        fit.fit(rows, values)
-    finally:
-        fit.set_params(max_iter=own)
-    return fit
-
-
-def largest_first(score: np.ndarray, taken: np.ndarray, k: int, tie_rank: np.ndarray) -> np.ndarray:
-    """The ``k`` untaken entries of largest ``score`` (a posterior variance, or a predictive standard deviation).
-    Scores equal to 10 significant digits are ties (the unmeasured coefficients of one context share their
-    variance up to rounding), broken by ``tie_rank``, a fixed random order: neither rounding nor the data's units
-    decide between them, and tied coefficients are spread over the image rather than taken in raster order."""
-    free = np.where(taken, -np.inf, score)
-    top = np.max(free)
-    score = np.round(free / top, 10) if np.isfinite(top) and top > 0 else free
-    return np.lexsort((tie_rank, -score))[:k]
 
 
 def _checkpoints(fractions, d: int, n_available: int) -> list[int]:

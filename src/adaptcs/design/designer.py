@@ -22,7 +22,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
 from adaptcs.bases.prediction import check_prediction_basis, measured_coefficients, single_coefficient_rows
-from adaptcs.design.basis_scan import converged_copy, largest_first, tracked_fit
+from adaptcs.design.candidates import converged_copy, largest_first, tracked_fit
 from adaptcs.design.binary import binary_rows
 from adaptcs.design.eigen import top_eigenvectors
 from adaptcs.design.prediction import prediction_order
@@ -296,7 +296,7 @@ class SequentialDesigner:
     def estimator_(self):
         """The estimator fitted on every row told so far (None before the first :meth:`tell`). With a pool of
         basis images and a tracking estimator (see :meth:`tell`), a fit at the fixed point made when first read
-        after a tell (:func:`adaptcs.design.basis_scan.converged_copy`)."""
+        after a tell (:func:`adaptcs.design.candidates.converged_copy`)."""
         if self._estimator is None and self._tracked is not None and self.X_ is not None:
             self._estimator = converged_copy(self._tracked, self._A, self.y_)
         return self._estimator

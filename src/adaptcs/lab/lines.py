@@ -114,7 +114,7 @@ class LineState:
         :class:`adaptcs.models._line_model.LineModel`)."""
         if not self.lines.size:
             raise StateError("no line has been told yet: measure the lines `next` asks for and `add` them")
-        return self.designer().model
+        return self.designer().model_
 
 
 def init(state_path, shape, *, wavelet: str = "db4", level: int = 4, prior: str = "gaussian",
@@ -159,11 +159,13 @@ def next_lines(state_path, batch: int = 1) -> tuple[np.ndarray, dict]:
         if state.lines.size == state.ny:
             raise StateError("every line has been measured")
         designer = state.designer()
-        lines, gains = designer.ask(batch)
         if not state.lines.size:
+            lines, _ = designer.ask(state.start)
+            lines = np.sort(lines)
             about = {"why": f"the {state.start} centre lines come first"}
         else:
-            fit = designer.model
+            lines, gains = designer.ask(batch)
+            fit = designer.model_
             about = {"why": "largest exact information gain", "gains": gains.tolist(),
                      "converged": fit.converged_, "columns_not_converged": fit.columns_not_converged_,
                      "fit_cpu_seconds": fit.cpu_seconds_}

@@ -50,6 +50,8 @@ class LineModel(BaseEstimator):
         Columns of coefficients (independent blocks of the posterior) still moving when the fit stopped.
     """
 
+    #: Fitted on the candidates (lines) and their values, not on rows (:class:`adaptcs.design.CandidateDesigner`).
+    fits_candidates = True
     #: Private attributes that hold the posterior (cleared in a :meth:`snapshot`).
     _posterior_attributes: tuple = ()
 
