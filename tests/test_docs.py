@@ -35,3 +35,15 @@ def test_docs_links_point_at_files():
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
             assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def test_paths_named_in_code_and_docs_exist():
+    """Every ``docs/...`` or ``benchmarks/...`` file a docstring, comment, page or config names exists (the results log
+    moved once: docs/log/)."""
+    named = re.compile(r"(?<![\w/])((?:docs|benchmarks)/[\w./-]+?\.(?:md|py|txt|csv))")
+    sources = [*ROOT.glob("src/**/*.py"), *ROOT.glob("tests/*.py"), *ROOT.glob("docs/**/*.md"), ROOT / "README.md",
+               *ROOT.glob("config/*.y*ml"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("docs/log/investigations/*.py")]
+    missing = sorted({(source.relative_to(ROOT).as_posix(), path) for source in sources
+                      for path in named.findall(source.read_text()) if not set("<*{") & set(path)
+                      and not (ROOT / path).exists()})
+    assert len(sources) > 100 and not missing, missing

@@ -215,3 +215,31 @@ def test_jobs_that_only_aggregate_tabulate_or_draw_do_not_import_the_estimators(
             "'adaptcs.models.registry' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["[]", "False"], out
+
+
+def test_curves_of_an_experiment_read_in_db_show_the_psnr_of_every_kept_reconstruction(rng, monkeypatch):
+    """A camera scan's curves (``curves_in_db``): the mean PSNR of the reconstruction kept at each step, as the tables
+    and the image grids compute it; a failed replicate's NaN image drops out of the mean."""
+    import adaptcs.plotting as plotting
+
+    class Camera:  # what the figure asks of the experiment
+        curves_in_db = True
+
+        def region(self, setting, replicate):
+            return None
+
+    T = 2
+    job = job_with_a_failure(rng, "gss_ep", T=T, checkpoints=True, d=64, G=16)
+    job.n_measurements = job.checkpoint_n.copy()
+    job.checkpoint_coef = rng.uniform(0, 1, job.checkpoint_coef.shape)
+    job.checkpoint_coef[1] = np.nan  # replicate 1 failed
+    monkeypatch.setattr(plotting, "_experiment_of", lambda _job: Camera())
+    fig = plot_curves({(0, "gss_ep", "design"): job}, "camera")
+    (mean,) = [line for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")]
+    expected = [np.mean([image_quality(job.checkpoint_coef[i, t], job.w_true[i], (8, 8))[0] for i in (0, 2)])
+                for t in range(T)]
+    np.testing.assert_allclose(mean.get_ydata(), expected, rtol=1e-12)
+    assert fig.axes[0].get_ylabel() == "PSNR (dB)" and "mean PSNR" in fig._suptitle.get_text()
+    monkeypatch.setattr(plotting, "_experiment_of", lambda _job: None)  # no experiment: relative errors
+    fig = plot_curves({(0, "gss_ep", "design"): job}, "camera")
+    assert fig.axes[0].get_ylabel() == "relative error"

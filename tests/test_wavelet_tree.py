@@ -265,7 +265,7 @@ def test_photon_noise_weights_are_the_light_of_each_pattern():
 
 def test_a_dark_pattern_keeps_a_tenth_of_the_mean_light_as_its_noise_weight():
     """Dark counts and read noise: a pattern over a black region is not taken as noise-free (a floor of 1e-3 made
-    fits of black-background scans markedly worse, docs/results.md)."""
+    fits of black-background scans markedly worse, docs/log/results.md)."""
     basis = make_basis("haar", 16, level=2)
     image = np.zeros((16, 16))
     image[:, 8:] = np.linspace(0.5, 1.0, 8)  # the left half black

@@ -204,12 +204,34 @@ def _curve_panels(summary) -> list[tuple[str, dict]]:
     return panels
 
 
+def _curve_values(jobs, experiment) -> tuple[np.ndarray, bool]:
+    """The values a curve shows, shape (replicates, steps), and whether they are PSNR in dB: the relative errors, or
+    for an experiment whose curves are in dB (``curves_in_db``) the PSNR of the reconstruction kept at every step,
+    as the tables compute it (inside the experiment's region; NaN where a replicate failed)."""
+    in_db = experiment is not None and getattr(experiment, "curves_in_db", False) and all(
+        j.checkpoint_coef is not None and np.array_equal(j.checkpoint_n, j.n_measurements) for j in jobs)
+    if not in_db:
+        return np.concatenate([j.errors for j in jobs]), False
+    rows = []
+    for job in jobs:
+        for i, replicate in enumerate(job.replicate):
+            truth = job.w_true[i]
+            side = math.isqrt(truth.size)
+            region = experiment.region(job.setting_index, replicate)
+            rows.append([image_quality(estimate, truth, (side, side), region=region)[0]
+                         if np.all(np.isfinite(estimate)) else np.nan for estimate in job.checkpoint_coef[i]])
+    return np.array(rows, dtype=float), True
+
+
 def plot_curves(summary, experiment: str):
     """Mean error against the number of rows per method (colour) and strategy (line style): with at least
     :data:`MIN_BAND` replicates the band of their 25-75 % quantiles, with fewer every replicate's own curve (thin).
     One panel per setting other than the digit (replicates of all digits are pooled), split by method into panels
-    of at most :data:`MAX_CURVES` curves; every panel on the same y-axis."""
+    of at most :data:`MAX_CURVES` curves; every panel on the same y-axis. An experiment whose curves are in dB
+    (``curves_in_db``: a camera scan) shows the mean PSNR instead (:func:`_curve_values`)."""
     panels = _curve_panels(summary)
+    runs = _experiment_of(next(iter(summary.values())))
+    in_db = False
     n_lines = max(len(lines) for _, lines in panels)
     columns = min(len(panels), PANELS_PER_ROW)
     rows = math.ceil(len(panels) / columns)
@@ -222,7 +244,7 @@ def plot_curves(summary, experiment: str):
             replicates = 0
             for (method, strategy), jobs in lines.items():
                 n = jobs[0].n_measurements
-                errors = np.concatenate([j.errors for j in jobs])
+                errors, in_db = _curve_values(jobs, runs)
                 replicates = max(replicates, errors.shape[0])
                 mean, low, high = _mean_and_band(errors)  # a failed replicate drops out from its failed step on
                 line = STRATEGIES[strategy].line_style if strategy in STRATEGIES else "-"
@@ -240,18 +262,19 @@ def plot_curves(summary, experiment: str):
                         **marker)
             ax.set_xlabel("number of measurements")
             ax.set_title(f"{title} (n = {replicates})" if title else replicates_phrase(replicates), loc="left")
+            # long handles: the strategies' dash patterns must be told apart in the legend, not only on the plot
             if len(panels) == 1 and n_lines > 6:
-                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), handlelength=4.0)
             else:
-                ax.legend(fontsize="small")
+                ax.legend(fontsize="small", handlelength=4.0)
         for ax in list(axes.flat)[len(panels):]:
             ax.set_visible(False)
         for ax in axes[:, 0]:
-            ax.set_ylabel("relative error")
+            ax.set_ylabel("PSNR (dB)" if in_db else "relative error")
         notes = {"band": "band: 25%-75% of replicates",
                  "replicates": f"thin lines: each replicate, where fewer than {MIN_BAND}"}
-        fig.suptitle(f"{experiment}: mean error" + (f" ({'; '.join(notes[k] for k in sorted(drawn))})" if drawn
-                                                     else ""))
+        fig.suptitle(f"{experiment}: mean {'PSNR' if in_db else 'error'}" +
+                     (f" ({'; '.join(notes[k] for k in sorted(drawn))})" if drawn else ""))
         fig.tight_layout()
     return fig
 

@@ -137,7 +137,7 @@ def replay_scan(basis, values, orders=REPLAY_ORDERS, fractions=(0.10, 0.15, 0.25
         Fractions of the d basis images at which to score.
     prior : {"prediction", "tree", "scales"}
         :func:`make_estimator`; "prediction" (the default) measured best on 18 simulated scans
-        (docs/results.md, "Basis scans").
+        (docs/log/results.md, "Basis scans").
     batch_size : int, optional
         Patterns per refit (default d/256).
     seed : int

@@ -273,7 +273,7 @@ def converged_copy(est, rows, values):
     crawling along a ridge), on from where it stopped with :data:`READ_FIT_BUDGET` times as many iterations. Of the
     fits that converge, the one with the larger ``log_evidence_`` is returned: a tracked fit can reach a fixed point
     of EM far below the one a fit from scratch reaches (simulated Le Gall 5/3 scans: 101 nats and 4 dB lower, see
-    docs/results.md), while the rows were chosen well. An estimator without ``log_evidence_`` returns the tracked
+    docs/log/results.md), while the rows were chosen well. An estimator without ``log_evidence_`` returns the tracked
     fit when it converges. Where neither converges, the tracked one is returned (``converged_`` False, and one
     ``ConvergenceWarning``). ``est`` is not changed; ``n_iter_`` counts the returned fit's last run only."""
     with warnings.catch_warnings():

@@ -193,6 +193,11 @@ class Experiment(ABC):
         """The estimator of ``method`` for ``case`` (:func:`adaptcs.experiments.case.case_estimator` by default)."""
         return case_estimator(method, case, method_params, hyperparameters)
 
+    #: Whether the curves show the reconstructions' PSNR (dB, as the tables put it in brackets) rather than their
+    #: relative error: for an experiment whose readers quote PSNR (a camera scan), and whose result files keep the
+    #: reconstruction at every point of the curve (``checkpoint_coef``).
+    curves_in_db = False
+
     def region(self, setting: int, replicate: int) -> np.ndarray | None:
         """The pixels an image of ``(setting, replicate)`` is scored in, shape (d,) bool (None: all of them)."""
         return None

@@ -58,6 +58,7 @@ class ReplayExperiment(Experiment):
 
     config_keys = ("kind", "data")
     has_oracle = False  # recorded values of a real image: nothing is exactly sparse
+    curves_in_db = True  # a camera's image is read in dB; every point of its curves is a kept reconstruction
     basis_scans = True
 
     name: str

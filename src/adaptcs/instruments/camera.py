@@ -82,7 +82,7 @@ def add_replay_arguments(replay) -> None:
     replay.add_argument("--noise", default="constant", choices=["constant", "photon"],
                         help="constant: one noise variance (default); photon: proportional to the light each "
                              "pattern collects (a photon-counting camera; tree priors only; learned, it is no "
-                             "better on simulated photon scans, docs/results.md)")
+                             "better on simulated photon scans, docs/log/results.md)")
     replay.add_argument("--photons", type=float,
                         help="with --noise photon: the camera's known photon count per unit of the values (1 for "
                              "values in photon counts); each value's noise variance is then its pattern's light "

@@ -12,7 +12,7 @@ One rule for BLAS threads: every estimator's ``fit`` and ``predict`` run with on
 a ``blas_threads`` parameter, GSS-EP and SS-EP, with that many; None leaves the process's setting), and so do the
 design loop's ``ask`` and ``tell`` (:class:`adaptcs.design.SequentialDesigner`, with its estimator's
 ``blas_threads``). More threads cost up to 2-3x the CPU time of these small dense problems and, on a machine shared with
-other work, wall time too (docs/speed.md, "BLAS threads").
+other work, wall time too (docs/log/speed.md, "BLAS threads").
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ returned, not that update's result: where the parallel map is unstable, the upda
 point it started near.
 
 Seeger & Nickisch prove convergence for log-concave sites; spike-and-slab sites are not, so here convergence is
-measured, not promised (``benchmarks/bench_decoupled_ep.py``): on the warm refits that the parallel schedule leaves
+measured, not promised (``docs/log/investigations/bench_decoupled_ep.py``): on the warm refits that the parallel schedule leaves
 circling it reaches the strict test in 12-46 outer steps (86-324 posteriors or posterior means).
 """
 
@@ -32,7 +32,7 @@ import numpy as np
 from adaptcs.models._ep import _at, _Cavity, _cavity, _damped, _matched_sites, fit_change
 
 # Inner steps per outer step, the damping of every step and the outer steps allowed (the budget is about
-# MAX_OUTER * (INNER_STEPS + 1) posteriors; measured in benchmarks/bench_decoupled_ep.py).
+# MAX_OUTER * (INNER_STEPS + 1) posteriors; measured in docs/log/investigations/bench_decoupled_ep.py).
 INNER_STEPS = 6
 DAMPING = 0.3
 MAX_OUTER = 50

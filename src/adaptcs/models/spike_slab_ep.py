@@ -145,7 +145,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
     blas_threads : int or None
         BLAS threads of the fit (threadpoolctl; restored afterwards). 1, the default: more threads cost 2-3x the CPU
         time of a fit, and on a machine busy with other work (or at n = 512, d = 4096 even on an idle one) also more
-        wall time (docs/speed.md, "BLAS threads"). None: whatever the process has.
+        wall time (docs/log/speed.md, "BLAS threads"). None: whatever the process has.
     verbose : int
         0: silent; 1: one log line per fit (iterations, converged, time, learned values); 2: also one every 25
         EP iterations. Lines go to the ``adaptcs`` logger at level INFO (``logging.basicConfig(level="INFO")``

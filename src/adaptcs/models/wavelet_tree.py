@@ -65,7 +65,7 @@ from adaptcs.models._tree_em import (
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 NOISE_FLOOR = 1e-10  # learned noise variance stays above this fraction of the mean squared measurement
-LIGHT_FLOOR = 0.1  # noise="photon": no pattern's noise weight below this fraction of the mean (docs/results.md)
+LIGHT_FLOOR = 0.1  # noise="photon": no pattern's noise weight below this fraction of the mean (docs/log/results.md)
 PREDICTION_INNER = 20  # alternations of the gain, kappa and v0 updates in one M-step (see _m_step)
 MAX_JUMP = 5.0  # SQUAREM jumps move no parameter more than this (logit or log units) beyond EM's second step
 NOISE_MODELS = ("constant", "photon")

@@ -58,7 +58,7 @@ class BasisSelection(PatternOperator):
         (:class:`adaptcs.models.WaveletTreeSpikeSlab` with ``noise="photon"``), whose values have variance
         ``s2 w_j``: so basis images are ranked by posterior variance either way. Ranking by the exact gain
         ``1/2 log(1 + V_jj / (s2 w_j))`` sends the rows to dark, precisely measured patterns and was measured
-        worse (docs/results.md)."""
+        worse (docs/log/results.md)."""
         variance = getattr(estimator, "coef_var_", None)
         if variance is None:
             raise ValueError(f"gains of basis images need the posterior variances coef_var_; "

@@ -14,7 +14,7 @@ of them, so that they spread over the loops), and runs each again from the same 
 summary: converged share, CPU ratio to the parallel run (median and largest), and how many reached the strict test
 within 5x. One BLAS thread, CPU time. Never asserts on time.
 
-Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_decoupled_ep.py --e3 30 --e5 2`` (about 10 minutes).
+Run: ``OPENBLAS_NUM_THREADS=1 python docs/log/investigations/bench_decoupled_ep.py --e3 30 --e5 2`` (about 10 minutes).
 """
 
 from __future__ import annotations

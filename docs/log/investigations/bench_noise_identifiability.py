@@ -16,7 +16,7 @@ If the profile is flat (a few tenths of a nat over a factor 30 of noise variance
 variance, and where it ends is decided by the prior's centre and by which EP fixed point the loop sits in, not by the
 data. Everything is simulated.
 
-Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_noise_identifiability.py --signals 20`` (about 6 CPU minutes).
+Run: ``OPENBLAS_NUM_THREADS=1 python docs/log/investigations/bench_noise_identifiability.py --signals 20`` (about 6 CPU minutes).
 Never asserts on time.
 """
 
@@ -24,16 +24,20 @@ from __future__ import annotations
 
 import argparse
 import copy
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
-from bench_design_start import LEARN, e3_problem
 from scipy.special import logit
 from threadpoolctl import threadpool_limits
 
 from adaptcs.design import SequentialDesigner
 from adaptcs.metrics import relative_error
 from adaptcs.models import GroupSpikeSlabEP, Hyperprior
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))  # the benchmark it builds on
+from bench_design_start import LEARN, e3_problem  # noqa: E402
 
 GRID = (0.03, 0.1, 0.3, 1.0, 3.0)  # noise variances, as multiples of the truth
 

@@ -16,7 +16,7 @@ Both are dense (d x d and 3d x 3d matrices, d = 512): measurement tools, not can
 is the library's own test (one undamped EP step from the result moves the mean by less than ``10 tol``). The
 refits are captured by wrapping :func:`adaptcs.models._ep.run_ep` during the designed E3 loops (the paper's values).
 
-Run: ``python benchmarks/bench_convergent_ep.py --signals 10 --refits 6 --outer 50`` (about 10 minutes).
+Run: ``python docs/log/investigations/bench_convergent_ep.py --signals 10 --refits 6 --outer 50`` (about 10 minutes).
 docs/model.md ("Why warm refits can be slow") quotes its numbers. Never asserts on time.
 """
 
