@@ -130,7 +130,7 @@ def test_remove_takes_back_one_add_and_the_fit_is_as_if_it_never_came(tmp_path, 
     assert [json.loads(entry)["command"] for entry in lab.load_state(state).log][-2:] == ["remove", "add"]
 
 
-def test_a_version_1_state_reads_its_adds_from_its_log_and_is_written_as_version_2(tmp_path):
+def test_a_version_1_state_reads_its_adds_from_its_log_and_is_written_as_the_current_version(tmp_path):
     """tests/fixtures/lab_states/lines.h5 was written by the version-1 code: two adds, 2 and 2 lines."""
     state = tmp_path / "lines.h5"
     shutil.copy(Path(__file__).parent / "fixtures" / "lab_states" / "lines.h5", state)
@@ -140,5 +140,5 @@ def test_a_version_1_state_reads_its_adds_from_its_log_and_is_written_as_version
     info = lab.remove(state, 0)
     assert info["lines"] == [15, 16] and info["n_told"] == 2
     with h5py.File(state, "r") as f:
-        assert int(f.attrs["format_version"]) == lab.STATE_VERSION == 2
+        assert int(f.attrs["format_version"]) == lab.STATE_VERSION == 3
     assert lab.load_state(state).removed.tolist() == [15, 16]

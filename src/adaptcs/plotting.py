@@ -4,6 +4,9 @@ Every figure function takes a summary, ``{(setting_index, label, strategy): JobR
 :func:`adaptcs.results.read_summary`, and returns a matplotlib Figure. :data:`FIGURES` maps the figure
 kinds named in the experiment definitions to these functions; :func:`save` writes one figure in several
 formats with the shared style (``adaptcs.mplstyle``).
+
+Over 500 lines: one function per figure kind of :data:`FIGURES`, each a few dozen lines, on the panel, label, colour
+and style helpers they share (splitting the figures would scatter those helpers or import them across modules).
 """
 
 from __future__ import annotations

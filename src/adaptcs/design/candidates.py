@@ -91,6 +91,8 @@ class CandidateDesigner:
     values_ : ndarray, shape (m, ...)
         Their values, in the operator's :meth:`~adaptcs.operators.MeasurementOperator.read` layout (None before the
         first tell).
+    averages_ : ndarray, shape (m,)
+        How many readouts each candidate's values average (1 unless told otherwise).
 
     Examples
     --------
@@ -128,6 +130,7 @@ class CandidateDesigner:
         self.model_ = model if self.fits_candidates else None
         self.chosen_ = np.zeros(0, dtype=np.intp)
         self.values_ = None
+        self.averages_ = np.zeros(0)
         self._cold = True  # a line model's last fit was from scratch
         self._stale = False  # told since the last refit
 
@@ -178,11 +181,18 @@ class CandidateDesigner:
         best = np.argsort(-gains, kind="stable")[:k]
         return free[best], gains[best]
 
-    def tell(self, chosen, values) -> CandidateDesigner:
+    def tell(self, chosen, values, *, averages=None) -> CandidateDesigner:
         """Add measured candidates and their values (``operator.read`` layout, one per candidate) and refit on
         everything told ("topdown" and "random": at the next :meth:`converge`). A line model is fitted from scratch
         the first time, warm after. A candidate told twice or values that do not fit raise ValueError and change
-        nothing; so does a first fit that fails."""
+        nothing; so does a first fit that fails.
+
+        ``averages`` (one per candidate; line models only): how many readouts each candidate's values average, a
+        candidate measured more than once told once with the mean of its readouts (its noise variance is the
+        model's divided by that number)."""
+        if averages is not None and not self.fits_candidates:
+            raise ValueError("averages are for a model fitted on candidates (a line model); tell an estimator's "
+                             "repeated rows as rows")
         chosen = self.operator.check_chosen(chosen)
         values = np.asarray(values)
         if values.shape[:1] != chosen.shape:
@@ -192,20 +202,27 @@ class CandidateDesigner:
         if again.size:
             raise ValueError(f"candidate(s) {again.tolist()} told already: each is measured once")
         first = self.values_ is None
+        averages = np.ones(chosen.shape[0]) if averages is None else np.asarray(averages, dtype=float)
         all_chosen = chosen if first else np.concatenate([self.chosen_, chosen])
         all_values = values if first else np.concatenate([self.values_, values])
+        all_averages = np.concatenate([self.averages_, averages])
         if self.fits_candidates:
-            self.model.fit(all_values, all_chosen, warm=not first)
+            self.model.fit(all_values, all_chosen, warm=not first, averages=self._averages(all_averages))
             self._cold = first
         elif first:
             self.model_ = clone(self.model)
             if "warm_start" in self.model_.get_params():
                 self.model_.set_params(warm_start=True)
-        self.chosen_, self.values_ = all_chosen, all_values
+        self.chosen_, self.values_, self.averages_ = all_chosen, all_values, all_averages
         self._stale = not self.fits_candidates
         if self.order in ("design", "predict"):
             self._refit_if_stale()
         return self
+
+    @staticmethod
+    def _averages(averages: np.ndarray):
+        """What the line model is told: None where every candidate is one readout (the fit as it always was)."""
+        return None if np.all(averages == 1.0) else averages
 
     def _rows_and_values(self):
         sparse_rows = getattr(self.model_, "accepts_sparse_selection", False)  # else dense rows: n x d floats
@@ -234,7 +251,7 @@ class CandidateDesigner:
         if self.fits_candidates:
             relearn = getattr(self.model, "relearn_when_read", False)
             if not self.model.converged_ or (relearn and not self._cold):
-                self.model.fit(self.values_, self.chosen_)
+                self.model.fit(self.values_, self.chosen_, averages=self._averages(self.averages_))
                 self._cold = True
             return self.model.snapshot()
         self._refit_if_stale()

@@ -86,6 +86,9 @@ def add_lab_steps(lab) -> None:
                      help="phase-encode rows (centred k-space), or the file `next --out` wrote")
     add.add_argument("--readouts", required=True,
                      help=".npy, complex, shape (len(lines), nx): the readout of each line, in the order of --lines")
+    add.add_argument("--again", action="store_true",
+                     help="the lines were told before and these are real repeat measurements: the model fits each "
+                          "line's mean readout (its noise variance divided by the readouts averaged)")
     take_back = steps.add_parser("remove", help="take back the lines of one add (kept in the file, logged)")
     take_back.add_argument("--state", required=True)
     take_back.add_argument("--batch", type=int, required=True,
@@ -140,8 +143,10 @@ def run_mri_lab(args) -> int:
     elif args.step == "add":
         lines = _lines_argument(args.lines)
         readouts = load_npy(args.readouts, "--readouts")
-        state = lab.add(args.state, lines, readouts)
-        print(f"{state.lines.shape[0]} lines told (add {state.n_adds - 1})")
+        state = lab.add(args.state, lines, readouts, again=args.again)
+        distinct = np.unique(state.lines).shape[0]
+        repeats = f" ({state.lines.shape[0]} readouts)" if distinct != state.lines.shape[0] else ""
+        print(f"{distinct} lines told{repeats} (add {state.n_adds - 1})")
     elif args.step == "remove":
         info = lab.remove(args.state, args.batch)
         print(f"took back the lines {info['lines']} of add {info['batch']} (kept in the file as removed); "

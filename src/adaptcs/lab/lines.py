@@ -13,15 +13,17 @@ one posterior). The noise variance is the one given at ``init`` (a noise scan), 
 edges of the lines told (:func:`adaptcs.mri.noise.noise_from_readout_edges`).
 
 A batch of lines told by mistake is taken back with ``remove`` (its lines and readouts stay in the file as removed,
-and the log records it); a removed line may be told again. A line is told once: a repeat measurement of a line is not
-a second line of the model (average the readouts and give the noise variance of the average instead).
+and the log records it); a removed line may be told again. A line already told is refused unless ``add --again``
+says that it is a real repeat measurement: every readout is kept, and the model fits each line's mean readout with
+the noise variance divided by the number of readouts (the line models' ``averages``).
 
-State file layout (format ``adaptcs-mri-lines-state``, version 2; version 1, without ``added_by`` and the removed
-lines, opens with each line's add read from its log)::
+State file layout (format ``adaptcs-mri-lines-state``, version 3; version 2 is the same without repeated lines;
+version 1, without ``added_by`` and the removed lines, opens with each line's add read from its log)::
 
     attrs: format, format_version, ny, nx, wavelet, level, prior, profile, start, noise_var (NaN: estimated),
            data_sha256 (of every dataset's name, type, shape and bytes), attrs_sha256 (of the other attributes)
-    lines       (m,)     int    phase-encode rows of the centred k-space told, in the order told
+    lines       (m,)     int    phase-encode rows of the centred k-space told, in the order told (a line told
+                                again by ``add --again`` appears once per readout)
     readout_re  (m, nx)  float  real part of each line's readout (centred k-space, phase encode along y)
     readout_im  (m, nx)  float  imaginary part
     added_by    (m,)     int    which ``add`` told each line (0, 1, ...)
@@ -52,8 +54,8 @@ from adaptcs.mri.replay import PRIORS, PROFILES, line_model
 from adaptcs.operators import KSpaceLines
 
 STATE_FORMAT = LINE_LAB_FORMAT
-STATE_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # version 1: no added_by, nothing removed
+STATE_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # version 1: no added_by, nothing removed; version 3: lines told again
 INIT_COMMAND = "python -m adaptcs lab --instrument mri init"
 
 
@@ -99,15 +101,27 @@ class LineState:
             return self.noise_var, "given"
         return noise_from_readout_edges(self.readouts), f"readout edges of the {self.lines.shape[0]} lines told"
 
+    def told(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every line told once, in the order first told, its mean readout and how many readouts that averages:
+        shapes (k,), (k, nx), (k,)."""
+        lines, first, inverse, counts = np.unique(self.lines, return_index=True, return_inverse=True,
+                                                  return_counts=True)
+        means = np.zeros((lines.shape[0], self.nx), dtype=complex)
+        np.add.at(means, inverse, self.readouts)
+        order = np.argsort(first, kind="stable")
+        return lines[order], (means / counts[:, None])[order], counts[order]
+
     def designer(self) -> CandidateDesigner:
-        """The line loop standing where this state stands: every line told, the model fitted from scratch on them
-        (to the strict test); nothing told yet, it asks for the ``start`` centre lines."""
+        """The line loop standing where this state stands: every line told (lines told again: their mean readout,
+        ``averages``), the model fitted from scratch on them (to the strict test); nothing told yet, it asks for
+        the ``start`` centre lines."""
         operator = KSpaceLines(self.basis, n_first=self.start)
         if not self.lines.size:
             return CandidateDesigner(None, operator)
         noise_var, _ = self.noise()
         designer = CandidateDesigner(line_model(self.basis, noise_var, self.prior, self.profile), operator)
-        return designer.tell(self.lines, self.readouts)
+        lines, means, counts = self.told()
+        return designer.tell(lines, means, averages=counts if np.any(counts > 1) else None)
 
     def fit(self):
         """The line model fitted from scratch, to the strict test, on every line told (its fitted attributes:
@@ -156,7 +170,7 @@ def next_lines(state_path, batch: int = 1) -> tuple[np.ndarray, dict]:
         raise StateError(f"batch must be a positive integer; got {batch}")
     with locked(state_path, made_by=INIT_COMMAND):
         state = load_state(state_path)
-        if state.lines.size == state.ny:
+        if np.unique(state.lines).size == state.ny:
             raise StateError("every line has been measured")
         designer = state.designer()
         if not state.lines.size:
@@ -175,8 +189,9 @@ def next_lines(state_path, batch: int = 1) -> tuple[np.ndarray, dict]:
     return lines, about
 
 
-def add(state_path, lines, readouts) -> LineState:
-    """Tell the readouts (complex, shape (k, nx), centred k-space) of phase-encode rows ``lines`` (k,)."""
+def add(state_path, lines, readouts, *, again: bool = False) -> LineState:
+    """Tell the readouts (complex, shape (k, nx), centred k-space) of phase-encode rows ``lines`` (k,); lines told
+    before are refused unless ``again`` says they are real repeat measurements."""
     lines = np.atleast_1d(np.asarray(lines))
     readouts = np.atleast_2d(np.asarray(readouts))
     with locked(state_path, made_by=INIT_COMMAND):
@@ -193,9 +208,10 @@ def add(state_path, lines, readouts) -> LineState:
         twice = sorted({int(v) for v in lines if np.sum(lines == v) > 1})
         if twice:
             raise StateError(f"line(s) {twice} given twice in one add: give each line once, with its readout")
-        again = np.intersect1d(lines, state.lines).tolist()
-        if again:
-            raise StateError(f"line(s) {sorted(set(again))} told already: a line is measured once")
+        repeated = np.intersect1d(lines, state.lines).tolist()
+        if repeated and not again:
+            raise StateError(f"line(s) {sorted(set(repeated))} told already: pass --again if they are real repeat "
+                             "measurements (the model then fits each line's mean readout)")
         try:  # a unit or typing error, or a value whose square overflows, would make every later fit fail
             check_measurement_scale(np.abs(readouts), np.zeros(0), np.abs(state.readouts) if state.lines.size
                                     else None, None)
@@ -204,7 +220,7 @@ def add(state_path, lines, readouts) -> LineState:
         state.added_by = np.concatenate([state.added_by, np.full(lines.shape[0], state.n_adds, dtype=np.int64)])
         state.lines = np.concatenate([state.lines, lines.astype(np.int64)])
         state.readouts = np.concatenate([state.readouts, readouts.astype(complex)])
-        _record(state, "add", {"lines": lines.tolist()})
+        _record(state, "add", {"lines": lines.tolist(), **({"again": True} if again else {})})
         save_state(state_path, state)
     return state
 
@@ -231,7 +247,8 @@ def estimate(state_path) -> tuple[object, dict]:
     state = load_state(state_path)
     fit = state.fit()
     noise_var, source = state.noise()
-    return fit, {"lines": int(state.lines.shape[0]), "converged": fit.converged_,
+    return fit, {"lines": int(np.unique(state.lines).shape[0]), "readouts": int(state.lines.shape[0]),
+                 "converged": fit.converged_,
                  "columns_not_converged": fit.columns_not_converged_, "noise_var": noise_var, "noise_source": source,
                  "fit_cpu_seconds": fit.cpu_seconds_}
 

@@ -16,6 +16,19 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 
+def check_averages(averages, m: int) -> np.ndarray:
+    """How many readouts each of ``m`` lines' values average, as floats of shape (m,) (None: 1 each); ValueError
+    unless every one is a whole number >= 1. A line's values that average k readouts have the noise variance
+    ``noise_var / k``: a model weighs its rows (and values) by ``sqrt(k)``, which whitens them."""
+    if averages is None:
+        return np.ones(m)
+    averages = np.asarray(averages)
+    if averages.shape != (m,) or not np.issubdtype(averages.dtype, np.number) or \
+            np.any(~np.isfinite(averages)) or np.any(averages < 1) or np.any(averages != np.round(averages)):
+        raise ValueError(f"averages must hold one whole number >= 1 per line ({m}); got {averages!r}")
+    return averages.astype(float)
+
+
 class LineModel(BaseEstimator):
     """A model of Cartesian k-space lines (abstract: :class:`adaptcs.models.line_phase.PhaseLineGaussian`,
     :class:`adaptcs.models.line_spike_slab.LineSpikeSlab`).

@@ -46,7 +46,7 @@ from adaptcs.models._line_gaussian import (
     errors_after_lines,
     means_after_lines,
 )
-from adaptcs.models._line_model import LineModel
+from adaptcs.models._line_model import LineModel, check_averages
 
 #: The imaginary part's variance over the real part's, per column, chosen by the evidence of the lines outside the
 #: phase band (module docstring); 1 is the phase-blind limit.
@@ -200,10 +200,11 @@ class PhaseLineGaussian(LineModel):
     # --- fitting -------------------------------------------------------------------------------------------------
 
     @with_blas_limit
-    def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False) -> PhaseLineGaussian:
+    def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False, averages=None) -> PhaseLineGaussian:
         """The exact posterior on the measured lines; ``v`` and every column's ``eps_x`` learned (module docstring;
         ``warm``: from the last fit's ``eps_x``, at most two rounds, as a design loop's refits between read fits
-        do). The columns' ``eps_x`` are left in ``eps_`` (nx,).
+        do). The columns' ``eps_x`` are left in ``eps_`` (nx,). ``averages`` (m,): how many readouts each line's
+        values average (a line measured again; default 1 each), its noise variance ``noise_var / averages``.
 
         Returns self, with the fitted attributes of :class:`~adaptcs.models._line_model.LineModel`: ``coef_``
         (ny, nx) are the y-wavelet coefficients of the phase-corrected image ``exp(-i phi) x``, column by column of
@@ -218,10 +219,11 @@ class PhaseLineGaussian(LineModel):
             raise ValueError(f"kspace_lines must be finite with shape ({lines.shape[0]}, {nx})")
         if np.unique(lines).shape[0] != lines.shape[0] or np.any((lines < 0) | (lines >= ny)):
             raise ValueError(f"lines must be distinct rows of the centred k-space, 0..{ny - 1}")
+        weight = np.sqrt(check_averages(averages, lines.shape[0]))  # whitens a line that averages readouts
         self._prepare(kspace_lines, lines)
-        hybrid = kspace_lines @ self._Fx_conj  # (m, nx): every line transformed along the readout
+        hybrid = (kspace_lines @ self._Fx_conj) * weight[:, None]  # (m, nx): every line transformed along the readout
         z = np.concatenate([hybrid.real, hybrid.imag], axis=0).T  # (nx, 2m)
-        R = np.concatenate(self._real_rows(lines), axis=1)  # (nx, 2m, 2ny)
+        R = np.concatenate([part * weight[None, :, None] for part in self._real_rows(lines)], axis=1)  # (nx, 2m, 2ny)
         s = self.noise_var / 2.0
         shape = np.concatenate([self._profile[self.basis.scale_y]] * 2)  # (2ny,)
         grams = self._grams(R, shape)
@@ -234,6 +236,7 @@ class PhaseLineGaussian(LineModel):
         else:
             v, eps = self._learn(grams, z, s, band_rows)
         evidence, post = self._posterior(R, z, s, v, eps, shape, grams)
+        evidence += 2.0 * nx * float(np.sum(np.log(weight)))  # of the values given, not of the whitened ones
         self._state, self._post = (v, eps), post
         coef = post["mean"][:, :ny].T + 1j * post["mean"][:, ny:].T  # (ny, nx): y-wavelet coefficients per column
         image = np.exp(1j * self.phase_) * (self.basis.Wy.T @ coef)

@@ -21,7 +21,7 @@ import numpy as np
 from scipy.special import expit, logit
 from sklearn.utils._param_validation import Interval
 
-from adaptcs.bases.separable import LineScan, SeparableWavelet, stack_columns, unstack_columns
+from adaptcs.bases.separable import LineScan, SeparableWavelet, real_form, stack_columns, unstack_columns
 from adaptcs.models import _ep_learning as lrn
 from adaptcs.models._base import with_blas_limit
 from adaptcs.models._blocks import SharedBlockRows
@@ -40,7 +40,7 @@ from adaptcs.models._line_gaussian import (
     gains_of_lines,
     means_after_lines,
 )
-from adaptcs.models._line_model import LineModel
+from adaptcs.models._line_model import LineModel, check_averages
 from adaptcs.models._scaling import power_of_two_scale
 
 LEARN = ("p0", "v0")  # the noise variance is estimated from k-space, not learned (docs/mri.md)
@@ -148,7 +148,7 @@ class LineSpikeSlab(LineModel):
         self._run = None
 
     @with_blas_limit
-    def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False) -> LineSpikeSlab:
+    def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False, averages=None) -> LineSpikeSlab:
         """Fit on the measured lines (from scratch, or from the last fit's sites and values with ``warm``).
 
         Parameters
@@ -161,6 +161,9 @@ class LineSpikeSlab(LineModel):
             Start from the last fit (a design loop's refit after new lines): EP's adaptive schedule and tracked
             values; not strict (a refit that only chooses the next line may stop short and is flagged). A fit
             from scratch that stops short warns (ConvergenceWarning); a warm one is only flagged.
+        averages : array-like of int, shape (m,), optional
+            How many readouts each line's values average (a line measured again; default 1 each): its noise
+            variance is ``noise_var / averages``.
 
         Returns
         -------
@@ -175,13 +178,14 @@ class LineSpikeSlab(LineModel):
         if not np.all(np.isfinite(kspace_lines)):
             raise ValueError("kspace_lines must be finite (a NaN or inf sample: leave the line out instead)")
         scan = LineScan(self.basis, lines)
-        Z = scan.column_data(kspace_lines)
+        weight = np.sqrt(check_averages(averages, scan.A.shape[0]))  # whitens a line that averages readouts
+        Z = scan.column_data(np.asarray(kspace_lines) * weight[:, None])
         y = stack_columns(Z)
         if self._scale is None or not warm:
             self._scale = power_of_two_scale(y)
         c = self._scale
         ny, nx = self.basis.shape
-        rows = SharedBlockRows(scan.real_block(), nx)
+        rows = SharedBlockRows(real_form(scan.A * weight[:, None]), nx)
         problem = EPProblem(rows.dense() if self.dense_rows else rows, y / c, self.coef_group, np.zeros(nx * ny),
                             group_class=self.group_class, coef_slab=self.coef_slab,
                             slab_profile=None if self.profile is None else self._slab_profile,
@@ -216,7 +220,8 @@ class LineSpikeSlab(LineModel):
         v0 = learned.hyper.v0 * c**2 if self.profile is None else learned.hyper.v0[0] * c**2 * self.profile
         converged = bool(run.converged and learned.converged)
         self._set_fitted(coef=coef, image=self.basis.inverse(coef), p0=p0, v0=v0, converged=converged,
-                         residual=float(run.residual), log_evidence=float(run.log_evidence - y.shape[0] * np.log(c)),
+                         residual=float(run.residual), log_evidence=float(
+                             run.log_evidence - y.shape[0] * np.log(c) + 2.0 * nx * np.sum(np.log(weight))),
                          n_iter=run.n_iter, started=started, reasons=reasons, columns_not_converged=columns)
         if not warm and not converged:  # a fit someone reads (warm refits only choose the next line)
             warn_not_converged(type(self).__name__, reasons + [f"{columns} of {nx} columns stopped short"],
