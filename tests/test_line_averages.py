@@ -10,6 +10,7 @@ from adaptcs.lab import lines as lab
 from adaptcs.models.line_phase import PhaseLineGaussian
 from adaptcs.models.line_spike_slab import LineSpikeSlab
 from adaptcs.mri.replay import line_model
+from reference_lines import dense_phase_posterior
 
 N = 16
 
@@ -45,31 +46,12 @@ def test_every_line_averaging_k_readouts_is_the_fit_with_the_noise_variance_over
         assert sparse[0].log_evidence_ == pytest.approx(sparse[1].log_evidence_, rel=1e-9)
 
 
-def dense_posterior(basis, values, lines, noise_per_line, prior_var, phase):
-    """The posterior mean image and the log density of ``values`` (m, nx) under a circular complex Gaussian on the
-    y-wavelet coefficients of the demodulated image (real and imaginary parts each of variance ``prior_var``), each
-    line's samples with their own noise variance: dense complex algebra, nothing shared with the model."""
-    ny, nx = basis.shape
-    A = np.zeros((lines.shape[0] * nx, ny * nx), complex)
-    for j in range(ny):
-        for x in range(nx):
-            unit = np.zeros((ny, nx))
-            unit[j, x] = 1.0
-            A[:, j * nx + x] = to_kspace(np.exp(1j * phase) * (basis.Wy.T @ unit))[lines].ravel()
-    lam = 2.0 * prior_var.ravel()
-    cov = (A * lam) @ A.conj().T + np.diag(np.repeat(noise_per_line, nx))
-    z = values.ravel()
-    coef = lam * (A.conj().T @ np.linalg.solve(cov, z))
-    log_density = -z.size * np.log(np.pi) - np.linalg.slogdet(cov)[1] - np.real(z.conj() @ np.linalg.solve(cov, z))
-    return np.exp(1j * phase) * (basis.Wy.T @ coef.reshape(ny, nx)), log_density
-
-
 def test_lines_of_different_averages_against_dense_complex_algebra(scan):
     averages = np.array([1, 3, 1, 2, 1, 4])
     model = PhaseLineGaussian(BASIS, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, eps=1.0)
     model.fit(scan[LINES], LINES, averages=averages)
     prior_var = model._post["prior_var"][:, :N].T  # the learned prior, given to the dense reference
-    image, log_density = dense_posterior(BASIS, scan[LINES], LINES, model.noise_var / averages, prior_var,
+    image, log_density = dense_phase_posterior(BASIS, scan[LINES], LINES, model.noise_var / averages, prior_var,
                                          model.phase_)
     np.testing.assert_allclose(model.image_, image, atol=1e-10 * np.abs(image).max())
     assert model.log_evidence_ == pytest.approx(log_density, rel=1e-10)

@@ -10,6 +10,7 @@ from adaptcs.models.line_phase import PhaseLineGaussian
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines
 from adaptcs.mri.greedy import oracle_choice
+from reference_lines import dense_phase_posterior
 
 MRI_REPLAY = ["replay", "--instrument", "mri"]  # python -m adaptcs replay --instrument mri
 
@@ -296,17 +297,7 @@ def circular_dense_mean(basis, K, lines, noise_var, prior_var, phase):
     demodulated by ``phase`` (ny, nx), by dense linear algebra in complex form: the real and imaginary parts of
     ``c`` independent with variances ``prior_var`` each (``E|c|^2 = 2 prior_var``, no pseudo-covariance),
     ``z = S F_2 (exp(i phase) W_y^T c) + noise``, ``E|noise|^2 = noise_var``."""
-    ny, nx = basis.shape
-    A = np.zeros((lines.shape[0] * nx, ny * nx), complex)  # coefficient c[j, x] at column j * nx + x
-    for j in range(ny):
-        for x in range(nx):
-            unit = np.zeros((ny, nx))
-            unit[j, x] = 1.0
-            A[:, j * nx + x] = to_kspace(np.exp(1j * phase) * (basis.Wy.T @ unit))[lines].ravel()
-    lam = 2.0 * prior_var.ravel()
-    cov = (A * lam) @ A.conj().T + noise_var * np.eye(A.shape[0])
-    coef = lam * (A.conj().T @ np.linalg.solve(cov, K[lines].ravel()))
-    return np.exp(1j * phase) * (basis.Wy.T @ coef.reshape(ny, nx))
+    return dense_phase_posterior(basis, K[lines], lines, np.full(lines.shape[0], noise_var), prior_var, phase)[0]
 
 
 @pytest.mark.parametrize("lines", [np.array([6, 7, 8, 9, 3, 12]), np.array([1, 3, 12, 14])])

@@ -17,7 +17,7 @@ is the library's own test (one undamped EP step from the result moves the mean b
 refits are captured by wrapping :func:`adaptcs.models._ep.run_ep` during the designed E3 loops (the paper's values).
 
 Run: ``python docs/log/investigations/bench_convergent_ep.py --signals 10 --refits 6 --outer 50`` (about 10 minutes).
-docs/model.md ("Why warm refits can be slow") quotes its numbers. Never asserts on time.
+docs/log/convergence.md ("Why warm refits can be slow") quotes its numbers. Never asserts on time.
 """
 
 from __future__ import annotations

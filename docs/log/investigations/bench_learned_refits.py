@@ -10,8 +10,8 @@ records every fit (``_ep_learning.infer``). Prints:
   fit that is read does) to the joint fixed point: reached or not, its CPU against the refit's own, how far the
   learned values moved (largest change in log units) and the gain in evidence plus log prior.
 
-Run: ``OPENBLAS_NUM_THREADS=1 python docs/log/investigations/bench_learned_refits.py --signals 6 --examine 25`` (about 10 CPU
-minutes). CPU time; never asserts on time.
+Run: ``OPENBLAS_NUM_THREADS=1 python docs/log/investigations/bench_learned_refits.py --signals 6 --examine 25``
+(about 10 CPU minutes). CPU time; never asserts on time.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ If the profile is flat (a few tenths of a nat over a factor 30 of noise variance
 variance, and where it ends is decided by the prior's centre and by which EP fixed point the loop sits in, not by the
 data. Everything is simulated.
 
-Run: ``OPENBLAS_NUM_THREADS=1 python docs/log/investigations/bench_noise_identifiability.py --signals 20`` (about 6 CPU minutes).
+Run: ``OPENBLAS_NUM_THREADS=1 python docs/log/investigations/bench_noise_identifiability.py --signals 20`` (about 6
+CPU minutes).
 Never asserts on time.
 """
 

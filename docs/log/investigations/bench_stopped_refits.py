@@ -13,8 +13,9 @@ kept only where the library's own test then passes). For each such refit:
 
 Dense linear algebra on d = 512 (a measurement tool). Everything is simulated (E3's synthetic signals).
 
-Run: ``OPENBLAS_NUM_THREADS=1 python docs/log/investigations/bench_stopped_refits.py --signals 20 --refits 40`` (about 30 CPU
-minutes). docs/model.md ("What a stopped refit costs") quotes its numbers. Never asserts on time.
+Run: ``OPENBLAS_NUM_THREADS=1 python docs/log/investigations/bench_stopped_refits.py --signals 20 --refits 40``
+(about 30 CPU minutes). docs/log/convergence.md ("What a stopped refit costs") quotes its
+numbers. Never asserts on time.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from adaptcs import _validation as val
 from adaptcs.bases.prediction import check_prediction_basis, measured_coefficients, single_coefficient_rows
-from adaptcs.design.candidates import converged_copy, largest_first, tracked_fit
 from adaptcs.design.binary import binary_rows
+from adaptcs.design.candidates import converged_copy, largest_first, tracked_fit
 from adaptcs.design.eigen import top_eigenvectors
 from adaptcs.design.prediction import prediction_order
 from adaptcs.measurement import sphere_rows

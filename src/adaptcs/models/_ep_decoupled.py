@@ -19,8 +19,8 @@ returned, not that update's result: where the parallel map is unstable, the upda
 point it started near.
 
 Seeger & Nickisch prove convergence for log-concave sites; spike-and-slab sites are not, so here convergence is
-measured, not promised (``docs/log/investigations/bench_decoupled_ep.py``): on the warm refits that the parallel schedule leaves
-circling it reaches the strict test in 12-46 outer steps (86-324 posteriors or posterior means).
+measured, not promised (``docs/log/investigations/bench_decoupled_ep.py``): on the warm refits that the parallel
+schedule leaves circling it reaches the strict test in 12-46 outer steps (86-324 posteriors or posterior means).
 """
 
 from __future__ import annotations
