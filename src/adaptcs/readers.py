@@ -200,9 +200,10 @@ def load_npy(path: str, option: str):
 SINGLE_COIL = "single-coil only: combine the coils first"
 
 
-def read_kspace(path: str, dataset: str = "kspace", index: int | None = None, phase_axis: int = 0):
-    """A 2-D complex k-space from .npy or HDF5, with the phase encodes along axis 0; ValueError in one line for
-    anything that is not one (a missing file, a dataset that is not there, a slice out of range, coils, NaN)."""
+def _kspace_array(path: str, dataset: str, index: int | None, slice_ndim: int):
+    """The shape of a k-space array in a .npy or HDF5 file, and its data: the slice ``index`` of an array of
+    ``slice_ndim + 1`` axes (an HDF5 file reads that slice only), the whole of an array of at most ``slice_ndim``
+    axes, else None (refused by the caller). ValueError in one line for a file that cannot be read."""
     suffix = Path(path).suffix.lower()
     if suffix not in (".npy", ".h5", ".hdf5"):
         raise ValueError(f"{path}: give a .npy or an HDF5 (.h5, .hdf5) file")
@@ -210,21 +211,37 @@ def read_kspace(path: str, dataset: str = "kspace", index: int | None = None, ph
         raise ValueError(f"{path}: no such file")
     if suffix == ".npy":
         data = load_npy(path, "kspace")
-        shape = data.shape
-    else:
-        import h5py
+        return data.shape, data
+    import h5py
 
-        try:
-            with h5py.File(path, "r") as f:
-                if dataset not in f:
-                    raise ValueError(f"{path} has no dataset {dataset!r} (it has: {', '.join(f.keys())})")
-                shape = f[dataset].shape
-                if len(shape) == 3 and index is not None and 0 <= index < shape[0]:
-                    data = f[dataset][index]
-                else:  # a 3-D dataset without a slice in range, or a 4-D one, is refused below before it is used
-                    data = f[dataset][()] if len(shape) < 3 else None
-        except OSError as exc:
-            raise ValueError(f"{path}: not a readable HDF5 file ({str(exc).splitlines()[0]})") from None
+    try:
+        with h5py.File(path, "r") as f:
+            if dataset not in f:
+                raise ValueError(f"{path} has no dataset {dataset!r} (it has: {', '.join(f.keys())})")
+            shape = f[dataset].shape
+            if len(shape) == slice_ndim + 1 and index is not None and 0 <= index < shape[0]:
+                return shape, f[dataset][index]
+            return shape, (f[dataset][()] if len(shape) <= slice_ndim else None)
+    except OSError as exc:
+        raise ValueError(f"{path}: not a readable HDF5 file ({str(exc).splitlines()[0]})") from None
+
+
+def _checked_kspace(path: str, data: np.ndarray, shape, phase_axis: int) -> np.ndarray:
+    """Complex and finite, the phase encodes along the second-to-last axis (``phase_axis`` 1: the last two axes
+    swapped, fastMRI's layout)."""
+    if not np.iscomplexobj(data):
+        raise ValueError(f"{path}: the k-space must be complex; got {data.dtype}")
+    bad = int(np.count_nonzero(~np.isfinite(data)))
+    if bad:
+        raise ValueError(f"{path}: the k-space holds {bad} NaN or infinite samples of {data.size}; a fully sampled "
+                         "k-space is needed (fill or drop what is missing first)")
+    return np.ascontiguousarray(data if phase_axis == 0 else np.swapaxes(data, -1, -2))
+
+
+def read_kspace(path: str, dataset: str = "kspace", index: int | None = None, phase_axis: int = 0):
+    """A 2-D complex k-space from .npy or HDF5, with the phase encodes along axis 0; ValueError in one line for
+    anything that is not one (a missing file, a dataset that is not there, a slice out of range, coils, NaN)."""
+    shape, data = _kspace_array(path, dataset, index, 2)
     if len(shape) == 4:
         raise ValueError(f"{path}: a 4-D k-space {shape} is multi-coil (slices, coils, ny, nx); {SINGLE_COIL}")
     if len(shape) == 3:
@@ -240,10 +257,29 @@ def read_kspace(path: str, dataset: str = "kspace", index: int | None = None, ph
         raise ValueError(f"{path}: --slice given but the k-space {shape} is not 3-D (slices, ny, nx)")
     if data.ndim != 2:
         raise ValueError(f"{path}: the k-space must be 2-D (ny, nx); got shape {shape}")
-    if not np.iscomplexobj(data):
-        raise ValueError(f"{path}: the k-space must be complex; got {data.dtype}")
-    bad = int(np.count_nonzero(~np.isfinite(data)))
-    if bad:
-        raise ValueError(f"{path}: the k-space holds {bad} NaN or infinite samples of {data.size}; a fully sampled "
-                         "k-space is needed (fill or drop what is missing first)")
-    return np.ascontiguousarray(data if phase_axis == 0 else data.T)
+    return _checked_kspace(path, data, shape, phase_axis)
+
+
+def read_multicoil_kspace(path: str, dataset: str = "kspace", index: int | None = None, phase_axis: int = 0):
+    """A multi-coil complex k-space, shape (coils, ny, nx) with the phase encodes along axis 1, from .npy or HDF5:
+    a (coils, ny, nx) array, or slice ``index`` of a (slices, coils, ny, nx) one (fastMRI's multi-coil files:
+    ``kspace`` of that shape with the phase encodes along the last axis, ``phase_axis=1``). ValueError in one line
+    for anything that is not one (a single-coil array, a slice out of range or missing, NaN)."""
+    shape, data = _kspace_array(path, dataset, index, 3)
+    if len(shape) == 4:
+        if index is None:
+            raise ValueError(f"{path}: a 4-D k-space {shape} is read as (slices, coils, ny, nx): give --slice (0.."
+                             f"{shape[0] - 1})")
+        if not 0 <= index < shape[0]:
+            raise ValueError(f"{path}: --slice {index} is out of range; the k-space {shape} has slices 0.."
+                             f"{shape[0] - 1}")
+        if data.ndim == 4:  # a .npy read whole
+            data = data[index]
+    elif index is not None:
+        raise ValueError(f"{path}: --slice given but the k-space {shape} is not 4-D (slices, coils, ny, nx)")
+    if len(shape) < 3 or data is None or data.ndim != 3:
+        raise ValueError(f"{path}: a multi-coil k-space is (coils, ny, nx) or (slices, coils, ny, nx); got shape "
+                         f"{shape} (a 2-D k-space is single-coil)")
+    if shape[-3 if len(shape) == 3 else 1] < 2:
+        raise ValueError(f"{path}: a k-space of one coil is single-coil; read it as (ny, nx)")
+    return _checked_kspace(path, data, shape, phase_axis)

@@ -1,4 +1,5 @@
-"""Simulated single-coil k-space from a recorded MRI average: axial slices of the Colin27 T1 (docs/mri.md, "Data").
+"""Simulated k-space (one coil, or a simulated receive array) from a recorded MRI average: axial slices of the
+Colin27 T1 (docs/mri.md, "Data").
 
 No raw scanner k-space is used. Each slice (0.5 mm voxels, from Debian's ``mricron-data``; remade by
 ``scripts/make_colin27_slices.py``, copyright notice in ``adaptcs/data/COLIN27-COPYRIGHT``) is placed in a
@@ -46,8 +47,13 @@ class KSpaceSlice:
     mask : ndarray of bool, shape (n, n)
         The brain (where errors are measured).
     noise_var : float
-        Variance of the complex noise per k-space sample.
+        Variance of the complex noise per k-space sample (of every coil).
     name : str
+    sensitivities : ndarray of complex, shape (coils, n, n), or None
+        Multi-coil (``kspace`` then has shape (coils, n, n)): the coils' sensitivities on the n x n grid (the
+        k-space was made from them on the fine grid); None for a single coil.
+    noise_covariance : ndarray of complex, shape (coils, coils), or None
+        Multi-coil: the noise covariance between coils per complex sample (its diagonal ``noise_var``).
     """
 
     kspace: np.ndarray
@@ -55,6 +61,8 @@ class KSpaceSlice:
     mask: np.ndarray
     noise_var: float
     name: str
+    sensitivities: np.ndarray | None = None
+    noise_covariance: np.ndarray | None = None
 
 
 def colin27_slices(which: str = "test") -> tuple[np.ndarray, np.ndarray]:
@@ -145,7 +153,7 @@ PHASE_REGIMES = ("spin_echo", "gradient_echo", "susceptibility")
 
 
 def simulate(slice_u8: np.ndarray, n, *, noise: float, seed: int, name: str = "",
-             phase: str = "spin_echo") -> KSpaceSlice:
+             phase: str = "spin_echo", coils: int | None = None, coil_correlation: float = 0.2) -> KSpaceSlice:
     """k-space of one slice on an n x n (or ny x nx) grid (a 256 mm field of view), with noise.
 
     Parameters
@@ -162,6 +170,12 @@ def simulate(slice_u8: np.ndarray, n, *, noise: float, seed: int, name: str = ""
     phase : {"spin_echo", "gradient_echo", "susceptibility"}
         The phase regime (module docstring); "spin_echo" draws the same phase and noise as before the regimes
         existed.
+    coils : int, optional
+        Simulate a receive array of this many coils (:func:`adaptcs.mri.coils.simulated_sensitivities`, a
+        birdcage): every coil's image is the phased slice times its sensitivity on the fine grid, and the noise is
+        correlated between coils (``coil_correlation`` between neighbours on the ring,
+        :func:`adaptcs.mri.coils.ring_correlation`), ``noise`` the standard deviation of every coil's. None: one
+        coil, drawn exactly as before coils existed.
     """
     if phase not in PHASE_REGIMES:
         raise ValueError(f"phase must be one of {PHASE_REGIMES}; got {phase!r}")
@@ -195,14 +209,26 @@ def simulate(slice_u8: np.ndarray, n, *, noise: float, seed: int, name: str = ""
         centres_x = ((np.arange(nx) + 0.5) * FINE / nx).astype(np.intp)
         mask = brain[np.ix_(centres_y, centres_x)]
     sigma = noise * float(np.percentile(np.abs(reference[mask]), 99))
-    noisy = clean + sigma * np.sqrt(0.5) * (rng.normal(size=clean.shape) + 1j * rng.normal(size=clean.shape))
-    return KSpaceSlice(kspace=noisy, reference=reference, mask=mask, noise_var=sigma**2, name=name)
+    if coils is None:
+        noisy = clean + sigma * np.sqrt(0.5) * (rng.normal(size=clean.shape) + 1j * rng.normal(size=clean.shape))
+        return KSpaceSlice(kspace=noisy, reference=reference, mask=mask, noise_var=sigma**2, name=name)
+    from adaptcs.mri.coils import ring_correlation, simulated_sensitivities
+
+    fine_maps = simulated_sensitivities(coils, (FINE, FINE))
+    clean = np.stack([to_kspace(image * s)[lo_y:lo_y + ny, lo_x:lo_x + nx] * (np.sqrt(ny * nx) / FINE)
+                      for s in fine_maps])  # (coils, ny, nx)
+    correlation = ring_correlation(coils, coil_correlation)
+    white = np.sqrt(0.5) * (rng.normal(size=clean.shape) + 1j * rng.normal(size=clean.shape))
+    noisy = clean + sigma * np.tensordot(np.linalg.cholesky(correlation), white, axes=(1, 0))
+    covariance = sigma**2 * correlation
+    return KSpaceSlice(kspace=noisy, reference=reference, mask=mask, noise_var=sigma**2, name=name,
+                       sensitivities=simulated_sensitivities(coils, (ny, nx)), noise_covariance=covariance)
 
 
 def colin27_kspace(n=256, *, which: str = "test", noise: float = 0.02, seed: int = 0,
-                   phase: str = "spin_echo") -> list[KSpaceSlice]:
+                   phase: str = "spin_echo", coils: int | None = None) -> list[KSpaceSlice]:
     """Every slice of the test (or training) set as a simulated acquisition (:func:`simulate`, phase regime
-    ``phase``); slice i is seeded by ``seed * 1000 + i``."""
+    ``phase``, ``coils`` receive coils or one); slice i is seeded by ``seed * 1000 + i``."""
     slices, zs = colin27_slices(which)
-    return [simulate(s, n, noise=noise, seed=seed * 1000 + i, name=f"colin27-z{z}", phase=phase)
+    return [simulate(s, n, noise=noise, seed=seed * 1000 + i, name=f"colin27-z{z}", phase=phase, coils=coils)
             for i, (s, z) in enumerate(zip(slices, zs, strict=True))]

@@ -43,6 +43,18 @@ def noise_from_readout_edges(kspace_lines: np.ndarray, fraction: float = 0.125) 
     fraction : float
         Share of the field of view used on each side, in (0, 0.5).
     """
+    edges = np.concatenate(edge_strips(kspace_lines, fraction), axis=1)
+    parts = np.concatenate([edges.real.ravel(), edges.imag.ravel()])
+    sigma = MAD_TO_SD * float(np.median(np.abs(parts)))
+    if not sigma > 0.0:
+        raise ValueError("the edges of the field of view are exactly zero: give the noise variance (a noise scan)")
+    return 2.0 * sigma**2
+
+
+def edge_strips(kspace_lines: np.ndarray, fraction: float = 0.125) -> tuple[np.ndarray, np.ndarray]:
+    """The outer ``fraction`` of the x positions on each side of every line transformed along the readout (centred
+    unitary inverse DFT), checked to hold noise alone (:func:`noise_from_readout_edges`): two arrays of shape
+    (m, width). ValueError where the edges hold the object."""
     kspace_lines = np.atleast_2d(np.asarray(kspace_lines))
     if not 0.0 < fraction < 0.5:
         raise ValueError(f"fraction must lie in (0, 0.5); got {fraction}")
@@ -61,9 +73,4 @@ def noise_from_readout_edges(kspace_lines: np.ndarray, fraction: float = 0.125) 
                              f"view along the readout hold the object, not noise alone (neighbouring samples "
                              f"correlate at {correlation:.2f}; cropped data?); give the noise variance (--noise-var, "
                              "from a noise scan)")
-    edges = np.concatenate(strips, axis=1)
-    parts = np.concatenate([edges.real.ravel(), edges.imag.ravel()])
-    sigma = MAD_TO_SD * float(np.median(np.abs(parts)))
-    if not sigma > 0.0:
-        raise ValueError("the edges of the field of view are exactly zero: give the noise variance (a noise scan)")
-    return 2.0 * sigma**2
+    return strips

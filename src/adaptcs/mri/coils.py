@@ -1,0 +1,131 @@
+"""Receive coils: the noise covariance between coils, prewhitening, and simulated coil sensitivities (docs/mri.md,
+"Multi-coil k-space").
+
+A receive array's coils see correlated noise (they share the sample's noise and couple to each other). Every coil
+model here assumes white noise of one variance per complex sample, so multi-coil k-space is first *prewhitened*:
+with the noise covariance ``Psi = L L^H`` between coils (per complex sample), ``L^{-1}`` applied across the coils
+makes the noise independent, of variance 1 per complex sample in every coil, and leaves the signal model linear
+(the sensitivities are whitened with it: estimate them after prewhitening, or whiten them with the same ``L``).
+
+``Psi`` comes from a noise scan (samples without excitation: :func:`noise_covariance`) or from the edges of the
+field of view along the readout, where the object leaves the coil images empty
+(:func:`noise_covariance_from_readout_edges`, the multi-coil form of
+:func:`adaptcs.mri.noise.noise_from_readout_edges`, with the same check that the edges hold noise alone).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adaptcs.mri.noise import edge_strips
+
+
+def noise_covariance(noise: np.ndarray) -> np.ndarray:
+    """The noise covariance between coils per complex sample from a noise scan: ``mean(n n^H)`` over the samples.
+
+    Parameters
+    ----------
+    noise : ndarray of complex, shape (coils, ...)
+        Samples of noise only (no excitation), coils first; zero mean.
+
+    Returns
+    -------
+    ndarray of complex, shape (coils, coils)
+        Hermitian; its diagonal is each coil's noise variance per complex sample (``E|n_c|^2``).
+    """
+    noise = np.asarray(noise)
+    if noise.ndim < 2 or not np.iscomplexobj(noise) or not np.all(np.isfinite(noise)):
+        raise ValueError(f"noise must be finite complex samples of shape (coils, ...); got {noise.dtype} "
+                         f"{noise.shape}")
+    samples = noise.reshape(noise.shape[0], -1)
+    if samples.shape[1] < samples.shape[0]:
+        raise ValueError(f"{samples.shape[1]} noise samples per coil cannot determine a {samples.shape[0]}-coil "
+                         "covariance: give at least as many samples as coils (many more for a good estimate)")
+    return samples @ samples.conj().T / samples.shape[1]
+
+
+def noise_covariance_from_readout_edges(kspace_lines: np.ndarray, fraction: float = 0.125) -> np.ndarray:
+    """The noise covariance between coils per complex sample from the object-free edges of the field of view along
+    x (the multi-coil form of :func:`adaptcs.mri.noise.noise_from_readout_edges`).
+
+    Every coil's measured lines are transformed along the readout (centred unitary inverse DFT: white noise stays
+    white with the same covariance); the outer ``fraction`` of the x positions on each side is taken from every
+    line, each coil's strips are checked to hold noise alone (neighbouring samples uncorrelated: ValueError
+    otherwise, naming the coil), and the covariance is their sample covariance ``mean(h h^H)`` over the edge samples
+    (zero-mean noise; not a robust estimate, so the check matters).
+
+    Parameters
+    ----------
+    kspace_lines : ndarray of complex, shape (coils, m, nx)
+        Measured lines of the centred k-space of every coil.
+    fraction : float
+        Share of the field of view used on each side, in (0, 0.5).
+
+    Returns
+    -------
+    ndarray of complex, shape (coils, coils)
+    """
+    kspace_lines = np.asarray(kspace_lines)
+    if kspace_lines.ndim != 3 or not np.iscomplexobj(kspace_lines):
+        raise ValueError(f"kspace_lines must be complex of shape (coils, lines, nx); got {kspace_lines.dtype} "
+                         f"{kspace_lines.shape}")
+    edges = []
+    for c, coil in enumerate(kspace_lines):
+        try:
+            edges.append(np.concatenate(edge_strips(coil, fraction), axis=1).ravel())
+        except ValueError as exc:
+            raise ValueError(f"coil {c}: {exc}") from None
+    samples = np.stack(edges)  # (coils, edge samples)
+    return samples @ samples.conj().T / samples.shape[1]
+
+
+def whitening(covariance: np.ndarray) -> np.ndarray:
+    """``L^{-1}`` of the noise covariance ``Psi = L L^H`` (Cholesky): applied across the coils it leaves noise of
+    covariance I. ValueError unless ``covariance`` is a Hermitian positive definite (coils, coils) matrix."""
+    covariance = np.asarray(covariance)
+    if covariance.ndim != 2 or covariance.shape[0] != covariance.shape[1] or not np.all(np.isfinite(covariance)):
+        raise ValueError(f"the noise covariance must be a finite square (coils, coils) matrix; got shape "
+                         f"{covariance.shape}")
+    scale = float(np.max(np.abs(covariance))) or 1.0
+    if not np.allclose(covariance, covariance.conj().T, rtol=0.0, atol=1e-10 * scale):
+        raise ValueError("the noise covariance must be Hermitian (Psi = Psi^H)")
+    try:
+        factor = np.linalg.cholesky(covariance)
+    except np.linalg.LinAlgError:
+        raise ValueError("the noise covariance is not positive definite (a coil without noise, or two coils that "
+                         "are one): drop the coil, or give the covariance of a noise scan") from None
+    return np.linalg.inv(factor)
+
+
+def prewhiten(kspace: np.ndarray, covariance: np.ndarray) -> np.ndarray:
+    """Multi-coil data (or sensitivities) with the coils' noise made independent of variance 1 per complex sample:
+    ``L^{-1}`` (:func:`whitening`) applied across the first axis. Shape (coils, ...) in and out."""
+    kspace = np.asarray(kspace)
+    white = whitening(covariance)
+    if kspace.shape[:1] != white.shape[:1]:
+        raise ValueError(f"the data have {kspace.shape[0]} coils; the noise covariance is for {white.shape[0]}")
+    return np.tensordot(white, kspace, axes=(1, 0))
+
+
+def simulated_sensitivities(n_coils: int, shape: tuple[int, int]) -> np.ndarray:
+    """Sensitivities of a simulated birdcage receive array (sigpy's ``mri.birdcage_maps``: coils on a circle around
+    the field of view, smooth complex maps whose root sum of squares is 1 at every pixel), shape (n_coils, ny, nx).
+    Maps of one array on two grids sample the same continuous maps."""
+    import sigpy.mri
+
+    if n_coils < 1:
+        raise ValueError(f"n_coils must be a positive integer; got {n_coils}")
+    return np.asarray(sigpy.mri.birdcage_maps((int(n_coils), int(shape[0]), int(shape[1]))), dtype=complex)
+
+
+def ring_correlation(n_coils: int, rho: float) -> np.ndarray:
+    """A receive array's noise correlation between coils on a ring: ``rho ** d`` for coils ``d`` places apart around
+    it (neighbours couple most), shape (n_coils, n_coils); ValueError unless it is positive definite."""
+    if not 0.0 <= rho < 1.0:
+        raise ValueError(f"rho must lie in [0, 1); got {rho}")
+    index = np.arange(n_coils)
+    distance = np.abs(index[:, None] - index[None, :])
+    correlation = rho ** np.minimum(distance, n_coils - distance).astype(float)
+    if np.linalg.eigvalsh(correlation).min() <= 0.0:
+        raise ValueError(f"a ring of {n_coils} coils with neighbour correlation {rho} is not a covariance")
+    return correlation
