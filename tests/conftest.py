@@ -1,4 +1,5 @@
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -22,6 +23,16 @@ def _hide_slurm_clients() -> None:
 
 
 _hide_slurm_clients()
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Close every figure a test leaves open: matplotlib warns at 20 open figures in a process (an xdist worker),
+    and this suite makes the warning an error, so which tests share a worker would decide a failure. pyplot is
+    not imported here if no test did."""
+    yield
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -220,6 +220,8 @@ def test_jobs_that_only_aggregate_tabulate_or_draw_do_not_import_the_estimators(
 def test_curves_of_an_experiment_read_in_db_show_the_psnr_of_every_kept_reconstruction(rng, monkeypatch):
     """A camera scan's curves (``curves_in_db``): the mean PSNR of the reconstruction kept at each step, as the tables
     and the image grids compute it; a failed replicate's NaN image drops out of the mean."""
+    import matplotlib.pyplot as plt
+
     import adaptcs.plotting as plotting
 
     class Camera:  # what the figure asks of the experiment
@@ -240,6 +242,8 @@ def test_curves_of_an_experiment_read_in_db_show_the_psnr_of_every_kept_reconstr
                 for t in range(T)]
     np.testing.assert_allclose(mean.get_ydata(), expected, rtol=1e-12)
     assert fig.axes[0].get_ylabel() == "PSNR (dB)" and "mean PSNR" in fig._suptitle.get_text()
+    plt.close(fig)  # figures left open count towards matplotlib's 20 in this worker
     monkeypatch.setattr(plotting, "_experiment_of", lambda _job: None)  # no experiment: relative errors
     fig = plot_curves({(0, "gss_ep", "design"): job}, "camera")
     assert fig.axes[0].get_ylabel() == "relative error"
+    plt.close(fig)
