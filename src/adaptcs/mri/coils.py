@@ -11,6 +11,9 @@ makes the noise independent, of variance 1 per complex sample in every coil, and
 field of view along the readout, where the object leaves the coil images empty
 (:func:`noise_covariance_from_readout_edges`, the multi-coil form of
 :func:`adaptcs.mri.noise.noise_from_readout_edges`, with the same check that the edges hold noise alone).
+
+The coils' sensitivities come from the user, from the centre lines by ESPIRiT (:func:`espirit_maps`, sigpy's
+``mri.app.EspiritCalib``), or for simulations from a birdcage model (:func:`simulated_sensitivities`).
 """
 
 from __future__ import annotations
@@ -129,3 +132,39 @@ def ring_correlation(n_coils: int, rho: float) -> np.ndarray:
     if np.linalg.eigvalsh(correlation).min() <= 0.0:
         raise ValueError(f"a ring of {n_coils} coils with neighbour correlation {rho} is not a covariance")
     return correlation
+
+
+def espirit_maps(kspace: np.ndarray, calibration: int, *, threshold: float = 0.02, kernel: int = 6,
+                 crop: float = 0.95) -> np.ndarray:
+    """Coil sensitivities from the fully sampled centre of k-space by ESPIRiT (Uecker et al. 2014), with sigpy's
+    ``mri.app.EspiritCalib``.
+
+    Parameters
+    ----------
+    kspace : ndarray of complex, shape (coils, ny, nx)
+        Centred k-space (prewhitened); only its central ``calibration`` phase encodes (and the central
+        ``calibration`` readout positions) are used, so the other lines may be unmeasured (zeros).
+    calibration : int
+        The calibration region's width: the fully sampled centre lines (at least ``kernel + 2``).
+    threshold, kernel, crop : float, int, float
+        ESPIRiT's singular-value threshold, kernel width and eigenvalue crop (sigpy's ``thresh``, ``kernel_width``,
+        ``crop``): pixels whose leading eigenvalue is below ``crop`` (outside the object) get sensitivity 0.
+
+    Returns
+    -------
+    ndarray of complex, shape (coils, ny, nx)
+        Sensitivities whose root sum of squares is 1 inside the object; defined up to one common phase per pixel,
+        so combined images carry the maps' phase, not the object's alone.
+    """
+    import sigpy.mri.app
+
+    kspace = np.asarray(kspace)
+    if kspace.ndim != 3 or kspace.shape[0] < 2 or not np.iscomplexobj(kspace):
+        raise ValueError(f"kspace must be complex of shape (coils, ny, nx) with at least 2 coils; got {kspace.dtype} "
+                         f"{kspace.shape}")
+    if not kernel + 2 <= calibration <= min(kspace.shape[1:]):
+        raise ValueError(f"calibration must lie in {kernel + 2}..{min(kspace.shape[1:])} (fully sampled centre "
+                         f"lines, more than the kernel of {kernel}); got {calibration}")
+    app = sigpy.mri.app.EspiritCalib(kspace, calib_width=int(calibration), thresh=threshold, kernel_width=kernel,
+                                     crop=crop, show_pbar=False)
+    return np.asarray(app.run(), dtype=complex)
