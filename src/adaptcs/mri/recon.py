@@ -4,7 +4,9 @@
   ``mri.app.TotalVariationRecon`` (single coil: a sensitivity of ones), the field's standard nonlinear
   reconstructions for random and variable-density masks (Lustig et al. 2007).
 - :func:`cg_sense`: SENSE by conjugate gradients (Pruessmann et al. 2001; sigpy's ``mri.app.SenseRecon``), the
-  reconstruction of a receive array's equispaced masks, with the coils' sensitivities.
+  reconstruction of a receive array's equispaced masks, with the coils' sensitivities; :func:`grappa_rss`: GRAPPA
+  (Griswold et al. 2002; ``pygrappa``), the missing lines filled from the centre's calibration, combined by the root
+  sum of squares.
 - :func:`pocs_partial_fourier`: projection onto convex sets for partial Fourier (Haacke et al. 1991): the phase of
   the symmetric centre of k-space, then alternately the measured lines and that phase imposed on the image.
 
@@ -158,3 +160,41 @@ def cg_sense(kspace_lines: np.ndarray, lines, sensitivities: np.ndarray, *, lam:
     app = _sigpy_app("cg_sense").SenseRecon(data, sensitivities, lamda=float(lam), weights=weights,
                                             max_iter=int(max_iter), show_pbar=False)
     return np.asarray(app.run(), dtype=complex)
+
+
+def grappa_rss(kspace_lines: np.ndarray, lines, shape: tuple[int, int], calibration, *,
+               kernel: tuple[int, int] = (5, 5), lam: float = 0.01) -> np.ndarray:
+    """GRAPPA (``pygrappa.grappa``): every coil's missing lines filled by kernels calibrated on the fully sampled
+    centre, then the coil images combined by the root sum of squares (a magnitude image, as scanners show it).
+
+    Parameters
+    ----------
+    kspace_lines : ndarray of complex, shape (coils, m, nx)
+        Every coil's measured lines of the centred k-space.
+    lines : array-like of int, shape (m,)
+    shape : (ny, nx)
+    calibration : array-like of int
+        The contiguous centre lines to calibrate on (all of them among ``lines``).
+    kernel : (int, int)
+        The GRAPPA kernel's size (along y, x).
+    lam : float
+        Tikhonov penalty of the kernel fit (pygrappa's ``lamda``, relative).
+
+    Returns
+    -------
+    ndarray of float, shape (ny, nx)
+        The root-sum-of-squares image (with sensitivities whose root sum of squares is 1, the image's magnitude).
+    """
+    from pygrappa import grappa
+
+    kspace_lines = np.asarray(kspace_lines)
+    if kspace_lines.ndim != 3:
+        raise ValueError(f"kspace_lines must have shape (coils, lines, nx); got {kspace_lines.shape}")
+    filled = [_measured(coil, lines, shape) for coil in kspace_lines]
+    calibration = np.asarray(calibration, dtype=np.intp)
+    if not np.all(filled[0][1][calibration]) or np.any(np.diff(calibration) != 1):
+        raise ValueError("calibration must be contiguous centre lines that were all measured")
+    data = np.stack([f[0] for f in filled])
+    completed = grappa(data, data[:, calibration], kernel_size=tuple(kernel), coil_axis=0, lamda=float(lam))
+    images = np.array([to_image(k) for k in completed])
+    return np.sqrt(np.sum(np.abs(images) ** 2, axis=0))
