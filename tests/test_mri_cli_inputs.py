@@ -54,11 +54,11 @@ def test_cropped_data_is_told_to_give_the_noise_variance(tmp_path, capsys):
 def test_coils_slices_and_bad_files_are_named(tmp_path, capsys, kspace):
     out = str(tmp_path / "o.h5")
     np.save(tmp_path / "coils.npy", np.stack([kspace] * 4))
-    refused(mri(tmp_path / "coils.npy", "--out", out), capsys, "single-coil only", "--slice")
+    refused(mri(tmp_path / "coils.npy", "--out", out), capsys, "single-coil here", "--slice")
     refused(mri(tmp_path / "coils.npy", "--slice", "9", "--out", out), capsys, "out of range", "0..3")
     with h5py.File(tmp_path / "multi.h5", "w") as f:
         f["kspace"] = np.stack([np.stack([kspace] * 2)] * 3)  # (slices, coils, ny, nx), fastMRI multi-coil
-    refused(mri(tmp_path / "multi.h5", "--slice", "0", "--out", out), capsys, "multi-coil", "single-coil only")
+    refused(mri(tmp_path / "multi.h5", "--slice", "0", "--out", out), capsys, "multi-coil", "--coils combine")
     refused(mri(tmp_path / "missing.h5", "--out", out), capsys, "no such file")
     (tmp_path / "text.h5").write_text("not hdf5")
     refused(mri(tmp_path / "text.h5", "--out", out), capsys, "not a readable HDF5")

@@ -159,3 +159,31 @@ def test_grappa_fills_an_equispaced_mask_from_its_calibration():
     np.testing.assert_allclose(everything, rss, rtol=1e-12, atol=1e-12 * rss.max())
     with pytest.raises(ValueError, match="contiguous centre lines that were all measured"):
         grappa_rss(acq.kspace[:, lines], lines, (64, 64), np.arange(20, 44))
+
+
+@pytest.mark.slow
+def test_a_fastmri_multicoil_file_replays_from_the_command_line(tmp_path, capsys):
+    """A small multi-coil file in fastMRI's layout ((slices, coils, ny, nx), phase encodes last) replays end to end
+    with --coils combine: prewhitened, ESPIRiT-combined into one virtual coil (noise variance 1), designed and scored;
+    the file says how many coils and how they were combined. Without --coils combine the file is refused in one line
+    naming the option."""
+    from adaptcs.cli import main
+
+    acq = colin27_kspace(32, coils=4)[0]
+    path = tmp_path / "multicoil.h5"
+    with h5py.File(path, "w") as f:
+        f["kspace"] = np.swapaxes(acq.kspace, -1, -2)[None]  # one slice, phase encodes along the last axis
+    out = tmp_path / "replay.h5"
+    arguments = ["--quiet", "replay", "--instrument", "mri", str(path), "--slice", "0", "--phase-axis", "1",
+                 "--lines", "8", "16", "--start", "4", "--wavelet", "db2", "--level", "2", "--prior", "phase",
+                 "--orders", "design", "low_to_high", "--out", str(out)]
+    assert main([*arguments, "--coils", "combine", "--calibration", "16"]) == 0
+    printed = capsys.readouterr().out
+    assert "noise variance 1 (given)" in printed
+    with h5py.File(out) as f:
+        assert f.attrs["coils"] == 4 and "ESPIRiT" in f.attrs["coil_combination"]
+        assert f["design/16/image"].shape == (32, 32) and f["design_lines"].shape == (16,)
+        assert np.isfinite(f["design/16"].attrs["psnr"]) and f["design/16"].attrs["psnr"] > 15
+    assert main(arguments) == 2
+    refusal = capsys.readouterr().err
+    assert "multi-coil" in refusal and "--coils combine" in refusal

@@ -29,7 +29,13 @@ def add_replay_arguments(mri) -> None:
     """The MRI replay's arguments on ``mri``."""
     mri.add_argument("kspace", help=".npy (complex, (ny, nx), or (slices, ny, nx) with --slice) or .h5/.hdf5 (see "
                                     "--dataset): a fully sampled, centred, single-coil k-space (DC in the middle), "
-                                    "phase encodes along --phase-axis; multi-coil data: combine the coils first")
+                                    "phase encodes along --phase-axis; multi-coil data: --coils combine")
+    mri.add_argument("--coils", default="single", choices=["single", "combine"],
+                     help="combine: a multi-coil k-space ((coils, ny, nx), or (slices, coils, ny, nx) with --slice, "
+                          "as fastMRI's multi-coil files) prewhitened and combined into one virtual coil by ESPIRiT "
+                          "sensitivities of the centre lines, noise variance 1 (the design then models one coil)")
+    mri.add_argument("--calibration", type=int, default=24,
+                     help="--coils combine: centre lines for ESPIRiT (default 24)")
     mri.add_argument("--dataset", default="kspace", help="dataset name in an HDF5 file (default kspace, as fastMRI)")
     mri.add_argument("--slice", type=int, help="index along the first axis of a 3-D dataset (slices)")
     mri.add_argument("--phase-axis", type=int, default=0, choices=[0, 1],
@@ -213,11 +219,15 @@ def run_mri(args) -> int:
         for option, other in (("--out", args.out), ("kspace", args.kspace)):
             if masks.resolve() == Path(other).resolve():
                 raise ValueError(f"{masks}: --masks names the file of {option} (nothing was written)")
-    kspace = read_kspace(args.kspace, args.dataset, args.slice, args.phase_axis)
+    if args.coils == "combine":
+        kspace, noise_var, coils = _combined(args)
+    else:
+        kspace, noise_var, coils = read_kspace(args.kspace, args.dataset, args.slice, args.phase_axis), \
+            args.noise_var, 1
     check_grid(kspace.shape, args.level, args.phase_axis)
     start = args.start if args.start is not None else max(1, kspace.shape[0] // 16)
     with threadpool_limits(args.threads), _progress(args, "design") as progress:
-        result = replay(kspace, counts=args.lines, start=start, orders=args.orders, noise_var=args.noise_var,
+        result = replay(kspace, counts=args.lines, start=start, orders=args.orders, noise_var=noise_var,
                         wavelet=args.wavelet, level=args.level, prior=args.prior, profile=args.profile,
                         seed=args.seed, progress=progress)
     orient = (lambda image: image) if args.phase_axis == 0 else (lambda image: image.T)  # the file's orientation
@@ -227,7 +237,9 @@ def run_mri(args) -> int:
             f.attrs.update({"kspace": str(args.kspace), "noise_var": result.noise_var,
                             "noise_source": result.noise_source, "prior": args.prior, "profile": args.profile,
                             "wavelet": args.wavelet, "level": args.level, "start": start,
-                            "phase_axis": args.phase_axis, "command": " ".join(sys.argv),
+                            "phase_axis": args.phase_axis, "command": " ".join(sys.argv), "coils": coils,
+                            "coil_combination": "" if coils == 1 else "prewhitened (noise covariance from the "
+                            "readout edges), ESPIRiT sensitivities of the centre lines, one virtual coil",
                             "image_axes": "as the input file" if args.phase_axis == 0 else
                             "as the input file (phase encodes along axis 1)"})
             if result.design_lines is not None:
@@ -259,6 +271,21 @@ def run_mri(args) -> int:
               "(attribute converged and columns_not_converged in the file)", file=sys.stderr)
     print(f"wrote {args.out}" + (f" and the masks in {args.masks}/" if args.masks else ""))
     return 0
+
+
+def _combined(args):
+    """``--coils combine``: the virtual coil's k-space (phase encodes along axis 0), its noise variance and the
+    number of coils (:func:`adaptcs.mri.coils.combine_coils`; the noise covariance from the readout edges)."""
+    from adaptcs.mri.coils import combine_coils, noise_covariance_from_readout_edges
+    from adaptcs.readers import read_multicoil_kspace
+
+    data = read_multicoil_kspace(args.kspace, args.dataset, args.slice, args.phase_axis)
+    if args.noise_var is not None:
+        raise ValueError("--noise-var is for one coil: with --coils combine the coils are prewhitened by their noise "
+                         "covariance (from the readout edges) and the virtual coil's noise variance is 1")
+    covariance = noise_covariance_from_readout_edges(data)
+    kspace, _maps = combine_coils(data, covariance, args.calibration)
+    return kspace, 1.0, data.shape[0]
 
 
 class _progress:
