@@ -238,23 +238,31 @@ def _checked_kspace(path: str, data: np.ndarray, shape, phase_axis: int) -> np.n
     return np.ascontiguousarray(data if phase_axis == 0 else np.swapaxes(data, -1, -2))
 
 
+def _slice_of(path: str, shape, data, index: int | None, layout: str, hint: str = ""):
+    """Slice ``index`` of an array whose axes are ``layout`` (slices first), or the array itself when it has one
+    axis fewer; ValueError in one line for a missing or out-of-range ``--slice``, or one given for no slices."""
+    axes = layout.count(",") + 1
+    if len(shape) == axes:
+        if index is None:
+            raise ValueError(f"{path}: a {axes}-D k-space {shape} is read as {layout}: give --slice (0.."
+                             f"{shape[0] - 1}){hint}")
+        if not 0 <= index < shape[0]:
+            raise ValueError(f"{path}: --slice {index} is out of range; the k-space {shape} has slices 0.."
+                             f"{shape[0] - 1}")
+        return data[index] if data.ndim == axes else data  # a .npy read whole, or the HDF5 slice read alone
+    if index is not None:
+        raise ValueError(f"{path}: --slice given but the k-space {shape} is not {axes}-D {layout}")
+    return data
+
+
 def read_kspace(path: str, dataset: str = "kspace", index: int | None = None, phase_axis: int = 0):
     """A 2-D complex k-space from .npy or HDF5, with the phase encodes along axis 0; ValueError in one line for
     anything that is not one (a missing file, a dataset that is not there, a slice out of range, coils, NaN)."""
     shape, data = _kspace_array(path, dataset, index, 2)
     if len(shape) == 4:
         raise ValueError(f"{path}: a 4-D k-space {shape} is multi-coil (slices, coils, ny, nx); {SINGLE_COIL}")
-    if len(shape) == 3:
-        if index is None:
-            raise ValueError(f"{path}: a 3-D k-space {shape} is read as (slices, ny, nx): give --slice (0.."
-                             f"{shape[0] - 1}); a (coils, ny, nx) array is multi-coil: {SINGLE_COIL}")
-        if not 0 <= index < shape[0]:
-            raise ValueError(f"{path}: --slice {index} is out of range; the k-space {shape} has slices 0.."
-                             f"{shape[0] - 1}")
-        if data.ndim == 3:  # a .npy read whole
-            data = data[index]
-    elif index is not None:
-        raise ValueError(f"{path}: --slice given but the k-space {shape} is not 3-D (slices, ny, nx)")
+    data = _slice_of(path, shape, data, index, "(slices, ny, nx)",
+                     f"; a (coils, ny, nx) array is multi-coil: {SINGLE_COIL}")
     if data.ndim != 2:
         raise ValueError(f"{path}: the k-space must be 2-D (ny, nx); got shape {shape}")
     return _checked_kspace(path, data, shape, phase_axis)
@@ -266,17 +274,7 @@ def read_multicoil_kspace(path: str, dataset: str = "kspace", index: int | None 
     ``kspace`` of that shape with the phase encodes along the last axis, ``phase_axis=1``). ValueError in one line
     for anything that is not one (a single-coil array, a slice out of range or missing, NaN)."""
     shape, data = _kspace_array(path, dataset, index, 3)
-    if len(shape) == 4:
-        if index is None:
-            raise ValueError(f"{path}: a 4-D k-space {shape} is read as (slices, coils, ny, nx): give --slice (0.."
-                             f"{shape[0] - 1})")
-        if not 0 <= index < shape[0]:
-            raise ValueError(f"{path}: --slice {index} is out of range; the k-space {shape} has slices 0.."
-                             f"{shape[0] - 1}")
-        if data.ndim == 4:  # a .npy read whole
-            data = data[index]
-    elif index is not None:
-        raise ValueError(f"{path}: --slice given but the k-space {shape} is not 4-D (slices, coils, ny, nx)")
+    data = _slice_of(path, shape, data, index, "(slices, coils, ny, nx)")
     if len(shape) < 3 or data is None or data.ndim != 3:
         raise ValueError(f"{path}: a multi-coil k-space is (coils, ny, nx) or (slices, coils, ny, nx); got shape "
                          f"{shape} (a 2-D k-space is single-coil)")
