@@ -1,13 +1,14 @@
-"""Exact Gaussian posterior when the rows are block diagonal with one shared block: ``X = I_B (x) A``.
+"""Exact Gaussian posterior when the rows are block diagonal: ``X = diag(A_1, ..., A_B)``, or ``I_B (x) A``.
 
-Cartesian k-space lines with a separable wavelet give this structure (docs/mri.md): every column of wavelet
-coefficients is measured by the same matrix ``A`` (shape (r, b)), independently of the others. Coefficients are
-laid out block after block (coefficient ``q * b + i`` is entry i of block q) and so are the measurements (row
-``q * r + k``). The posterior is a product over the blocks; each block's is the Woodbury form of
-:mod:`adaptcs.models._gaussian` with that block's prior variances, and all blocks are factorised at once (stacked
-BLAS calls, no Python loop over blocks):
+Cartesian k-space lines give this structure (docs/mri.md): with a separable wavelet every column of wavelet
+coefficients is measured by the same matrix ``A`` (shape (r, b)), independently of the others
+(:class:`SharedBlockRows`); with the image's phase known, every column of pixels by its own matrix ``A_q``
+(:class:`BlockRows`). Coefficients are laid out block after block (coefficient ``q * b + i`` is entry i of block q)
+and so are the measurements (row ``q * r + k``). The posterior is a product over the blocks; each block's is the
+Woodbury form of :mod:`adaptcs.models._gaussian` with that block's prior variances, and all blocks are factorised
+at once (stacked BLAS calls, no Python loop over blocks):
 
-    K_q = s2 I_r + A L_q A^T = C_q C_q^T,   G_q = C_q^{-1} A L_q   (r x b),   V_q = L_q - G_q^T G_q.
+    K_q = s2 I_r + A_q L_q A_q^T = C_q C_q^T,   G_q = C_q^{-1} A_q L_q   (r x b),   V_q = L_q - G_q^T G_q.
 
 Cost per factorisation O(B r^2 b); no d x d or n x n matrix is formed (d = B b, n = B r). The posterior objects
 here have the attributes and methods of :class:`adaptcs.models._gaussian.WoodburyPosterior`, so EP runs on them
@@ -19,8 +20,58 @@ from __future__ import annotations
 import numpy as np
 
 
-class SharedBlockRows:
-    """The rows ``X = I_B (x) A``: B blocks, each measured by the same matrix A.
+class BlockRows:
+    """The rows ``X = diag(A_1, ..., A_B)``: B blocks, block q measured by its own matrix ``A_q`` (all of shape (r, b)).
+
+    Parameters
+    ----------
+    blocks : ndarray, shape (B, r, b)
+        The matrices ``A_q`` (float64, finite).
+
+    Attributes
+    ----------
+    stacked : ndarray, shape (B, r, b)
+        The blocks, as every stacked product takes them.
+    n_blocks : int
+    shape : tuple of int
+        ``(B r, B b)``, the shape of X.
+    """
+
+    def __init__(self, blocks: np.ndarray):
+        self.stacked = np.ascontiguousarray(blocks, dtype=np.float64)
+        if self.stacked.ndim != 3 or not np.all(np.isfinite(self.stacked)):
+            raise ValueError("the blocks must be a finite 3-D array (B, r, b)")
+        self.n_blocks = self.stacked.shape[0]
+        r, b = self.stacked.shape[1:]
+        self.shape = (self.n_blocks * r, self.n_blocks * b)
+
+    def matvec(self, coef: np.ndarray) -> np.ndarray:
+        """``X coef``: coef shape (d,), returns shape (n,)."""
+        return np.einsum("qrb,qb->qr", self.stacked, coef.reshape(self.n_blocks, -1)).ravel()
+
+    def rmatvec(self, values: np.ndarray) -> np.ndarray:
+        """``X^T values``: values shape (n,), returns shape (d,)."""
+        return np.einsum("qrb,qr->qb", self.stacked, values.reshape(self.n_blocks, -1)).ravel()
+
+    def column_power(self) -> np.ndarray:
+        """``mean_i X_ij^2`` for every column j, shape (d,)."""
+        return np.sum(self.stacked * self.stacked, axis=1).ravel() / self.shape[0]
+
+    def dense(self) -> np.ndarray:
+        """X itself, shape (n, d): for tests and small problems only."""
+        r, b = self.stacked.shape[1:]
+        X = np.zeros(self.shape)
+        for q in range(self.n_blocks):
+            X[q * r:(q + 1) * r, q * b:(q + 1) * b] = self.stacked[q]
+        return X
+
+    def block_power(self) -> np.ndarray:
+        """``A_q * A_q`` elementwise, broadcastable to (B, r, b)."""
+        return self.stacked * self.stacked
+
+
+class SharedBlockRows(BlockRows):
+    """The rows ``X = I_B (x) A``: B blocks, each measured by the same matrix A (stored once).
 
     Parameters
     ----------
@@ -35,7 +86,7 @@ class SharedBlockRows:
         ``(B r, B b)``, the shape of X.
     """
 
-    def __init__(self, block: np.ndarray, n_blocks: int):
+    def __init__(self, block: np.ndarray, n_blocks: int):  # not BlockRows.__init__: A is stored once
         self.block = np.ascontiguousarray(block, dtype=np.float64)
         if self.block.ndim != 2 or not np.all(np.isfinite(self.block)):
             raise ValueError("the shared block must be a finite 2-D array")
@@ -44,6 +95,7 @@ class SharedBlockRows:
             raise ValueError(f"n_blocks must be at least 1; got {n_blocks}")
         r, b = self.block.shape
         self.shape = (self.n_blocks * r, self.n_blocks * b)
+        self.stacked = self.block[None]  # (1, r, b): broadcast over the blocks
 
     def matvec(self, coef: np.ndarray) -> np.ndarray:
         """``X coef``: coef shape (d,), returns shape (n,)."""
@@ -65,14 +117,18 @@ class SharedBlockRows:
         """The same blocks measured only by the rows ``index`` of A."""
         return SharedBlockRows(self.block[index], self.n_blocks)
 
+    def block_power(self) -> np.ndarray:
+        """``A * A`` elementwise, shape (1, r, b)."""
+        return self.stacked * self.stacked
+
 
 class BlockGaussianModel:
-    """The data part of the model for rows :class:`SharedBlockRows`: the same interface as
+    """The data part of the model for rows :class:`BlockRows` (or :class:`SharedBlockRows`): the same interface as
     :class:`adaptcs.models._gaussian.LinearGaussianModel` (the Woodbury form, always).
 
     Parameters
     ----------
-    rows : SharedBlockRows
+    rows : BlockRows
     y : ndarray, shape (n,)
         Measurements, block after block.
     noise_var : float
@@ -82,7 +138,7 @@ class BlockGaussianModel:
     use_woodbury = True
     selection = None
 
-    def __init__(self, rows: SharedBlockRows, y: np.ndarray, noise_var: float):
+    def __init__(self, rows: BlockRows, y: np.ndarray, noise_var: float):
         self.rows = rows
         self.y = np.asarray(y, dtype=np.float64)
         self.noise_var = float(noise_var)
@@ -98,9 +154,10 @@ class BlockGaussianModel:
 
     def signal_to_noise(self, prior_var: np.ndarray) -> float:
         """``max_i sum_j X_ij^2 prior_var_j / s2`` (see :meth:`LinearGaussianModel.signal_to_noise`)."""
-        A2 = self.rows.block * self.rows.block
+        power = self.rows.block_power()  # (1 or B, r, b)
         with np.errstate(over="ignore"):
-            return float(np.max(prior_var.reshape(self.rows.n_blocks, -1) @ A2.T) / self.noise_var)
+            return float(np.max(np.einsum("qrb,qb->qr", power, prior_var.reshape(self.rows.n_blocks, -1)))
+                         / self.noise_var)
 
     def posterior(self, prior_var: np.ndarray, shift: np.ndarray) -> BlockPosterior:
         """Posterior for the diagonal term with variances ``prior_var`` (d,) and natural means ``shift`` (d,)."""
@@ -117,19 +174,19 @@ class BlockPosterior:
     block_prior_var : ndarray, shape (B, b)
         The prior (site) variances ``L_q`` of every block.
     factor : ndarray, shape (B, r, b)
-        ``G_q = C_q^{-1} A L_q`` of every block: ``V_q = L_q - G_q^T G_q``.
+        ``G_q = C_q^{-1} A_q L_q`` of every block: ``V_q = L_q - G_q^T G_q``.
     chol : ndarray, shape (B, r, r)
-        Lower Cholesky factors ``C_q`` of ``K_q = s2 I + A L_q A^T``.
+        Lower Cholesky factors ``C_q`` of ``K_q = s2 I + A_q L_q A_q^T``.
     """
 
     def __init__(self, model: BlockGaussianModel, prior_var: np.ndarray, shift: np.ndarray):
         rows = model.rows
-        B, (r, b) = rows.n_blocks, rows.block.shape
+        B, (r, b) = rows.n_blocks, rows.stacked.shape[1:]
         s2 = model.noise_var
         self.prior_var = prior_var
         self.block_prior_var = prior_var.reshape(B, b)
         sqrt_l = np.sqrt(self.block_prior_var)
-        scaled = rows.block[None, :, :] * sqrt_l[:, None, :]  # A L_q^{1/2}, (B, r, b)
+        scaled = rows.stacked * sqrt_l[:, None, :]  # A_q L_q^{1/2}, (B, r, b)
         K = np.matmul(scaled, scaled.transpose(0, 2, 1))
         K[:, np.arange(r), np.arange(r)] += s2
         self.chol = np.linalg.cholesky(K)  # LinAlgError where some K_q is not positive definite

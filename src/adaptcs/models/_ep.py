@@ -25,7 +25,7 @@ from scipy.optimize import brentq
 from scipy.special import expit, log_expit, logit
 from sklearn.exceptions import ConvergenceWarning
 
-from adaptcs.models._blocks import BlockGaussianModel, SharedBlockRows
+from adaptcs.models._blocks import BlockGaussianModel, BlockRows
 from adaptcs.models._gaussian import LinearGaussianModel, selected_columns
 from adaptcs.models._hmt import TreeMarginals, TreePrior
 
@@ -141,9 +141,9 @@ class EPProblem:
 
     Parameters
     ----------
-    X : ndarray, shape (n, d), or SharedBlockRows
-        The rows; :class:`adaptcs.models._blocks.SharedBlockRows` (``I_B (x) A``, e.g. k-space lines with a separable
-        wavelet) keeps the posterior block diagonal and exact at O(B r^2 b) per iteration.
+    X : ndarray, shape (n, d), or BlockRows
+        The rows; :class:`adaptcs.models._blocks.BlockRows` (``diag(A_1, ..., A_B)``, e.g. k-space lines column by
+        column) keeps the posterior block diagonal and exact at O(B r^2 b) per iteration.
     y : ndarray, shape (n,)
     coef_group : ndarray of int, shape (d,)
     offsets : ndarray, shape (G,)
@@ -183,7 +183,7 @@ class EPProblem:
         self.fallback = fallback
         self.hyperprior = hyperprior
         G, d = offsets.shape[0], X.shape[1]
-        self.blocks = X if isinstance(X, SharedBlockRows) else None
+        self.blocks = X if isinstance(X, BlockRows) else None
         self.tree = tree
         if tree is not None:
             group_class = tree.group_class

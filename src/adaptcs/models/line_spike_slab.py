@@ -22,18 +22,10 @@ from scipy.special import expit, logit
 from sklearn.utils._param_validation import Interval
 
 from adaptcs.bases.separable import LineScan, SeparableWavelet, real_form, stack_columns, unstack_columns
-from adaptcs.models import _ep_learning as lrn
 from adaptcs.models._base import with_blas_limit
 from adaptcs.models._blocks import SharedBlockRows
-from adaptcs.models._ep import (
-    RESIDUAL_FACTOR,
-    EPProblem,
-    EPSites,
-    Hyper,
-    not_converged_reasons,
-    undamped_changes,
-    warn_not_converged,
-)
+from adaptcs.models._ep import EPProblem, Hyper, warn_not_converged
+from adaptcs.models._line_ep import fit_lines_ep, fit_outcome
 from adaptcs.models._line_gaussian import (
     checked_candidates,
     errors_after_lines,
@@ -192,33 +184,21 @@ class LineSpikeSlab(LineModel):
                             v_inf_ratio=self.v_inf_ratio, damping=self.damping, damping_decay=self.damping_decay)
         noise = self.noise_var / 2.0 / c**2
         warm_state = self._state if warm and self._state is not None else None
+        start = None
         if warm_state is None:
             level = np.full(problem.n_levels, float(logit(self.p0)))
             v0 = problem.tied_v0(level, noise) if self.v0 is None else np.full(problem.n_slabs, self.v0 / c**2)
             start = Hyper(level, v0, noise)
-            sites = EPSites.initial(expit(problem.prior_logit(start))[self.coef_group], problem.slab_var(start))
-            learned = lrn.infer(problem, start, sites, self.learn, tol=self.tol, max_iter=self.max_iter,
-                                strict=True)
-        else:
-            sites, hyper, refits = warm_state
-            tracked = lrn.WarmStart(sites, hyper, self.learn, refits) if self.learn else None
-            learned = lrn.infer(problem, hyper, sites, self.learn, tol=self.tol, max_iter=self.max_iter,
-                                schedule="adaptive", warm=tracked)
+        learned = fit_lines_ep(problem, start, warm_state, self.learn, tol=self.tol, max_iter=self.max_iter)
         run = learned.run
         self._state = (run.sites, learned.hyper, learned.refits)
         self._run, self.scan_ = run, scan
-        reasons = [] if learned.converged else [f"learning {', '.join(self.learn)}: {learned.message}"]
-        reasons += not_converged_reasons(run, self.tol, self.max_iter)
+        converged, reasons, columns = fit_outcome(problem, learned, self.learn, tol=self.tol, max_iter=self.max_iter,
+                                                  n_blocks=nx)
         coef = unstack_columns(run.post.mean * c, ny)
         p0 = np.ones(self.n_classes)
         p0[1:] = expit(learned.hyper.level)
-        columns = 0
-        if not run.converged and run.failure is None:  # which columns (independent blocks) stopped short
-            mean_change, prob_change = undamped_changes(problem, run)
-            per_column = np.maximum(mean_change.reshape(nx, -1).max(axis=1), prob_change.reshape(nx, -1).max(axis=1))
-            columns = int(np.count_nonzero(per_column > RESIDUAL_FACTOR * self.tol))
         v0 = learned.hyper.v0 * c**2 if self.profile is None else learned.hyper.v0[0] * c**2 * self.profile
-        converged = bool(run.converged and learned.converged)
         self._set_fitted(coef=coef, image=self.basis.inverse(coef), p0=p0, v0=v0, converged=converged,
                          residual=float(run.residual), log_evidence=float(
                              run.log_evidence - y.shape[0] * np.log(c) + 2.0 * nx * np.sum(np.log(weight))),

@@ -1,0 +1,136 @@
+"""The sparse phase-aware line model (adaptcs.models.line_phase_sparse): block rows with one matrix per block against
+dense algebra, the EP fit on the block path against the same fit on dense rows, its Gaussian limit against the exact
+Gaussian phase model, and the gain of every line against dense log determinants."""
+
+import numpy as np
+import pytest
+
+from adaptcs.bases.separable import SeparableWavelet, to_kspace
+from adaptcs.models._blocks import BlockGaussianModel, BlockRows
+from adaptcs.models.line_phase import PhaseLineGaussian
+from adaptcs.models.line_phase_sparse import PhaseLineSpikeSlab, line_groups
+
+N = 16
+
+
+def test_block_rows_with_a_matrix_per_block_give_the_dense_posterior():
+    rng = np.random.default_rng(0)
+    blocks = rng.normal(size=(3, 4, 6))
+    rows = BlockRows(blocks)
+    X = rows.dense()
+    assert X.shape == rows.shape == (12, 18)
+    coef, values = rng.normal(size=18), rng.normal(size=12)
+    np.testing.assert_allclose(rows.matvec(coef), X @ coef, atol=1e-12)
+    np.testing.assert_allclose(rows.rmatvec(values), X.T @ values, atol=1e-12)
+    np.testing.assert_allclose(rows.column_power(), np.mean(X * X, axis=0), atol=1e-14)
+    lam, shift, s = rng.uniform(0.5, 2.0, 18), rng.normal(size=18), 0.3
+    post = BlockGaussianModel(rows, values, s).posterior(lam, shift)
+    V = np.linalg.inv(X.T @ X / s + np.diag(1 / lam))
+    np.testing.assert_allclose(post.mean, V @ (X.T @ values / s + shift), atol=1e-12)
+    np.testing.assert_allclose(post.var, np.diag(V), atol=1e-12)
+    K = X @ np.diag(lam) @ X.T + s * np.eye(12)
+    assert post.log_det_marginal() == pytest.approx(np.linalg.slogdet(K)[1], rel=1e-12)
+
+
+def test_groups_are_a_coefficients_two_parts_or_two_by_two_blocks_of_one_subband():
+    scale_y = SeparableWavelet((16, 8), "haar", 2).scale_y  # 4, 4, 8 coefficients
+    coef_group, group_class = line_groups(scale_y, 8, "coefficient")
+    assert coef_group.shape == (8 * 32,) and group_class.shape == (8 * 16,)
+    column = coef_group[:32]
+    np.testing.assert_array_equal(column[:16], column[16:])  # a and b of one coefficient together
+    np.testing.assert_array_equal(group_class[:16], np.where(scale_y == 0, -1, scale_y - 1))
+    coef_group, group_class = line_groups(scale_y, 8, "block")
+    per_group = np.bincount(coef_group)
+    assert np.all(per_group == 8) and group_class.shape == (4 * 8,)
+    first = np.flatnonzero(coef_group == coef_group[32 * 2 + 5])  # column 2, coefficient 5
+    columns, within = first // 32, first % 32 % 16
+    assert set(columns) == {2, 3} and set(within) == {4, 5}
+    with pytest.raises(ValueError, match="even"):
+        line_groups(scale_y, 7, "block")
+
+
+@pytest.fixture(scope="module")
+def scan():
+    rng = np.random.default_rng(0)
+    basis = SeparableWavelet((N, N), "haar", 2)
+    y, x = np.mgrid[:N, :N] / N
+    magnitude = np.where(rng.uniform(size=(N, N)) < 0.3, 1.0 + rng.uniform(size=(N, N)), 0.05)
+    image = magnitude * np.exp(1j * (1.5 * np.cos(2 * np.pi * x) + y))
+    K = to_kspace(image) + 0.05 * (rng.normal(size=(N, N)) + 1j * rng.normal(size=(N, N)))
+    lines = np.array([6, 7, 8, 9, 3, 12, 1])
+    return basis, K, lines
+
+
+def test_the_block_fit_equals_the_same_fit_on_dense_rows(scan):
+    basis, K, lines = scan
+    kwargs = dict(noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3, tol=1e-7)
+    block = PhaseLineSpikeSlab(basis, **kwargs).fit(K[lines], lines)
+    dense = PhaseLineSpikeSlab(basis, dense_rows=True, **kwargs).fit(K[lines], lines)
+    assert block.converged_ and dense.converged_
+    np.testing.assert_allclose(block.coef_, dense.coef_, atol=1e-6 * np.abs(dense.coef_).max())
+    np.testing.assert_allclose(block.p0_, dense.p0_, rtol=1e-5)
+    np.testing.assert_allclose(block.v0_, dense.v0_, rtol=1e-5)
+    assert block.log_evidence_ == pytest.approx(dense.log_evidence_, rel=1e-7)
+    assert np.all(block.p0_[1:] < 0.9)  # learned: the detail scales are sparse in this image
+
+
+def test_with_the_spike_almost_never_taken_the_fit_is_the_exact_gaussian_one(scan):
+    basis, K, lines = scan
+    kwargs = dict(noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, eps=0.1)
+    gaussian = PhaseLineGaussian(basis, **kwargs).fit(K[lines], lines)
+    v = gaussian._state[0]
+    sparse = PhaseLineSpikeSlab(basis, p0=1 - 1e-9, learn=(), **kwargs).fit(K[lines], lines)
+    assert sparse.v0_[0] == pytest.approx(v * 4.0 / (1 - 1e-9), rel=1e-12)  # its slab: p0 v0 = the Gaussian's v
+    np.testing.assert_allclose(sparse.image_, gaussian.image_, atol=1e-6 * np.abs(gaussian.image_).max())
+    np.testing.assert_allclose(sparse.line_gains(), gaussian.line_gains(), rtol=1e-6)
+
+
+def test_line_gains_equal_dense_log_determinants_under_eps_gaussian(scan):
+    basis, K, lines = scan
+    model = PhaseLineSpikeSlab(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3)
+    model.fit(K[lines], lines)
+    s = model.noise_var / 2
+
+    def dense_rows(index):
+        R = np.concatenate(model._real_rows(index), axis=1)  # (nx, 2k, 2ny)
+        X = np.zeros((N * R.shape[1], N * R.shape[2]))
+        for c in range(N):
+            X[c * R.shape[1]:(c + 1) * R.shape[1], c * R.shape[2]:(c + 1) * R.shape[2]] = R[c]
+        return X
+
+    X, lam = dense_rows(lines), model._post["prior_var"].ravel()  # EP's Gaussian: the sites' variances
+    V = np.linalg.inv(X.T @ X / s + np.diag(1 / lam))
+    np.testing.assert_allclose(np.diag(V), model._post["prior_var"].ravel()
+                               - np.sum(model._post["factor"] ** 2, axis=1).ravel(), rtol=1e-9)
+    gains = model.line_gains()
+    for ky in range(N):
+        B = dense_rows(np.array([ky]))
+        assert gains[ky] == pytest.approx(0.5 * np.linalg.slogdet(np.eye(B.shape[0]) + B @ V @ B.T / s)[1],
+                                          rel=1e-9)
+
+
+def test_a_sparse_design_depends_on_the_values_measured_not_only_on_the_lines():
+    """Images with the same band lines (so the same phase and column weights) and other values elsewhere: the
+    Gaussian model's order of lines is the same for all (its covariance depends on the values only through its
+    learned scale), the sparse model's differs."""
+    basis = SeparableWavelet((N, N), "haar", 2)
+    y, x = np.mgrid[:N, :N] / N
+    phase = np.exp(1j * (1.5 * np.cos(2 * np.pi * x) + y))
+    noise = 0.05 * (np.random.default_rng(0).normal(size=(N, N)) + 1j * np.random.default_rng(1).normal(size=(N, N)))
+
+    def kspace(seed):
+        rng = np.random.default_rng(seed)
+        magnitude = np.where(rng.uniform(size=(N, N)) < 0.3, 1.0 + rng.uniform(size=(N, N)), 0.05)
+        return to_kspace(magnitude * phase) + noise
+
+    first, lines = kspace(0), np.array([6, 7, 8, 9, 3, 12, 1])
+    kwargs = dict(noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, eps=0.1)
+    orders = {"sparse": [], "gaussian": []}
+    for seed in range(6):
+        K = kspace(seed)
+        K[6:10] = first[6:10]
+        for name, model in (("sparse", PhaseLineSpikeSlab(basis, p0=0.3, learn=(), **kwargs)),
+                            ("gaussian", PhaseLineGaussian(basis, **kwargs))):
+            orders[name].append(tuple(np.argsort(-model.fit(K[lines], lines).line_gains())[:4]))
+    assert len(set(orders["gaussian"])) == 1
+    assert len(set(orders["sparse"])) > 1
