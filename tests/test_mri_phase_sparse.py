@@ -134,3 +134,26 @@ def test_a_sparse_design_depends_on_the_values_measured_not_only_on_the_lines():
             orders[name].append(tuple(np.argsort(-model.fit(K[lines], lines).line_gains())[:4]))
     assert len(set(orders["gaussian"])) == 1
     assert len(set(orders["sparse"])) > 1
+
+
+def test_the_command_line_and_the_lab_take_the_sparse_phase_prior(tmp_path):
+    import h5py
+
+    from adaptcs.cli import main
+    from adaptcs.lab import lines as lab
+    from adaptcs.mri.data import colin27_kspace
+
+    acq = colin27_kspace(32)[1]
+    np.save(tmp_path / "k.npy", acq.kspace)
+    assert main(["--quiet", "replay", "--instrument", "mri", str(tmp_path / "k.npy"), "--lines", "4", "8", "--level",
+                 "2", "--prior", "phase_sparse", "--orders", "design", "low_to_high",
+                 "--out", str(tmp_path / "m.h5")]) == 0
+    with h5py.File(tmp_path / "m.h5") as f:
+        assert f.attrs["prior"] == "phase_sparse"
+        assert {"converged", "columns_not_converged"} <= set(f["design/8"].attrs)
+    state = tmp_path / "s.h5"
+    lab.init(state, (32, 32), wavelet="db2", level=2, prior="phase_sparse", start=4)
+    first, _ = lab.next_lines(state)
+    lab.add(state, first, acq.kspace[first])
+    chosen, about = lab.next_lines(state)
+    assert chosen[0] not in first and "converged" in about

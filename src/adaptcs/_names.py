@@ -17,7 +17,7 @@ BASES = ("haar", "db2", "db4", "bior2.2", "bior4.4", "dct")  # adaptcs.bases.ima
 MRI_ORDERS = ("design", "low_to_high", "partial_fourier_5_8", "partial_fourier_6_8", "partial_fourier_7_8",
               "pf_variable_density", "pf_equispaced", "equispaced", "variable_density", "jittered_density",
               "fastmri_random", "fastmri_equispaced")
-MRI_PRIORS = ("gaussian", "sparse", "phase")  # adaptcs.mri.replay.PRIORS
+MRI_PRIORS = ("gaussian", "sparse", "phase", "phase_sparse")  # adaptcs.mri.replay.PRIORS
 REPLAY_ORDERS = ("design", "topdown", "predict", "random")  # adaptcs.design.basis_scan.REPLAY_ORDERS
 REPLAY_PRIORS = ("tree", "prediction", "scales")  # adaptcs.replay.PRIORS
 ROW_LAB_FORMAT = "adaptcs-design-state"  # the state file of the lab of rows and basis images (adaptcs.lab.state)

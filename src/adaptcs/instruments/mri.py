@@ -53,7 +53,9 @@ def add_replay_arguments(mri) -> None:
                           "the lines outside them agree, exact Gaussian: the design measures one side of k-space where "
                           "the phase is known and both where it is not; gaussian (default): the same model at its "
                           "phase-blind end (eps = 1; the design is then fixed by the centre lines); sparse: "
-                          "spike-and-slab with learned values, adaptive but EP often stops short (docs/mri.md)")
+                          "spike-and-slab with learned values, adaptive but EP often stops short; phase_sparse: "
+                          "spike-and-slab on the phase model's phase-corrected image, adaptive, slower, and below "
+                          "phase on simulated slices (docs/mri.md)")
     mri.add_argument("--profile", default="colin27", choices=["colin27", "flat"],
                      help="slab variances per y-scale (sparse: per pair of scales) from the Colin27 training "
                           "slices (default) or all equal")

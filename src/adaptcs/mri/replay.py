@@ -14,6 +14,7 @@ from adaptcs._names import MRI_ORDERS as ORDERS
 from adaptcs.bases.separable import SeparableWavelet, to_image
 from adaptcs.metrics import magnitude_scores
 from adaptcs.models.line_phase import PhaseLineGaussian, magnitude_profile
+from adaptcs.models.line_phase_sparse import PhaseLineSpikeSlab
 from adaptcs.models.line_spike_slab import LineSpikeSlab, pair_profile
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import design_lines, fixed_mask
@@ -21,7 +22,8 @@ from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.operators import KSpaceLines
 
 log = logging.getLogger(__name__)
-PRIORS = ("gaussian", "sparse", "phase")  # the phase-blind end of the phase model; spike and slab; the phase model
+PRIORS = ("gaussian", "sparse", "phase", "phase_sparse")  # the phase model's phase-blind end; spike and slab; the
+# phase model; spike and slab on the phase model's phase-corrected image
 PROFILES = ("colin27", "flat")
 
 
@@ -86,14 +88,19 @@ def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian
     as far as the other lines agree (the design then skips lines the conjugate side tells where the phase is
     known); "gaussian" is its phase-blind end (``eps=1``: a circular prior, so the design is fixed by the centre
     lines). "sparse" is the spike-and-slab model on lines (:class:`adaptcs.models.line_spike_slab.LineSpikeSlab`,
-    p0 and v0 learned per pair of scales: adaptive, but EP often stops short). Slab variances per y-scale (per pair
-    of scales for "sparse") from the Colin27 training slices (``profile="colin27"``) or all equal ("flat")."""
+    p0 and v0 learned per pair of scales: adaptive, but EP often stops short). "phase_sparse" is spike-and-slab on
+    the phase model's phase-corrected image (:class:`adaptcs.models.line_phase_sparse.PhaseLineSpikeSlab`, p0 = 0.5
+    given, v0 learned: adaptive; on simulated Colin27 slices it reconstructs below the Gaussian phase model,
+    docs/mri.md). Slab variances per y-scale (per pair of scales for "sparse") from the Colin27 training slices
+    (``profile="colin27"``) or all equal ("flat")."""
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}; got {prior!r}")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}; got {profile!r}")
-    if prior in ("phase", "gaussian"):
+    if prior in ("phase", "gaussian", "phase_sparse"):
         shape = colin27_magnitude_profile(basis) if profile == "colin27" else None
+        if prior == "phase_sparse":
+            return PhaseLineSpikeSlab(basis, noise_var=noise_var, profile=shape, p0=0.5, learn=("v0",))
         return PhaseLineGaussian(basis, noise_var=noise_var, profile=shape, eps=1.0 if prior == "gaussian" else None)
     shape = default_profile(basis) if profile == "colin27" else None
     return LineSpikeSlab(basis, noise_var=noise_var, p0=0.1, learn=("p0", "v0"), profile=shape)
