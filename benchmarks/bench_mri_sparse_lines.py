@@ -35,6 +35,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--phase", choices=PHASE_REGIMES, default="spin_echo")
     parser.add_argument("--slices", type=int, default=4)
+    parser.add_argument("--only", type=int, nargs="+", help="run only these of the first --slices slices")
     parser.add_argument("--level", type=int, default=4)
     parser.add_argument("--p0", type=float, default=0.5, help="the sparse model's spike probability (given)")
     parser.add_argument("--learn", nargs="*", default=["v0"], help="what the sparse model learns (p0, v0)")
@@ -52,6 +53,8 @@ def main() -> None:
     psnr = {}
     with threadpool_limits(1):
         for s, acq in enumerate(colin27_kspace(n, phase=args.phase)[: args.slices]):
+            if args.only is not None and s not in args.only:
+                continue
             masks = {m: fixed_mask(m, n, n // 4, n // 16, np.random.default_rng(1000 + s)) for m in MASKS}
             for name, make in models.items():
                 started = time.process_time()

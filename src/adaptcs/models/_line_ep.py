@@ -8,11 +8,24 @@ which columns (independent blocks of the posterior) were still moving: the count
 
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
 from scipy.special import expit
+from sklearn.utils._param_validation import Interval
 
 from adaptcs.models import _ep_learning as lrn
 from adaptcs.models._ep import RESIDUAL_FACTOR, EPProblem, EPSites, Hyper, not_converged_reasons, undamped_changes
+
+#: The EP settings every sparse line model takes (sklearn's parameter constraints).
+EP_CONSTRAINTS = {
+    "tol": [Interval(Real, 0, None, closed="neither")],
+    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "damping": [Interval(Real, 0, 1, closed="right")],
+    "damping_decay": [Interval(Real, 0, 1, closed="right")],
+    "v_inf_ratio": [Interval(Real, 1, None, closed="neither")],
+    "dense_rows": ["boolean"],
+}
 
 
 def fit_lines_ep(problem: EPProblem, start: Hyper, warm_state, learn, *, tol: float, max_iter: int):

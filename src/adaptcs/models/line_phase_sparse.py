@@ -27,7 +27,7 @@ Units as in :mod:`adaptcs.models.line_phase` (noise variance per complex sample)
 from __future__ import annotations
 
 import time
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from scipy.special import expit, logit
@@ -38,7 +38,7 @@ from adaptcs.models._base import with_blas_limit
 from adaptcs.models._blocks import BlockRows
 from adaptcs.models._ep import EPProblem, Hyper, warn_not_converged
 from adaptcs.models._ep_decoupled import decoupled_ep
-from adaptcs.models._line_ep import fit_lines_ep, fit_outcome
+from adaptcs.models._line_ep import EP_CONSTRAINTS, fit_lines_ep, fit_outcome
 from adaptcs.models._line_model import check_averages
 from adaptcs.models._scaling import power_of_two_scale
 from adaptcs.models.line_phase import PhaseLineGaussian
@@ -133,12 +133,7 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         "p0": [Interval(Real, 0, 1, closed="neither")],
         "groups": [StrOptions(set(GROUPINGS))],
         "learn": [tuple, list],
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "damping": [Interval(Real, 0, 1, closed="right")],
-        "damping_decay": [Interval(Real, 0, 1, closed="right")],
-        "v_inf_ratio": [Interval(Real, 1, None, closed="neither")],
-        "dense_rows": ["boolean"],
+        **EP_CONSTRAINTS,
     }
 
     def __init__(self, basis: SeparableWavelet, *, noise_var: float, profile=None, band: int | None = None,

@@ -15,7 +15,7 @@ and per imaginary part); the slab variances are those of the complex coefficient
 from __future__ import annotations
 
 import time
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from scipy.special import expit, logit
@@ -25,7 +25,7 @@ from adaptcs.bases.separable import LineScan, SeparableWavelet, real_form, stack
 from adaptcs.models._base import with_blas_limit
 from adaptcs.models._blocks import SharedBlockRows
 from adaptcs.models._ep import EPProblem, Hyper, warn_not_converged
-from adaptcs.models._line_ep import fit_lines_ep, fit_outcome
+from adaptcs.models._line_ep import EP_CONSTRAINTS, fit_lines_ep, fit_outcome
 from adaptcs.models._line_gaussian import (
     checked_candidates,
     errors_after_lines,
@@ -93,13 +93,8 @@ class LineSpikeSlab(LineModel):
         "p0": [Interval(Real, 0, 1, closed="neither")],
         "v0": [Interval(Real, 0, None, closed="neither"), None],
         "learn": [tuple, list],
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "damping": [Interval(Real, 0, 1, closed="right")],
-        "damping_decay": [Interval(Real, 0, 1, closed="right")],
-        "v_inf_ratio": [Interval(Real, 1, None, closed="neither")],
+        **EP_CONSTRAINTS,
         "profile": ["array-like", None],
-        "dense_rows": ["boolean"],
     }
 
     def __init__(self, basis: SeparableWavelet, *, noise_var: float, p0: float = 0.1, v0: float | None = None,
