@@ -66,7 +66,7 @@ class BlockRows:
         return X
 
     def block_power(self) -> np.ndarray:
-        """``A_q * A_q`` elementwise, broadcastable to (B, r, b)."""
+        """``A_q * A_q`` elementwise, shape (B, r, b) (or (1, r, b) for one shared block, which broadcasts)."""
         return self.stacked * self.stacked
 
 
@@ -116,10 +116,6 @@ class SharedBlockRows(BlockRows):
     def rows_of_block(self, index: np.ndarray) -> SharedBlockRows:
         """The same blocks measured only by the rows ``index`` of A."""
         return SharedBlockRows(self.block[index], self.n_blocks)
-
-    def block_power(self) -> np.ndarray:
-        """``A * A`` elementwise, shape (1, r, b)."""
-        return self.stacked * self.stacked
 
 
 class BlockGaussianModel:

@@ -179,8 +179,9 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
             self._scale = power_of_two_scale(z)
         c = self._scale
         shape_y = self._profile[self.basis.scale_y]
-        slab_profile = (self.column_weight_[:, None] * np.concatenate([shape_y[None, :] * np.ones((nx, 1)),
-                                                                       shape_y[None, :] * eps[:, None]], axis=1))
+        # (nx, 2ny): the real parts' slab at v0 = 1, the imaginary parts' eps_x times it, times the column's weight
+        slab_profile = self.column_weight_[:, None] * np.concatenate([np.tile(shape_y, (nx, 1)),
+                                                                      shape_y[None, :] * eps[:, None]], axis=1)
         rows = BlockRows(R)
         problem = EPProblem(rows.dense() if self.dense_rows else rows, z.ravel() / c, self._coef_group,
                             np.zeros(self._group_class.shape[0]), group_class=self._group_class,
