@@ -221,9 +221,7 @@ class PhaseLineGaussian(LineModel):
             raise ValueError(f"lines must be distinct rows of the centred k-space, 0..{ny - 1}")
         weight = np.sqrt(check_averages(averages, lines.shape[0]))  # whitens a line that averages readouts
         self._prepare(kspace_lines, lines)
-        hybrid = (kspace_lines @ self._Fx_conj) * weight[:, None]  # (m, nx): every line transformed along the readout
-        z = np.concatenate([hybrid.real, hybrid.imag], axis=0).T  # (nx, 2m)
-        R = np.concatenate([part * weight[None, :, None] for part in self._real_rows(lines)], axis=1)  # (nx, 2m, 2ny)
+        z, R = self._column_data(kspace_lines, lines, weight)
         s = self.noise_var / 2.0
         shape = np.concatenate([self._profile[self.basis.scale_y]] * 2)  # (2ny,)
         grams = self._grams(R, shape)
@@ -244,6 +242,15 @@ class PhaseLineGaussian(LineModel):
         self._set_fitted(coef=coef, image=image, p0=np.ones(self._profile.shape[0]), v0=v * self._profile,
                          converged=True, residual=0.0, log_evidence=evidence, n_iter=0, started=started)
         return self
+
+    def _column_data(self, kspace_lines: np.ndarray, lines: np.ndarray, weight: np.ndarray):
+        """Every column's data and rows in real form, each line weighted by ``weight`` (m,) (sqrt of its readouts
+        averaged): ``z`` (nx, 2m), the lines transformed along the readout (real parts, then imaginary parts), and
+        ``R`` (nx, 2m, 2ny). Needs :meth:`_prepare` for these band lines first."""
+        hybrid = (kspace_lines @ self._Fx_conj) * weight[:, None]  # (m, nx)
+        z = np.concatenate([hybrid.real, hybrid.imag], axis=0).T
+        R = np.concatenate([part * weight[None, :, None] for part in self._real_rows(lines)], axis=1)
+        return z, R
 
     def _prior_var(self, v: float, eps: np.ndarray, shape: np.ndarray) -> np.ndarray:
         """(nx, 2ny): the prior variances of every column's real and imaginary parts (``eps`` of shape (nx,))."""

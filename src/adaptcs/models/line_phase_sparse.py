@@ -172,9 +172,7 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         lines = np.asarray(lines, dtype=np.intp)
         ny, nx = self.basis.shape
         weight = np.sqrt(check_averages(averages, lines.shape[0]))
-        hybrid = (np.asarray(kspace_lines) @ self._Fx_conj) * weight[:, None]
-        z = np.concatenate([hybrid.real, hybrid.imag], axis=0).T  # (nx, 2m)
-        R = np.concatenate([part * weight[None, :, None] for part in self._real_rows(lines)], axis=1)
+        z, R = self._column_data(np.asarray(kspace_lines), lines, weight)  # (nx, 2m), (nx, 2m, 2ny)
         if self._scale is None or not warm:
             self._scale = power_of_two_scale(z)
         c = self._scale
