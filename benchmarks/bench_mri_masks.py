@@ -6,7 +6,9 @@ centre lines, exact information gain, refits) up to each budget, and every fixed
 ``adaptcs.mri.masks.FIXED_MASKS`` at the same line count. Every mask, the design's lines included, is reconstructed
 by
 
-- ``line``: the line model the design uses (``PhaseLineGaussian`` with the training slices' y-scale profile);
+- ``line``: the line model the design uses (``--prior gaussian``: ``PhaseLineGaussian`` with the training slices'
+  y-scale profile; ``--prior phase_sparse``: ``PhaseLineSpikeSlab`` with that profile, ``p0 = 0.5`` given and ``v0``
+  learned, issue 75), which both designs and reconstructs;
 - ``l1``: sigpy's L1-wavelet reconstruction, ``tv``: sigpy's total variation, each with its penalty (a multiple of
   the noise's standard deviation) chosen on 2 training slices per mask family (contiguous blocks, random
   densities, equispaced lines, the design's own lines designed on those slices);
@@ -19,7 +21,9 @@ reconstructor (the one of largest mean PSNR on the test slices, which favours th
 design - mask, mean +- s.e. [slices the design won by more than 0.01 dB].
 
 Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_mri_masks.py --size 128 --phase gradient_echo --out F.csv``
-(CPU time per slice printed; never asserts on time). ``--summary F.csv`` prints the summary of a file again.
+(CPU time per slice printed; never asserts on time). ``--summary F.csv`` prints the summary of a file again;
+``--summary F.csv --baseline G.csv`` adds, slice by slice, this run's design against the design of another run with
+the same slices, masks and budgets (e.g. the sparse prior's against the Gaussian's).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from threadpoolctl import threadpool_limits
 from adaptcs.bases.separable import SeparableWavelet
 from adaptcs.metrics import magnitude_scores
 from adaptcs.models.line_phase import PhaseLineGaussian, magnitude_profile
+from adaptcs.models.line_phase_sparse import PhaseLineSpikeSlab
 from adaptcs.mri.data import PHASE_REGIMES, colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines
 from adaptcs.mri.masks import FIXED_MASKS, fixed_mask
@@ -84,15 +89,45 @@ def choose_penalties(args, make_model, budgets) -> dict:
     return chosen
 
 
+def mean_psnr(rows: list[dict]) -> dict:
+    """(slice, mask, budget, reconstructor) -> PSNR, the mean over a random mask's draws."""
+    psnr = {}
+    for r in rows:
+        psnr.setdefault((int(r["slice"]), r["mask"], int(r["lines"]), r["reconstructor"]), []).append(float(r["psnr"]))
+    return {k: float(np.mean(v)) for k, v in psnr.items()}
+
+
+def paired(a, b) -> str:
+    """``a - b`` per slice: mean +- s.e. [slices where a won by more than TIE_DB]."""
+    d = np.array(a) - np.array(b)
+    se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
+    return f"{d.mean():+6.2f} +- {se:4.2f} [{int(np.sum(d > TIE_DB))}/{len(d)}]"
+
+
+def versus_baseline(rows: list[dict], baseline: list[dict]) -> None:
+    """This run's design against another run's design (same slices, masks and budgets; another line model), under
+    each run's own line model and under the best reconstructor of either design's lines; and the two line models
+    as reconstructors of the same fixed masks."""
+    psnr, other = mean_psnr(rows), mean_psnr(baseline)
+    slices = sorted({k[0] for k in psnr} & {k[0] for k in other})
+    recons = sorted({k[3] for k in psnr} & {k[3] for k in other})
+    print(f"\nthis run's design against the baseline run's design, slices {slices}")
+
+    def pair(mask, b, recon):
+        return paired([psnr[(s, mask, b, recon)] for s in slices], [other[(s, mask, b, recon)] for s in slices])
+
+    for b in sorted({k[2] for k in psnr}):
+        print(f"{b} lines: design (its line model) - baseline design (its line model) {pair('design', b, 'line')}")
+        for r in recons:
+            print(f"  both designs reconstructed by {r:5s}: {pair('design', b, r)}")
+        for m in sorted({k[1] for k in psnr if k[1] != "design"}):
+            if all((s, m, b, "line") in psnr and (s, m, b, "line") in other for s in slices):
+                print(f"  {m:22s} this line model - the baseline's: {pair(m, b, 'line')}")
+
+
 def summary(rows: list[dict]) -> None:
     """Per budget: each mask's line-model PSNR, its best reconstructor, and the paired differences with the design."""
-    def key(r):
-        return int(r["slice"]), r["mask"], int(r["lines"]), r["reconstructor"]
-
-    psnr = {}
-    for r in rows:  # the mean over a random mask's draws
-        psnr.setdefault(key(r), []).append(float(r["psnr"]))
-    psnr = {k: float(np.mean(v)) for k, v in psnr.items()}
+    psnr = mean_psnr(rows)
     slices = sorted({k[0] for k in psnr})
     masks = list(dict.fromkeys(k[1] for k in psnr))
     recons = list(dict.fromkeys(k[3] for k in psnr))
@@ -100,11 +135,6 @@ def summary(rows: list[dict]) -> None:
     print(f"\n{head['size']} x {head['size']}, phase {head['phase']}, noise {head['noise']}, {len(slices)} simulated "
           "Colin27 slices; PSNR (dB) of the magnitude in the brain; design = the line model's design, reconstructed "
           "by the line model; differences paired per slice, mean +- s.e. [slices design won]")
-
-    def diff(a, b):
-        d = np.array(a) - np.array(b)
-        se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
-        return f"{d.mean():+6.2f} +- {se:4.2f} [{int(np.sum(d > TIE_DB))}/{len(d)}]"
 
     for b in sorted({k[2] for k in psnr}):
         design = [psnr[(s, "design", b, "line")] for s in slices]
@@ -115,8 +145,13 @@ def summary(rows: list[dict]) -> None:
             by = {r: [psnr.get((s, m, b, r), np.nan) for s in slices] for r in recons}
             means = {r: float(np.mean(v)) for r, v in by.items() if not np.any(np.isnan(v))}
             best = max(means, key=means.get)
-            print(f"{m:22s} {means['line']:6.2f} {means[best]:6.2f} {best:5s} {diff(design, by['line']):>24s} "
-                  f"{diff(design, by[best]):>26s}  " + " ".join(f"{means.get(r, np.nan):6.2f}" for r in recons))
+            print(f"{m:22s} {means['line']:6.2f} {means[best]:6.2f} {best:5s} {paired(design, by['line']):>24s} "
+                  f"{paired(design, by[best]):>26s}  " + " ".join(f"{means.get(r, np.nan):6.2f}" for r in recons))
+
+
+def read_rows(path: str) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
 def main() -> None:
@@ -132,21 +167,29 @@ def main() -> None:
     parser.add_argument("--masks", nargs="+", default=list(FIXED_MASKS), choices=list(FIXED_MASKS))
     parser.add_argument("--reconstructors", nargs="+", default=["line", "l1", "tv", "pocs"],
                         choices=["line", "l1", "tv", "pocs"])
+    parser.add_argument("--prior", choices=["gaussian", "phase_sparse"], default="gaussian",
+                        help="the line model that designs and reconstructs (the `line` reconstructor)")
+    parser.add_argument("--budgets", type=int, nargs="+", help="line counts (default: size / 8 and size / 4)")
     parser.add_argument("--out", help="CSV of the raw rows")
     parser.add_argument("--summary", help="print the summary of this CSV and stop")
+    parser.add_argument("--baseline", help="with --summary: a run of the other prior to pair this run's design with")
     args = parser.parse_args()
     if args.summary:
-        with open(args.summary, newline="") as fh:
-            summary(list(csv.DictReader(fh)))
+        rows = read_rows(args.summary)
+        summary(rows)
+        if args.baseline:
+            versus_baseline(rows, read_rows(args.baseline))
         return
     n = args.size
     args.centre = n // 16
-    budgets = [n // 8, n // 4]
+    budgets = sorted(args.budgets or [n // 8, n // 4])
     basis = SeparableWavelet((n, n), "db4", args.level)
     profile = magnitude_profile("db4", args.level, [np.abs(a.reference) for a in colin27_kspace(
         n, which="train", noise=args.noise, phase=args.phase)])
 
     def make_model(noise_var):
+        if args.prior == "phase_sparse":
+            return PhaseLineSpikeSlab(basis, noise_var=noise_var, profile=profile, p0=0.5, learn=("v0",))
         return PhaseLineGaussian(basis, noise_var=noise_var, profile=profile)
 
     warnings.simplefilter("ignore", ConvergenceWarning)
