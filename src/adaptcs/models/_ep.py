@@ -174,17 +174,26 @@ class EPProblem:
         object with ``sites, post, groups, converged, change, n_posteriors``; its result is kept only where
         ``converged``. :func:`adaptcs.models._ep_decoupled.decoupled_ep` (what the estimators pass) is the
         variance-decoupled EP. None: the parallel schedule alone.
+    active_set : bool
+        With block-diagonal rows whose every group lies in one block, and hyper-parameters held fixed during the
+        run: freeze a block once its own undamped change is below ``tol`` (it is then at its fixed point; nothing
+        outside it moves it) and factorise only the blocks still moving (:func:`run_ep`). False: every block every
+        iteration (a check).
     """
 
     def __init__(self, X, y, coef_group, offsets, *, group_class=None, coef_slab=None, slab_profile=None,
                  tree: TreePrior | None = None, v_inf_ratio: float, damping: float, damping_decay: float,
-                 progress=None, hyperprior=None, fallback=None):
+                 progress=None, hyperprior=None, fallback=None, active_set: bool = True):
         self.X, self.y, self.coef_group, self.offsets = X, y, coef_group, offsets
         self.fallback = fallback
         self.hyperprior = hyperprior
         G, d = offsets.shape[0], X.shape[1]
         self.blocks = X if isinstance(X, BlockRows) else None
         self.tree = tree
+        # (G,) the block of every group, where block-diagonal rows have every group inside one block: at fixed
+        # hyper-parameters the blocks are then independent EP problems, and a run factorises only those still moving
+        self.group_block = _group_blocks(coef_group, self.blocks, G) if (
+            active_set and self.blocks is not None and tree is None) else None
         if tree is not None:
             group_class = tree.group_class
         self.group_class = np.zeros(G, dtype=np.intp) if group_class is None else np.asarray(group_class, np.intp)
@@ -481,6 +490,23 @@ def fit_change(post, groups: GroupPosterior, new_post, new_groups: GroupPosterio
                      np.max(np.abs(new_groups.prob - groups.prob))))
 
 
+def _group_blocks(coef_group: np.ndarray, blocks: BlockRows, n_groups: int) -> np.ndarray | None:
+    """The block of every group (shape (G,)), or None if some group spans two blocks."""
+    block = np.arange(coef_group.shape[0]) // blocks.stacked.shape[2]
+    low, high = np.full(n_groups, blocks.n_blocks), np.full(n_groups, -1)
+    np.minimum.at(low, coef_group, block)
+    np.maximum.at(high, coef_group, block)
+    return low if np.array_equal(low, high) else None
+
+
+def block_changes(problem: EPProblem, post, groups: GroupPosterior, new_post, new_groups: GroupPosterior) -> np.ndarray:
+    """:func:`fit_change` block by block (its largest value is :func:`fit_change`), shape (B,)."""
+    size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
+    change = (np.abs(new_post.mean - post.mean) / size).reshape(problem.blocks.n_blocks, -1).max(axis=1)
+    np.maximum.at(change, problem.group_block, np.abs(new_groups.prob - groups.prob))
+    return change
+
+
 def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_iter: int, schedule: str = "decay",
            adapt=None) -> EPRun:
     """Iterate EP from ``sites`` until the damped change is below ``tol`` or ``max_iter`` (no warnings).
@@ -506,6 +532,10 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
         on the damping decays by ``COOL_DECAY`` per iteration. The stopping rule and the convergence test are the
         same for both.
 
+    With independent blocks (``problem.group_block``) and nothing learned during the run, a block whose undamped
+    change falls below ``tol`` keeps its sites from then on and is not factorised again: the run's change is the
+    largest over the blocks still moving, its residual the largest over all blocks' last ones.
+
     Raises
     ------
     ValueError
@@ -528,9 +558,15 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
     residuals: list[float] = []
     cooling = False
     n_fallback = 0  # posteriors spent in the variance-decoupled fallback
+    blockwise = adapt is None and problem.group_block is not None
+    if blockwise:
+        active = np.ones(problem.blocks.n_blocks, dtype=bool)
+        block_residual = np.full(active.shape[0], np.inf)
+        coef_block = np.arange(coef_group.shape[0]) // problem.blocks.stacked.shape[2]
     for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
         cav = _cavity(post, sites, groups.logit[coef_group], problem.untouched)
-        new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable, xi)
+        moving = cav.usable if not blockwise or active.all() else cav.usable & active[coef_block]
+        new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), moving, xi)
         hyper_change = 0.0
         if adapt is not None:
             hyper, hyper_change = adapt(hyper, post, cav, groups, xi)
@@ -538,18 +574,29 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
         step_weight = xi
         xi *= COOL_DECAY if cooling else damping_decay
         try:
-            new_post = model.posterior(new_sites.var, new_sites.mean / new_sites.var)
+            if blockwise and not active.all():
+                new_post = post.updated(model, new_sites.var, new_sites.mean / new_sites.var, active)
+            else:
+                new_post = model.posterior(new_sites.var, new_sites.mean / new_sites.var)
         except np.linalg.LinAlgError as exc:  # rounding broke positive definiteness: keep the last posterior
             failure = f"the posterior lost positive definiteness at iteration {n_iter} ({exc})"
             break
         new_groups = problem.group_posterior(hyper, new_sites)
-        change = max(fit_change(post, groups, new_post, new_groups), hyper_change)
+        if blockwise:
+            changes = block_changes(problem, post, groups, new_post, new_groups)
+            change = float(np.max(changes))
+        else:
+            change = max(fit_change(post, groups, new_post, new_groups), hyper_change)
         if not np.isfinite(change):  # keep the last finite posterior
             failure = f"non-finite posterior at iteration {n_iter}"
             break
         sites, post, groups = new_sites, new_post, new_groups
         # The change an undamped update would make: small at a fixed point, whatever the damping.
         residual = change / step_weight
+        if blockwise:  # frozen blocks keep the residual they were frozen with
+            block_residual[active] = changes[active] / step_weight
+            residual = float(np.max(block_residual))
+            active &= block_residual >= tol
         if progress is not None:
             progress(n_iter, change, residual, step_weight)
         if change < tol:
