@@ -6,7 +6,8 @@ masks low-to-high, partial Fourier 6/8 and variable density at that count; every
 Prints PSNR (dB) of the magnitude in the brain, whether each fit converged, CPU seconds of each design, and the paired
 differences (mean +- s.e. [slices won]). One BLAS thread.
 
-Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_mri_sparse_lines.py --size 128 --slices 4``
+Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_mri_sparse_lines.py --size 128 --slices 4``; the halves of a
+run split with ``--only`` are summarised together by ``--summary OUT1 OUT2`` (with the run's ``--size``, ``--phase``).
 """
 
 from __future__ import annotations
@@ -39,8 +40,13 @@ def main() -> None:
     parser.add_argument("--level", type=int, default=4)
     parser.add_argument("--p0", type=float, default=0.5, help="the sparse model's spike probability (given)")
     parser.add_argument("--learn", nargs="*", default=["v0"], help="what the sparse model learns (p0, v0)")
+    parser.add_argument("--summary", nargs="+", metavar="OUTPUT",
+                        help="print the summary of these runs' printed output (e.g. two halves run with --only)")
     args = parser.parse_args()
     n = args.size
+    if args.summary:
+        summary(read_printed(args.summary), n, args.phase)
+        return
     basis = SeparableWavelet((n, n), "db4", args.level)
     profile = magnitude_profile("db4", args.level, [np.abs(a.reference) for a in colin27_kspace(
         n, which="train", phase=args.phase)])
@@ -74,6 +80,12 @@ def main() -> None:
                     if not fit.converged_:
                         print(f"slice {s}: {mask} by {name} not converged ({fit.columns_not_converged_} columns)")
             print("  " + "  ".join(f"{m}/{r} {psnr[(s, m, r)]:.2f}" for m in masks for r in models), flush=True)
+    summary(psnr, n, args.phase)
+
+
+def summary(psnr: dict, n: int, phase: str) -> None:
+    """Mean PSNR of every mask under both models and the paired differences; ``psnr`` maps (slice, mask, model)
+    to dB."""
     slices = sorted({k[0] for k in psnr})
 
     def paired(a, b):
@@ -81,7 +93,7 @@ def main() -> None:
         se = d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
         return f"{d.mean():+.2f} +- {se:.2f} [{int(np.sum(d > 0.01))}/{len(d)}]"
 
-    print(f"\n{n} x {n}, {args.phase}, R = 4, {len(slices)} simulated slices; PSNR (dB), mean over slices")
+    print(f"\n{n} x {n}, {phase}, R = 4, {len(slices)} simulated slices {slices}; PSNR (dB), mean over slices")
     for mask in list(MASKS) + ["design_gaussian", "design_sparse"]:
         print(f"{mask:22s} gaussian {np.mean([psnr[(s, mask, 'gaussian')] for s in slices]):6.2f}  sparse "
               f"{np.mean([psnr[(s, mask, 'sparse')] for s in slices]):6.2f}  sparse - gaussian "
@@ -90,6 +102,23 @@ def main() -> None:
         print(f"sparse design (sparse) - {mask} (sparse): {paired(('design_sparse', 'sparse'), (mask, 'sparse'))}")
     print(f"sparse design (sparse) - gaussian design (gaussian): "
           f"{paired(('design_sparse', 'sparse'), ('design_gaussian', 'gaussian'))}")
+
+
+def read_printed(paths: list[str]) -> dict:
+    """(slice, mask, model) -> PSNR from the per-slice lines this script printed (runs of parts of the slices,
+    ``--only``, read together)."""
+    psnr, s = {}, None
+    for path in paths:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith("slice "):
+                    s = int(line.split(":")[0].split()[1])
+                elif line.startswith("  ") and s is not None:
+                    words = line.split()
+                    for key, value in zip(words[::2], words[1::2], strict=True):
+                        mask, model = key.split("/")
+                        psnr[(s, mask, model)] = float(value)
+    return psnr
 
 
 if __name__ == "__main__":

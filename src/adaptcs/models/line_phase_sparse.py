@@ -107,7 +107,7 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         One complex coefficient per group (the default), or 2 x 2 blocks of one subband (EP with learning stops
         short of its fixed point more often with them: docs/mri.md).
     learn : tuple of str
-        Any of "p0", "v0".
+        Any of "p0", "v0": learned in every fit from scratch, held in warm refits.
     tol, max_iter, damping, damping_decay, v_inf_ratio
         EP's settings, as in :class:`adaptcs.models.GroupSpikeSlabEP`; a run whose parallel update circles its fixed
         point goes on with the variance-decoupled update (:mod:`adaptcs.models._ep_decoupled`).
@@ -157,8 +157,9 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
     @with_blas_limit
     def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False, averages=None) -> PhaseLineSpikeSlab:
         """The Gaussian phase model's fit on the measured lines (phase, trust ``eps_x``, profile scale), then EP
-        with the sparse prior (from scratch to the strict test, or ``warm`` from the last fit, as a design loop's
-        refits are); ``averages`` as in :meth:`PhaseLineGaussian.fit`.
+        with the sparse prior: from scratch to the strict test, learning what ``learn`` names, or ``warm`` from the
+        last fit's sites at the values it learned (a design loop's refits; it refits from scratch where a fit is
+        read); ``averages`` as in :meth:`PhaseLineGaussian.fit`.
 
         Returns self, with the fitted attributes of :class:`~adaptcs.models._line_model.LineModel`: ``coef_``
         (ny, nx) the y-wavelet coefficients of ``exp(-i phi) x`` per column, ``p0_`` per y-scale (1 for the
@@ -190,10 +191,14 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         if warm_state is None:  # the sparse prior's second moment at the Gaussian's: p0 v0 = v
             level = np.full(problem.n_levels, float(logit(self.p0)))
             start = Hyper(level, [gaussian_v / self.p0 / c**2], self.noise_var / 2.0 / c**2)
-        learned = fit_lines_ep(problem, start, warm_state, self.learn, tol=self.tol, max_iter=self.max_iter)
+        # a warm refit holds the values the last fit from scratch learned: the design loop refits from scratch (and
+        # learns again) where a fit is read (relearn_when_read); tracking them at every refit cost 4 times the CPU
+        # and designed worse lines (docs/log/mri.md, "The sparse design at 128 x 128 again")
+        learn = self.learn if warm_state is None else ()
+        learned = fit_lines_ep(problem, start, warm_state, learn, tol=self.tol, max_iter=self.max_iter)
         run = learned.run
         self._ep_state = (run.sites, learned.hyper, learned.refits)
-        converged, reasons, columns = fit_outcome(problem, learned, self.learn, tol=self.tol, max_iter=self.max_iter,
+        converged, reasons, columns = fit_outcome(problem, learned, learn, tol=self.tol, max_iter=self.max_iter,
                                                   n_blocks=nx)
         post = run.post
         mean = post.mean.reshape(nx, 2 * ny) * c
