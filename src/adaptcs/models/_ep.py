@@ -499,7 +499,8 @@ def _group_blocks(coef_group: np.ndarray, blocks: BlockRows, n_groups: int) -> n
     return low if np.array_equal(low, high) else None
 
 
-def block_changes(problem: EPProblem, post, groups: GroupPosterior, new_post, new_groups: GroupPosterior) -> np.ndarray:
+def _block_changes(problem: EPProblem, post, groups: GroupPosterior, new_post,
+                   new_groups: GroupPosterior) -> np.ndarray:
     """:func:`fit_change` block by block (its largest value is :func:`fit_change`), shape (B,)."""
     size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
     change = (np.abs(new_post.mean - post.mean) / size).reshape(problem.blocks.n_blocks, -1).max(axis=1)
@@ -583,7 +584,7 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
             break
         new_groups = problem.group_posterior(hyper, new_sites)
         if blockwise:
-            changes = block_changes(problem, post, groups, new_post, new_groups)
+            changes = _block_changes(problem, post, groups, new_post, new_groups)
             change = float(np.max(changes))
         else:
             change = max(fit_change(post, groups, new_post, new_groups), hyper_change)
