@@ -52,6 +52,8 @@ FAMILIES = {"contiguous": ("low_to_high", "partial_fourier_5_8", "partial_fourie
             "equispaced": ("equispaced", "fastmri_equispaced", "pf_equispaced"),
             "design": ("design",)}
 FAMILY = {mask: family for family, masks in FAMILIES.items() for mask in masks}
+# drawn at random: two runs with other --masks or --budgets draw other lines
+RANDOM_MASKS = FAMILIES["random"] + ("fastmri_equispaced",)
 TIE_DB = 0.01
 FIELDS = ("size", "phase", "noise", "slice", "mask", "draw", "lines", "reconstructor", "psnr", "relative_error",
           "converged", "cpu_seconds")
@@ -120,7 +122,7 @@ def versus_baseline(rows: list[dict], baseline: list[dict]) -> None:
         print(f"{b} lines: design (its line model) - baseline design (its line model) {pair('design', b, 'line')}")
         for r in recons:
             print(f"  both designs reconstructed by {r:5s}: {pair('design', b, r)}")
-        for m in sorted({k[1] for k in psnr if k[1] != "design"}):
+        for m in sorted({k[1] for k in psnr if k[1] != "design"} - set(RANDOM_MASKS)):  # the same lines in both runs
             if all((s, m, b, "line") in psnr and (s, m, b, "line") in other for s in slices):
                 print(f"  {m:22s} this line model - the baseline's: {pair(m, b, 'line')}")
 
@@ -136,17 +138,25 @@ def summary(rows: list[dict]) -> None:
           "Colin27 slices; PSNR (dB) of the magnitude in the brain; design = the line model's design, reconstructed "
           "by the line model; differences paired per slice, mean +- s.e. [slices design won]")
 
+    def scored(m, b):
+        """Every reconstructor's PSNR per slice of mask m, their means, and the best reconstructor."""
+        by = {r: [psnr.get((s, m, b, r), np.nan) for s in slices] for r in recons}
+        means = {r: float(np.mean(v)) for r, v in by.items() if not np.any(np.isnan(v))}
+        return by, means, max(means, key=means.get)
+
     for b in sorted({k[2] for k in psnr}):
         design = [psnr[(s, "design", b, "line")] for s in slices]
-        print(f"\n{b} lines (R = {int(head['size']) / b:g})")
+        design_by, _, design_best = scored("design", b)
+        print(f"\n{b} lines (R = {int(head['size']) / b:g}); last column: the design reconstructed by its own best "
+              f"reconstructor ({design_best})")
         print(f"{'mask':22s} {'line':>6s} {'best':>6s} {'by':5s} {'design - mask (line)':>24s} "
-              f"{'design - mask (its best)':>26s}  " + " ".join(f"{r:>6s}" for r in recons))
+              f"{'design - mask (its best)':>26s}  " + " ".join(f"{r:>6s}" for r in recons)
+              + f"  {'design (its best) - mask (its best)':>36s}")
         for m in masks:
-            by = {r: [psnr.get((s, m, b, r), np.nan) for s in slices] for r in recons}
-            means = {r: float(np.mean(v)) for r, v in by.items() if not np.any(np.isnan(v))}
-            best = max(means, key=means.get)
+            by, means, best = scored(m, b)
             print(f"{m:22s} {means['line']:6.2f} {means[best]:6.2f} {best:5s} {paired(design, by['line']):>24s} "
-                  f"{paired(design, by[best]):>26s}  " + " ".join(f"{means.get(r, np.nan):6.2f}" for r in recons))
+                  f"{paired(design, by[best]):>26s}  " + " ".join(f"{means.get(r, np.nan):6.2f}" for r in recons)
+                  + f"  {paired(design_by[design_best], by[best]):>36s}")
 
 
 def read_rows(path: str) -> list[dict]:
