@@ -74,6 +74,21 @@ def test_the_block_fit_equals_the_same_fit_on_dense_rows(scan):
     assert np.all(block.p0_[1:] < 0.9)  # learned: the detail scales are sparse in this image
 
 
+def test_warm_refits_hold_the_learned_values_and_a_fit_from_scratch_learns_again(scan):
+    """A design loop's warm refit runs EP at the values the last fit from scratch learned; a fit from scratch on
+    the same lines learns them again (and so differs)."""
+    basis, K, lines = scan
+    model = PhaseLineSpikeSlab(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3)
+    first = model.fit(K[lines[:6]], lines[:6]).snapshot()
+    warm = model.fit(K[lines], lines, warm=True).snapshot()
+    np.testing.assert_array_equal(warm.p0_, first.p0_)
+    np.testing.assert_array_equal(warm.v0_, first.v0_)
+    cold = PhaseLineSpikeSlab(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4,
+                              p0=0.3).fit(K[lines], lines)
+    assert not np.allclose(cold.v0_, first.v0_, rtol=1e-3)
+    assert not np.array_equal(warm.coef_, first.coef_)  # the new line was used
+
+
 def test_with_the_spike_almost_never_taken_the_fit_is_the_exact_gaussian_one(scan):
     basis, K, lines = scan
     kwargs = dict(noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, eps=0.1)

@@ -193,7 +193,7 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
             start = Hyper(level, [gaussian_v / self.p0 / c**2], self.noise_var / 2.0 / c**2)
         # a warm refit holds the values the last fit from scratch learned: the design loop refits from scratch (and
         # learns again) where a fit is read (relearn_when_read); tracking them at every refit cost 4 times the CPU
-        # and designed worse lines (docs/log/mri.md, "The sparse design at 128 x 128 again")
+        # and designed worse lines (docs/log/mri.md, "The sparse design at 128 x 128 with held values")
         learn = self.learn if warm_state is None else ()
         learned = fit_lines_ep(problem, start, warm_state, learn, tol=self.tol, max_iter=self.max_iter)
         run = learned.run
