@@ -56,7 +56,7 @@ FAMILY = {mask: family for family, masks in FAMILIES.items() for mask in masks}
 RANDOM_MASKS = FAMILIES["random"] + ("fastmri_equispaced",)
 TIE_DB = 0.01
 FIELDS = ("size", "phase", "noise", "slice", "mask", "draw", "lines", "reconstructor", "psnr", "relative_error",
-          "converged", "cpu_seconds")
+          "converged", "columns_not_converged", "cpu_seconds")
 
 
 def penalised(name: str, acq, lines, factor: float, max_iter: int) -> np.ndarray:
@@ -145,10 +145,16 @@ def summary(rows: list[dict]) -> None:
         return by, means, max(means, key=means.get)
 
     for b in sorted({k[2] for k in psnr}):
+        fits = [r for r in rows if r["reconstructor"] == "line" and int(r["lines"]) == b]
+        short = [r for r in fits if r["converged"] != "True" and r["converged"] is not True]
+        columns = (f"{sum(int(r['columns_not_converged']) for r in short)} columns short"
+                   if all(r.get("columns_not_converged") not in (None, "") for r in short) else "columns not recorded")
         design = [psnr[(s, "design", b, "line")] for s in slices]
         design_by, _, design_best = scored("design", b)
         print(f"\n{b} lines (R = {int(head['size']) / b:g}); last column: the design reconstructed by its own best "
               f"reconstructor ({design_best})")
+        print(f"line-model fits not converged: {len(short)} of {len(fits)} ({columns}), the design's "
+              f"{sum(r['mask'] == 'design' for r in short)}")
         print(f"{'mask':22s} {'line':>6s} {'best':>6s} {'by':5s} {'design - mask (line)':>24s} "
               f"{'design - mask (its best)':>26s}  " + " ".join(f"{r:>6s}" for r in recons)
               + f"  {'design (its best) - mask (its best)':>36s}")
@@ -230,11 +236,11 @@ def main() -> None:
                 for mask, draw, lines in cases:
                     for recon in args.reconstructors:
                         t0 = time.process_time()
-                        converged = True
+                        converged, columns = True, 0
                         if recon == "line":
                             fit = run.fits[b] if mask == "design" else make_model(acq.noise_var).fit(
                                 acq.kspace[lines], lines)
-                            image, converged = fit.image_, fit.converged_
+                            image, converged, columns = fit.image_, fit.converged_, fit.columns_not_converged_
                         elif recon == "pocs":
                             rows_measured = np.zeros(n, bool)
                             rows_measured[lines] = True
@@ -247,7 +253,8 @@ def main() -> None:
                         cpu = design_cpu if (mask == "design" and recon == "line") else time.process_time() - t0
                         row = {"size": n, "phase": args.phase, "noise": args.noise, "slice": s, "mask": mask,
                                "draw": draw, "lines": b, "reconstructor": recon, "psnr": round(psnr, 4),
-                               "relative_error": round(err, 6), "converged": converged, "cpu_seconds": round(cpu, 2)}
+                               "relative_error": round(err, 6), "converged": converged,
+                               "columns_not_converged": columns, "cpu_seconds": round(cpu, 2)}
                         rows.append(row)
                         if writer:
                             writer.writerow(row)
