@@ -186,6 +186,9 @@ def main() -> None:
     parser.add_argument("--prior", choices=["gaussian", "phase_sparse"], default="gaussian",
                         help="the line model that designs and reconstructs (the `line` reconstructor)")
     parser.add_argument("--budgets", type=int, nargs="+", help="line counts (default: size / 8 and size / 4)")
+    parser.add_argument("--relearn-at", type=int, nargs="+", default=[],
+                        help="line counts where the design loop refits from scratch (a model that relearns its "
+                             "values only when read, as the sparse phase model, learns them again there)")
     parser.add_argument("--out", help="CSV of the raw rows")
     parser.add_argument("--summary", help="print the summary of this CSV and stop")
     parser.add_argument("--baseline", help="with --summary: a run of the other prior to pair this run's design with")
@@ -225,7 +228,7 @@ def main() -> None:
             acq = acquisitions[s]
             started = time.process_time()
             run = design_lines(acq.kspace, make_model(acq.noise_var), start=centre_lines(n, args.centre),
-                               budget=max(budgets), checkpoints=budgets)
+                               budget=max(budgets), checkpoints=sorted(set(budgets) | set(args.relearn_at)))
             design_cpu = time.process_time() - started
             rng = np.random.default_rng(1000 + s)  # the slice's draws, wherever it runs
             for b in budgets:
