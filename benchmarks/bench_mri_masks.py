@@ -99,6 +99,15 @@ def mean_psnr(rows: list[dict]) -> dict:
     return {k: float(np.mean(v)) for k, v in psnr.items()}
 
 
+def complete_rows(rows: list[dict]) -> tuple[list[dict], list[int]]:
+    """The rows of the slices that have every (mask, budget, reconstructor) some slice has (a run stopped mid-slice
+    leaves its last slice incomplete), and the slices left out."""
+    psnr = mean_psnr(rows)
+    cases = {k[1:] for k in psnr}
+    left_out = sorted({k[0] for k in psnr if any((k[0], *c) not in psnr for c in cases)})
+    return [r for r in rows if int(r["slice"]) not in left_out], left_out
+
+
 def paired(a, b) -> str:
     """``a - b`` per slice: mean +- s.e. [slices where a won by more than TIE_DB]."""
     d = np.array(a) - np.array(b)
@@ -110,7 +119,7 @@ def versus_baseline(rows: list[dict], baseline: list[dict]) -> None:
     """This run's design against another run's design (same slices, masks and budgets; another line model), under
     each run's own line model and under the best reconstructor of either design's lines; and the two line models
     as reconstructors of the same fixed masks."""
-    psnr, other = mean_psnr(rows), mean_psnr(baseline)
+    psnr, other = mean_psnr(complete_rows(rows)[0]), mean_psnr(complete_rows(baseline)[0])
     slices = sorted({k[0] for k in psnr} & {k[0] for k in other})
     recons = sorted({k[3] for k in psnr} & {k[3] for k in other})
     print(f"\nthis run's design against the baseline run's design, slices {slices}")
@@ -129,6 +138,9 @@ def versus_baseline(rows: list[dict], baseline: list[dict]) -> None:
 
 def summary(rows: list[dict]) -> None:
     """Per budget: each mask's line-model PSNR, its best reconstructor, and the paired differences with the design."""
+    rows, left_out = complete_rows(rows)
+    if left_out:
+        print(f"\nslices {left_out} left out: their run stopped before every row was written")
     psnr = mean_psnr(rows)
     slices = sorted({k[0] for k in psnr})
     masks = list(dict.fromkeys(k[1] for k in psnr))
