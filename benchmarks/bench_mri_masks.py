@@ -21,7 +21,9 @@ reconstructor (the one of largest mean PSNR on the test slices, which favours th
 design - mask, mean +- s.e. [slices the design won by more than 0.01 dB].
 
 Run: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_mri_masks.py --size 128 --phase gradient_echo --out F.csv``
-(CPU time per slice printed; never asserts on time). ``--summary F.csv`` prints the summary of a file again;
+(CPU time per slice printed; never asserts on time). ``--part design`` or ``--part masks`` writes the rows of the
+design or of the fixed masks alone (the masks' line-model fits do not depend on the design, so a changed design
+reruns only its own rows). ``--summary F.csv [G.csv ...]`` prints the summary of the files' rows together;
 ``--summary F.csv --baseline G.csv`` adds, slice by slice, this run's design against the design of another run with
 the same slices, masks and budgets (e.g. the sparse prior's against the Gaussian's).
 """
@@ -201,15 +203,20 @@ def main() -> None:
     parser.add_argument("--relearn-at", type=int, nargs="+", default=[],
                         help="line counts where the design loop refits from scratch (a model that relearns its "
                              "values only when read, as the sparse phase model, learns them again there)")
+    parser.add_argument("--part", choices=["all", "design", "masks"], default="all",
+                        help="rows of the design only, or of the fixed masks only (their line-model fits do not "
+                             "depend on the design: a changed design reruns the design rows alone; pass both CSVs to "
+                             "--summary); the masks' random draws are the same in every part")
     parser.add_argument("--out", help="CSV of the raw rows")
-    parser.add_argument("--summary", help="print the summary of this CSV and stop")
-    parser.add_argument("--baseline", help="with --summary: a run of the other prior to pair this run's design with")
+    parser.add_argument("--summary", nargs="+", help="print the summary of these CSVs (their rows together) and stop")
+    parser.add_argument("--baseline", nargs="+",
+                        help="with --summary: a run (its CSVs) of the other prior to pair this run's design with")
     args = parser.parse_args()
     if args.summary:
-        rows = read_rows(args.summary)
+        rows = [row for path in args.summary for row in read_rows(path)]
         summary(rows)
         if args.baseline:
-            versus_baseline(rows, read_rows(args.baseline))
+            versus_baseline(rows, [row for path in args.baseline for row in read_rows(path)])
         return
     n = args.size
     args.centre = n // 16
@@ -239,15 +246,17 @@ def main() -> None:
         for s in indices:
             acq = acquisitions[s]
             started = time.process_time()
-            run = design_lines(acq.kspace, make_model(acq.noise_var), start=centre_lines(n, args.centre),
-                               budget=max(budgets), checkpoints=sorted(set(budgets) | set(args.relearn_at)))
+            run = None if args.part == "masks" else design_lines(
+                acq.kspace, make_model(acq.noise_var), start=centre_lines(n, args.centre), budget=max(budgets),
+                checkpoints=sorted(set(budgets) | set(args.relearn_at)))
             design_cpu = time.process_time() - started
             rng = np.random.default_rng(1000 + s)  # the slice's draws, wherever it runs
             for b in budgets:
-                cases = [("design", 0, run.lines[:b])]
+                cases = [] if run is None else [("design", 0, run.lines[:b])]
                 for kind in args.masks:
                     draws = args.draws if kind in FAMILIES["random"] or kind.startswith("fastmri") else 1
-                    cases += [(kind, d, fixed_mask(kind, n, b, args.centre, rng)) for d in range(draws)]
+                    drawn = [(kind, d, fixed_mask(kind, n, b, args.centre, rng)) for d in range(draws)]
+                    cases += drawn if args.part != "design" else []
                 for mask, draw, lines in cases:
                     for recon in args.reconstructors:
                         t0 = time.process_time()
@@ -274,12 +283,14 @@ def main() -> None:
                         if writer:
                             writer.writerow(row)
                             out.flush()
-            print(f"slice {s} ({acq.name}): design {design_cpu:.1f} CPU s, lines on the negative side "
-                  f"{int(np.sum(run.lines[args.centre:] < n // 2))} of {max(budgets) - args.centre}, whole slice "
-                  f"{time.process_time() - started:.0f} CPU s", flush=True)
+            negative = "" if run is None else f"design {design_cpu:.1f} CPU s, lines on the negative side " \
+                f"{int(np.sum(run.lines[args.centre:] < n // 2))} of {max(budgets) - args.centre}, "
+            print(f"slice {s} ({acq.name}): {negative}whole slice {time.process_time() - started:.0f} CPU s",
+                  flush=True)
     if out:
         out.close()
-    summary(rows)
+    if args.part == "all":
+        summary(rows)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,45 @@ def test_warm_refits_hold_the_learned_values_and_a_fit_from_scratch_learns_again
     assert not np.array_equal(warm.coef_, first.coef_)  # the new line was used
 
 
+def test_a_warm_refit_on_lines_grown_by_relearn_growth_is_the_fit_from_scratch(scan):
+    """Once the lines have grown by ``relearn_growth`` since the values were learned, a warm refit learns them again:
+    it is the fit a new model makes from scratch on the same lines (an independent fit), not the held values."""
+    basis, K, lines = scan
+    kwargs = dict(noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3, relearn_growth=1.5)
+    model = PhaseLineSpikeSlab(basis, **kwargs)
+    first = model.fit(K[lines[:4]], lines[:4]).snapshot()
+    held = model.fit(K[lines[:5]], lines[:5], warm=True).snapshot()  # 5 < 1.5 x 4 lines: the values held
+    np.testing.assert_array_equal(held.v0_, first.v0_)
+    assert held.learned_lines_ == 4
+    grown = model.fit(K[lines[:6]], lines[:6], warm=True).snapshot()  # 6 = 1.5 x 4: learned again
+    scratch = PhaseLineSpikeSlab(basis, **kwargs).fit(K[lines[:6]], lines[:6])
+    assert grown.learned_lines_ == 6 and not np.allclose(grown.v0_, first.v0_, rtol=1e-3)
+    np.testing.assert_allclose(grown.v0_, scratch.v0_, rtol=1e-12)
+    np.testing.assert_allclose(grown.coef_, scratch.coef_, atol=1e-12 * np.abs(scratch.coef_).max())
+    assert grown.converged_ == scratch.converged_
+    never = PhaseLineSpikeSlab(basis, **{**kwargs, "relearn_growth": None})
+    never.fit(K[lines[:4]], lines[:4])
+    np.testing.assert_array_equal(never.fit(K[lines], lines, warm=True).v0_, first.v0_)
+
+
+def test_a_design_loop_reads_a_refit_that_relearned_without_fitting_it_again(scan):
+    """At a checkpoint where the warm refit has just learned again (the lines grew by ``relearn_growth``), the fit is
+    read as it is; where the values are held, the loop refits from scratch to read it."""
+    from adaptcs.bases.separable import centre_lines
+    from adaptcs.mri.design import design_lines
+
+    basis, K, _ = scan
+    model = PhaseLineSpikeSlab(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3)
+    calls = []
+    fit = model.fit
+    model.fit = lambda *args, **kwargs: calls.append(kwargs.get("warm", False)) or fit(*args, **kwargs)
+    run = design_lines(K, model, start=centre_lines(N, 4), budget=8, checkpoints=[6, 8])
+    # first fit, warm refits at 5..8 lines (the one at 6 relearns), one fit from scratch to read 8 (8 < 1.5 x 6)
+    assert calls == [False, True, True, True, True, False]
+    assert run.fits[6].learned_lines_ == 6 and run.fits[8].learned_lines_ == 8
+    assert run.fits[6].converged_ and run.fits[8].converged_
+
+
 def test_with_the_spike_almost_never_taken_the_fit_is_the_exact_gaussian_one(scan):
     basis, K, lines = scan
     kwargs = dict(noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, eps=0.1)

@@ -208,7 +208,8 @@ class CandidateDesigner:
         all_averages = np.concatenate([self.averages_, averages])
         if self.fits_candidates:
             self.model.fit(all_values, all_chosen, warm=not first, averages=self._averages(all_averages))
-            self._cold = first
+            # a line model that learned its values again in this refit (learned_lines_) was fitted from scratch
+            self._cold = first or getattr(self.model, "learned_lines_", None) == all_chosen.shape[0]
         elif first:
             self.model_ = clone(self.model)
             if "warm_start" in self.model_.get_params():

@@ -45,6 +45,8 @@ from adaptcs.models.line_phase import PhaseLineGaussian
 
 GROUPINGS = ("coefficient", "block")
 LEARN = ("p0", "v0")
+WARM_FALLBACK = False
+RELEARN_GROWTH = 1.5  # a warm refit learns again once the lines have grown by this factor (parameter relearn_growth)
 
 
 def line_groups(scale_y: np.ndarray, nx: int, grouping: str) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +109,12 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         One complex coefficient per group (the default), or 2 x 2 blocks of one subband (EP with learning stops
         short of its fixed point more often with them: docs/mri.md).
     learn : tuple of str
-        Any of "p0", "v0": learned in every fit from scratch, held in warm refits.
+        Any of "p0", "v0": learned in every fit from scratch, held in warm refits (but see ``relearn_growth``).
+    relearn_growth : float > 1 or None
+        A warm refit learns ``learn`` again (from scratch, to the strict test) once the lines have grown by this
+        factor since the values were last learned; None: only fits from scratch learn. Values learned on the first
+        lines alone are too small for the later ones, and a design that holds them chooses worse lines
+        (docs/log/mri.md, "Relearning v0 during the design").
     tol, max_iter, damping, damping_decay, v_inf_ratio
         EP's settings, as in :class:`adaptcs.models.GroupSpikeSlabEP`; a run whose parallel update circles its fixed
         point goes on with the variance-decoupled update (:mod:`adaptcs.models._ep_decoupled`).
@@ -133,11 +140,13 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         "p0": [Interval(Real, 0, 1, closed="neither")],
         "groups": [StrOptions(set(GROUPINGS))],
         "learn": [tuple, list],
+        "relearn_growth": [Interval(Real, 1, None, closed="neither"), None],
         **EP_CONSTRAINTS,
     }
 
     def __init__(self, basis: SeparableWavelet, *, noise_var: float, profile=None, band: int | None = None,
-                 eps: float | None = None, p0: float = 0.5, groups: str = "coefficient", learn=LEARN, tol: float = 1e-4,
+                 eps: float | None = None, p0: float = 0.5, groups: str = "coefficient", learn=LEARN,
+                 relearn_growth: float | None = RELEARN_GROWTH, tol: float = 1e-4,
                  max_iter: int = 1000, damping: float = 0.9, damping_decay: float = 0.99, v_inf_ratio: float = 300.0,
                  dense_rows: bool = False):
         super().__init__(basis, noise_var=noise_var, profile=profile, band=band, eps=eps)
@@ -147,11 +156,13 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         if unknown:
             raise ValueError(f"learn takes {LEARN}; got {sorted(unknown)}")
         self.p0, self.groups, self.learn = float(p0), groups, tuple(name for name in LEARN if name in learn)
+        self.relearn_growth = None if relearn_growth is None else float(relearn_growth)
         self.tol, self.max_iter = float(tol), int(max_iter)
         self.damping, self.damping_decay, self.v_inf_ratio = float(damping), float(damping_decay), float(v_inf_ratio)
         self.dense_rows = bool(dense_rows)
         self._coef_group, self._group_class = line_groups(basis.scale_y, basis.shape[1], groups)
         self._ep_state = None  # (sites, hyper, refits) of the last EP fit, unit-size
+        self._learned_lines = 0  # lines of the last fit that learned
         self._scale = None
 
     @with_blas_limit
@@ -165,12 +176,17 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         (ny, nx) the y-wavelet coefficients of ``exp(-i phi) x`` per column, ``p0_`` per y-scale (1 for the
         coarsest), ``v0_`` the slab variance per y-scale at unit column weight, ``converged_`` EP (and learning) at
         the fixed point, ``columns_not_converged_`` the pixel columns still moving if not; ``eps_`` (nx,) the trust
-        the Gaussian fit learned."""
+        the Gaussian fit learned; ``learned_lines_`` the line count of the fit that learned the values in use (this
+        fit's own when it learned them: from scratch, or a warm refit that ``relearn_growth`` sent back to scratch)."""
         started = time.process_time()
         self._validate_params()
+        lines = np.asarray(lines, dtype=np.intp)
+        requested_warm = warm
+        if warm and self.learn and self.relearn_growth is not None \
+                and lines.shape[0] >= self.relearn_growth * self._learned_lines:
+            warm = False  # the lines have grown since the values were learned: this refit is a fit from scratch
         super().fit(kspace_lines, lines, warm=warm, averages=averages)  # phase, eps_x, v: the Gaussian model's
         gaussian_v, eps = self._state
-        lines = np.asarray(lines, dtype=np.intp)
         ny, nx = self.basis.shape
         weight = np.sqrt(check_averages(averages, lines.shape[0]))
         z, R = self._column_data(np.asarray(kspace_lines), lines, weight)  # (nx, 2m), (nx, 2m, 2ny)
@@ -187,6 +203,8 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
                             slab_profile=slab_profile.ravel(), v_inf_ratio=self.v_inf_ratio, damping=self.damping,
                             damping_decay=self.damping_decay, fallback=decoupled_ep)
         warm_state = self._ep_state if warm and self._ep_state is not None else None
+        if warm_state is not None and not WARM_FALLBACK:
+            problem.fallback = None
         start = None
         if warm_state is None:  # the sparse prior's second moment at the Gaussian's: p0 v0 = v
             level = np.full(problem.n_levels, float(logit(self.p0)))
@@ -198,6 +216,9 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         learned = fit_lines_ep(problem, start, warm_state, learn, tol=self.tol, max_iter=self.max_iter)
         run = learned.run
         self._ep_state = (run.sites, learned.hyper, learned.refits)
+        if warm_state is None:
+            self._learned_lines = lines.shape[0]
+        self.learned_lines_ = self._learned_lines
         converged, reasons, columns = fit_outcome(problem, learned, learn, tol=self.tol, max_iter=self.max_iter,
                                                   n_blocks=nx)
         post = run.post
@@ -212,7 +233,7 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         self._set_fitted(coef=coef, image=image, p0=p0, v0=learned.hyper.v0[0] * c**2 * self._profile,
                          converged=converged, residual=float(run.residual), log_evidence=float(log_evidence),
                          n_iter=run.n_iter, started=started, reasons=reasons, columns_not_converged=columns)
-        if not warm and not converged:
+        if not requested_warm and not converged:
             warn_not_converged(type(self).__name__, reasons + [f"{columns} of {nx} columns stopped short"],
                                stacklevel=3)
         return self
