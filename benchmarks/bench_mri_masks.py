@@ -93,12 +93,32 @@ def choose_penalties(args, make_model, budgets) -> dict:
     return chosen
 
 
-def mean_psnr(rows: list[dict]) -> dict:
-    """(slice, mask, budget, reconstructor) -> PSNR, the mean over a random mask's draws."""
+def mean_psnr(rows: list[dict], score: str = "psnr") -> dict:
+    """(slice, mask, budget, reconstructor) -> PSNR (or another ``score`` column), the mean over a random mask's
+    draws."""
     psnr = {}
     for r in rows:
-        psnr.setdefault((int(r["slice"]), r["mask"], int(r["lines"]), r["reconstructor"]), []).append(float(r["psnr"]))
+        psnr.setdefault((int(r["slice"]), r["mask"], int(r["lines"]), r["reconstructor"]), []).append(float(r[score]))
     return {k: float(np.mean(v)) for k, v in psnr.items()}
+
+
+#: Seeger et al. (MRM 2010)'s error ratios, designed over each mask, both reconstructed by the same sparse model
+#: (issue 75's bars): the mask and the largest ratio that meets the bar.
+ERROR_RATIO_BARS = (("low_to_high", 0.66), ("variable_density", 0.8))
+
+
+def error_ratios(rows: list[dict], b: int) -> str:
+    """The design's relative error over that of each mask of :data:`ERROR_RATIO_BARS` at budget ``b``, both
+    reconstructed by the line model: mean (min-max) [slices at or below the bar]."""
+    error = mean_psnr(rows, "relative_error")
+    out = []
+    for mask, bar in ERROR_RATIO_BARS:
+        slices = sorted(k[0] for k in error if k[1:] == ("design", b, "line") and (k[0], mask, b, "line") in error)
+        if slices:
+            q = np.array([error[(s, "design", b, "line")] / error[(s, mask, b, "line")] for s in slices])
+            out.append(f"design / {mask} {q.mean():.2f} ({q.min():.2f}-{q.max():.2f}) [{int(np.sum(q <= bar))}/"
+                       f"{len(q)} <= {bar}]")
+    return "; ".join(out)
 
 
 def complete_rows(rows: list[dict]) -> tuple[list[dict], list[int]]:
@@ -160,7 +180,7 @@ def summary(rows: list[dict]) -> None:
 
     for b in sorted({k[2] for k in psnr}):
         fits = [r for r in rows if r["reconstructor"] == "line" and int(r["lines"]) == b]
-        short = [r for r in fits if r["converged"] != "True" and r["converged"] is not True]
+        short = [r for r in fits if str(r["converged"]) != "True"]  # a bool in memory, a string read from a CSV
         columns = (f"{sum(int(r['columns_not_converged']) for r in short)} columns short"
                    if all(r.get("columns_not_converged") not in (None, "") for r in short) else "columns not recorded")
         design = [psnr[(s, "design", b, "line")] for s in slices]
@@ -169,6 +189,7 @@ def summary(rows: list[dict]) -> None:
               f"reconstructor ({design_best})")
         print(f"line-model fits not converged: {len(short)} of {len(fits)} ({columns}), the design's "
               f"{sum(r['mask'] == 'design' for r in short)}")
+        print(f"relative error under the line model: {error_ratios(rows, b)}")
         print(f"{'mask':22s} {'line':>6s} {'best':>6s} {'by':5s} {'design - mask (line)':>24s} "
               f"{'design - mask (its best)':>26s}  " + " ".join(f"{r:>6s}" for r in recons)
               + f"  {'design (its best) - mask (its best)':>36s}")
