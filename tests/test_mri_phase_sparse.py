@@ -78,7 +78,8 @@ def test_warm_refits_hold_the_learned_values_and_a_fit_from_scratch_learns_again
     """A design loop's warm refit runs EP at the values the last fit from scratch learned; a fit from scratch on
     the same lines learns them again (and so differs)."""
     basis, K, lines = scan
-    model = PhaseLineSpikeSlab(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3)
+    model = PhaseLineSpikeSlab(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3,
+                               v0_follows_gaussian=False)
     first = model.fit(K[lines[:6]], lines[:6]).snapshot()
     warm = model.fit(K[lines], lines, warm=True).snapshot()
     np.testing.assert_array_equal(warm.p0_, first.p0_)
@@ -89,11 +90,30 @@ def test_warm_refits_hold_the_learned_values_and_a_fit_from_scratch_learns_again
     assert not np.array_equal(warm.coef_, first.coef_)  # the new line was used
 
 
+def test_in_warm_refits_v0_follows_the_gaussian_models_scale_at_the_ratio_last_learned(scan):
+    """``v0 = kappa v / p0`` in a warm refit, ``v`` the Gaussian phase model's scale on the same lines (a separate
+    Gaussian model, fitted the same way) and ``kappa`` the ratio the fit from scratch learned; p0 held."""
+    basis, K, lines = scan
+    kwargs = dict(noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4)
+    model = PhaseLineSpikeSlab(basis, p0=0.3, learn=("v0",), **kwargs)
+    gaussian = PhaseLineGaussian(basis, **kwargs)
+    first = model.fit(K[lines[:4]], lines[:4]).snapshot()
+    v_first = gaussian.fit(K[lines[:4]], lines[:4])._state[0]
+    kappa = first.v0_[0] / 4.0 / (v_first / 0.3)
+    for m in (5, 6, 7):
+        warm = model.fit(K[lines[:m]], lines[:m], warm=True)
+        v = gaussian.fit(K[lines[:m]], lines[:m], warm=True)._state[0]
+        assert warm.v0_[0] / 4.0 == pytest.approx(kappa * v / 0.3, rel=1e-10)
+        np.testing.assert_array_equal(warm.p0_, first.p0_)
+    assert v != pytest.approx(v_first, rel=1e-3)  # the scale moved with the lines, and v0 with it
+
+
 def test_a_warm_refit_on_lines_grown_by_relearn_growth_is_the_fit_from_scratch(scan):
     """Once the lines have grown by ``relearn_growth`` since the values were learned, a warm refit learns them again:
     it is the fit a new model makes from scratch on the same lines (an independent fit), not the held values."""
     basis, K, lines = scan
-    kwargs = dict(noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3, relearn_growth=1.5)
+    kwargs = dict(noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3, relearn_growth=1.5,
+                  v0_follows_gaussian=False)
     model = PhaseLineSpikeSlab(basis, **kwargs)
     first = model.fit(K[lines[:4]], lines[:4]).snapshot()
     held = model.fit(K[lines[:5]], lines[:5], warm=True).snapshot()  # 5 < 1.5 x 4 lines: the values held
@@ -117,7 +137,8 @@ def test_a_design_loop_reads_a_refit_that_relearned_without_fitting_it_again(sca
     from adaptcs.mri.design import design_lines
 
     basis, K, _ = scan
-    model = PhaseLineSpikeSlab(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3)
+    model = PhaseLineSpikeSlab(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3,
+                               relearn_growth=1.5)
     calls = []
     fit = model.fit
     model.fit = lambda *args, **kwargs: calls.append(kwargs.get("warm", False)) or fit(*args, **kwargs)

@@ -28,10 +28,12 @@ EP_CONSTRAINTS = {
 }
 
 
-def fit_lines_ep(problem: EPProblem, start: Hyper, warm_state, learn, *, tol: float, max_iter: int):
-    """One EP fit on unit-size line data: from ``start`` and the prior's sites with learning from scratch and the
-    strict test (a fit someone reads), or, with ``warm_state`` ``(sites, hyper, refits)`` of the last fit, tracked
-    from there with the adaptive schedule (a design loop's refit, flagged when it stops short).
+def fit_lines_ep(problem: EPProblem, start: Hyper, warm_state, learn, *, tol: float, max_iter: int,
+                 strict: bool = True):
+    """One EP fit on unit-size line data: from ``start`` and the prior's sites with learning from scratch and, with
+    ``strict``, the strict test (a fit someone reads; without it, a refit that only chooses the next line and
+    learns again, flagged when it stops short), or, with ``warm_state`` ``(sites, hyper, refits)`` of the last fit,
+    tracked from there with the adaptive schedule (a design loop's refit, flagged when it stops short).
 
     Returns
     -------
@@ -40,7 +42,7 @@ def fit_lines_ep(problem: EPProblem, start: Hyper, warm_state, learn, *, tol: fl
     """
     if warm_state is None:
         sites = EPSites.initial(expit(problem.prior_logit(start))[problem.coef_group], problem.slab_var(start))
-        return lrn.infer(problem, start, sites, learn, tol=tol, max_iter=max_iter, strict=True)
+        return lrn.infer(problem, start, sites, learn, tol=tol, max_iter=max_iter, strict=strict)
     sites, hyper, refits = warm_state
     tracked = lrn.WarmStart(sites, hyper, learn, refits) if learn else None
     return lrn.infer(problem, hyper, sites, learn, tol=tol, max_iter=max_iter, schedule="adaptive", warm=tracked)

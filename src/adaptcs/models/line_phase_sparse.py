@@ -45,8 +45,6 @@ from adaptcs.models.line_phase import PhaseLineGaussian
 
 GROUPINGS = ("coefficient", "block")
 LEARN = ("p0", "v0")
-WARM_FALLBACK = False
-RELEARN_GROWTH = 1.5  # a warm refit learns again once the lines have grown by this factor (parameter relearn_growth)
 
 
 def line_groups(scale_y: np.ndarray, nx: int, grouping: str) -> tuple[np.ndarray, np.ndarray]:
@@ -110,11 +108,16 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         short of its fixed point more often with them: docs/mri.md).
     learn : tuple of str
         Any of "p0", "v0": learned in every fit from scratch, held in warm refits (but see ``relearn_growth``).
+    v0_follows_gaussian : bool
+        In warm refits ``v0`` follows the Gaussian model's scale ``v`` (learned exactly, and cheaply, at every
+        refit): ``v0 = kappa v / p0``, ``kappa`` the ratio of the two that the last fit that learned ``v0`` found
+        (0.57-0.79 on 8 to 32 lines of 128 x 128 slices, every phase regime, while ``v0`` itself grew 4 to 9 fold:
+        docs/log/mri.md); False: ``v0`` held where the last fit that learned it left it. Only with "v0" in ``learn``.
     relearn_growth : float > 1 or None
-        A warm refit learns ``learn`` again (from scratch, to the strict test) once the lines have grown by this
-        factor since the values were last learned; None: only fits from scratch learn. Values learned on the first
-        lines alone are too small for the later ones, and a design that holds them chooses worse lines
-        (docs/log/mri.md, "Relearning v0 during the design").
+        A warm refit learns ``learn`` again, from scratch, once the lines have grown by this factor since the values
+        were last learned (not to the strict test: it only chooses the next line); None: only fits from scratch
+        learn. Values learned on the first lines alone are too small for the later ones, and a design that holds
+        them chooses worse lines (docs/log/mri.md, "Relearning v0 during the design").
     tol, max_iter, damping, damping_decay, v_inf_ratio
         EP's settings, as in :class:`adaptcs.models.GroupSpikeSlabEP`; a run whose parallel update circles its fixed
         point goes on with the variance-decoupled update (:mod:`adaptcs.models._ep_decoupled`).
@@ -140,13 +143,14 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         "p0": [Interval(Real, 0, 1, closed="neither")],
         "groups": [StrOptions(set(GROUPINGS))],
         "learn": [tuple, list],
+        "v0_follows_gaussian": ["boolean"],
         "relearn_growth": [Interval(Real, 1, None, closed="neither"), None],
         **EP_CONSTRAINTS,
     }
 
     def __init__(self, basis: SeparableWavelet, *, noise_var: float, profile=None, band: int | None = None,
                  eps: float | None = None, p0: float = 0.5, groups: str = "coefficient", learn=LEARN,
-                 relearn_growth: float | None = RELEARN_GROWTH, tol: float = 1e-4,
+                 v0_follows_gaussian: bool = True, relearn_growth: float | None = None, tol: float = 1e-4,
                  max_iter: int = 1000, damping: float = 0.9, damping_decay: float = 0.99, v_inf_ratio: float = 300.0,
                  dense_rows: bool = False):
         super().__init__(basis, noise_var=noise_var, profile=profile, band=band, eps=eps)
@@ -156,6 +160,7 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         if unknown:
             raise ValueError(f"learn takes {LEARN}; got {sorted(unknown)}")
         self.p0, self.groups, self.learn = float(p0), groups, tuple(name for name in LEARN if name in learn)
+        self.v0_follows_gaussian = bool(v0_follows_gaussian)
         self.relearn_growth = None if relearn_growth is None else float(relearn_growth)
         self.tol, self.max_iter = float(tol), int(max_iter)
         self.damping, self.damping_decay, self.v_inf_ratio = float(damping), float(damping_decay), float(v_inf_ratio)
@@ -163,6 +168,7 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         self._coef_group, self._group_class = line_groups(basis.scale_y, basis.shape[1], groups)
         self._ep_state = None  # (sites, hyper, refits) of the last EP fit, unit-size
         self._learned_lines = 0  # lines of the last fit that learned
+        self._v0_ratio = None  # v0 / (v / p0) of the last fit that learned v0 (v the Gaussian model's scale)
         self._scale = None
 
     @with_blas_limit
@@ -203,21 +209,29 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
                             slab_profile=slab_profile.ravel(), v_inf_ratio=self.v_inf_ratio, damping=self.damping,
                             damping_decay=self.damping_decay, fallback=decoupled_ep)
         warm_state = self._ep_state if warm and self._ep_state is not None else None
-        if warm_state is not None and not WARM_FALLBACK:
+        if warm_state is not None:  # a refit that only chooses the next line: no fallback (docs/mri.md)
             problem.fallback = None
+        if warm_state is not None and self.v0_follows_gaussian and self._v0_ratio is not None:
+            sites, held, refits = warm_state
+            warm_state = (sites, Hyper(held.level, [self._v0_ratio * gaussian_v / self.p0 / c**2], held.noise_var),
+                          refits)
         start = None
         if warm_state is None:  # the sparse prior's second moment at the Gaussian's: p0 v0 = v
             level = np.full(problem.n_levels, float(logit(self.p0)))
             start = Hyper(level, [gaussian_v / self.p0 / c**2], self.noise_var / 2.0 / c**2)
-        # a warm refit holds the values the last fit from scratch learned: the design loop refits from scratch (and
-        # learns again) where a fit is read (relearn_when_read); tracking them at every refit cost 4 times the CPU
-        # and designed worse lines (docs/log/mri.md, "The sparse design at 128 x 128 with held values")
+        # a warm refit learns nothing by EP (v0 follows the Gaussian model's v, or is held): the design loop refits
+        # from scratch (and learns again) where a fit is read (relearn_when_read); tracking the values by EP at every
+        # refit cost 4 times the CPU and designed worse lines (docs/log/mri.md, "The sparse design at 128 x 128 with
+        # held values"), and learning them again from scratch 5-10 times (docs/log/mri.md, this issue's last entry)
         learn = self.learn if warm_state is None else ()
-        learned = fit_lines_ep(problem, start, warm_state, learn, tol=self.tol, max_iter=self.max_iter)
+        learned = fit_lines_ep(problem, start, warm_state, learn, tol=self.tol, max_iter=self.max_iter,
+                               strict=not requested_warm)  # a refit that learned again is not read
         run = learned.run
         self._ep_state = (run.sites, learned.hyper, learned.refits)
         if warm_state is None:
             self._learned_lines = lines.shape[0]
+            if "v0" in learn:
+                self._v0_ratio = float(learned.hyper.v0[0]) * c**2 / (gaussian_v / self.p0)
         self.learned_lines_ = self._learned_lines
         converged, reasons, columns = fit_outcome(problem, learned, learn, tol=self.tol, max_iter=self.max_iter,
                                                   n_blocks=nx)
