@@ -107,12 +107,14 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         One complex coefficient per group (the default), or 2 x 2 blocks of one subband (EP with learning stops
         short of its fixed point more often with them: docs/mri.md).
     learn : tuple of str
-        Any of "p0", "v0": learned in every fit from scratch, held in warm refits (but see ``relearn_growth``).
+        Any of "p0", "v0": learned in every fit from scratch; warm refits learn nothing by EP (``v0`` follows the
+        Gaussian scale, see ``v0_follows_gaussian``; ``relearn_growth`` sends some of them back to scratch).
     v0_follows_gaussian : bool
         In warm refits ``v0`` follows the Gaussian model's scale ``v`` (learned exactly, and cheaply, at every
         refit): ``v0 = kappa v / p0``, ``kappa`` the ratio of the two that the last fit that learned ``v0`` found
-        (0.57-0.79 on 8 to 32 lines of 128 x 128 slices, every phase regime, while ``v0`` itself grew 4 to 9 fold:
-        docs/log/mri.md); False: ``v0`` held where the last fit that learned it left it. Only with "v0" in ``learn``.
+        (0.57-0.79 on 8 to 32 lines of 128 x 128 slices under spin-echo and gradient-echo phases, while ``v0``
+        itself grew 4 to 10 fold: docs/log/mri.md); False: ``v0`` held where the last fit that learned it left it.
+        Only with "v0" in ``learn``.
     relearn_growth : float > 1 or None
         A warm refit learns ``learn`` again, from scratch, once the lines have grown by this factor since the values
         were last learned (not to the strict test: it only chooses the next line); None: only fits from scratch
@@ -222,7 +224,8 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         # a warm refit learns nothing by EP (v0 follows the Gaussian model's v, or is held): the design loop refits
         # from scratch (and learns again) where a fit is read (relearn_when_read); tracking the values by EP at every
         # refit cost 4 times the CPU and designed worse lines (docs/log/mri.md, "The sparse design at 128 x 128 with
-        # held values"), and learning them again from scratch 5-10 times (docs/log/mri.md, this issue's last entry)
+        # held values"); learning them again from scratch every 1.5 x lines chose lines as good at up to 1.5 times
+        # the CPU (docs/log/mri.md, "v0 that follows the lines inside the model")
         learn = self.learn if warm_state is None else ()
         learned = fit_lines_ep(problem, start, warm_state, learn, tol=self.tol, max_iter=self.max_iter,
                                strict=not requested_warm)  # a refit that learned again is not read
