@@ -193,7 +193,7 @@ def summary(rows: list[dict]) -> None:
         print(f"{'mask':22s} {'line':>6s} {'best':>6s} {'by':5s} {'design - mask (line)':>24s} "
               f"{'design - mask (its best)':>26s}  " + " ".join(f"{r:>6s}" for r in recons)
               + f"  {'design (its best) - mask (its best)':>36s}")
-        for m in masks:
+        for m in [m for m in masks if any(k[1:3] == (m, b) for k in psnr)]:  # a mask run at some budgets only
             by, means, best = scored(m, b)
             print(f"{m:22s} {means['line']:6.2f} {means[best]:6.2f} {best:5s} {paired(design, by['line']):>24s} "
                   f"{paired(design, by[best]):>26s}  " + " ".join(f"{means.get(r, np.nan):6.2f}" for r in recons)
