@@ -132,3 +132,39 @@ def test_a_fit_that_is_read_gets_the_larger_fallback_budget_and_is_then_at_an_ep
     size = np.sqrt(np.max(est.coef_**2 + est.coef_var_))
     assert np.max(np.abs(moved - est.coef_)) / size < ep.RESIDUAL_FACTOR * est.tol
     assert np.max(np.abs(prob - est.group_prob_)) < ep.RESIDUAL_FACTOR * est.tol
+
+
+def test_on_independent_blocks_only_the_blocks_still_moving_are_factorised_and_it_reaches_the_dense_fixed_point(
+        monkeypatch):
+    """Block-diagonal rows (three blocks of different difficulty, groups inside blocks): the fallback freezes a block
+    once its strict test passes and refactorises only the rest, and ends at the fixed point of the dense reference
+    EP run on the same rows written out densely."""
+    from adaptcs.models._blocks import BlockPosterior, BlockRows
+
+    rng = np.random.default_rng(2)
+    B, r, b, size = 3, 8, 12, 2
+    stacked = rng.normal(size=(B, r, b))
+    stacked[0] *= 4.0  # a well-measured block converges first
+    groups = np.repeat(np.arange(B * b // size), size)
+    w = np.where(rng.random(B * b // size) < 0.3, 1.0, 0.0)[groups] * rng.normal(size=B * b)
+    rows = BlockRows(stacked)
+    y = rows.matvec(w) + 0.1 * rng.normal(size=B * r)
+    G, p0, v0, s2 = groups.max() + 1, 0.3, 1.0, 0.01
+    problem = ep.EPProblem(rows, y, groups, np.zeros(G), v_inf_ratio=100.0, damping=0.9, damping_decay=0.99)
+    assert problem.group_block is not None
+    hyper = ep.Hyper(np.array([np.log(p0 / (1 - p0))]), np.array([v0]), s2)
+    prior = ep.EPSites.initial(np.full(B * b, p0), np.full(B * b, v0))
+    partial = []
+    original = BlockPosterior.updated
+
+    def counting(self, model, prior_var, shift, blocks):
+        partial.append(int(np.count_nonzero(blocks)))
+        return original(self, model, prior_var, shift, blocks)
+
+    monkeypatch.setattr(BlockPosterior, "updated", counting)
+    run = decoupled_ep(problem, hyper, prior, tol=1e-9, max_outer=400)
+    assert run.converged and partial and min(partial) < B  # some posteriors refactorised only some blocks
+    mean, group_prob, _ = reference_ep(rows.dense(), y, groups, np.full(G, p0), v0, s2, v_inf=100.0 * v0)
+    scale = np.max(np.abs(mean))
+    np.testing.assert_allclose(run.post.mean, mean, atol=1e-6 * scale)
+    np.testing.assert_allclose(run.groups.prob, group_prob, atol=1e-6)

@@ -21,6 +21,11 @@ point it started near.
 Seeger & Nickisch prove convergence for log-concave sites; spike-and-slab sites are not, so here convergence is
 measured, not promised (``docs/log/investigations/bench_decoupled_ep.py``): on the warm refits that the parallel
 schedule leaves circling it reaches the strict test in 12-46 outer steps (86-324 posteriors or posterior means).
+
+With independent blocks (``problem.group_block``: block-diagonal rows, every group inside one block) a block is
+frozen once its own strict test passes, as in :func:`adaptcs.models._ep.run_ep`, and only the blocks still moving
+are factorised: the few columns of a k-space line fit that circle cost the fallback a few columns' work, not the
+whole image's.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adaptcs.models._ep import _at, _Cavity, _cavity, _damped, _matched_sites, fit_change
+from adaptcs.models._ep import _at, _block_changes, _Cavity, _cavity, _damped, _matched_sites, fit_change
 
 # Inner steps per outer step, the damping of every step and the outer steps allowed (the budget is about
 # MAX_OUTER * (INNER_STEPS + 1) posteriors; measured in docs/log/investigations/bench_decoupled_ep.py).
@@ -75,36 +80,52 @@ def decoupled_ep(problem, hyper, sites, *, tol: float, max_outer: int = MAX_OUTE
     """
     model, v0, v_inf = _at(problem, hyper)
     logit_of = problem.coef_group
+    blockwise = problem.group_block is not None
+    if blockwise:
+        n_blocks = problem.blocks.n_blocks
+        active = np.ones(n_blocks, dtype=bool)
+        block_change = np.full(n_blocks, np.inf)  # each block's last strict-test change
+        coef_block = np.arange(logit_of.shape[0]) // problem.blocks.stacked.shape[2]
 
-    def posterior(s):
+    def moving():  # the coefficients whose sites may move
+        return active[coef_block] if blockwise else True
+
+    def posterior(s, last=None):
+        if last is not None and blockwise and not active.all():  # only the blocks still moving are factorised
+            return last.updated(model, s.var, s.mean / s.var, active), problem.group_posterior(hyper, s)
         return model.posterior(s.var, s.mean / s.var), problem.group_posterior(hyper, s)
 
-    def mean_of(s):  # the inner steps need the mean only (about half a posterior's cost where n < d)
+    def mean_of(s, last):  # the inner steps need the mean only (about half a posterior's cost where n < d)
         if hasattr(model, "posterior_mean"):
             return model.posterior_mean(s.var, s.mean / s.var)
-        return model.posterior(s.var, s.mean / s.var).mean
+        return posterior(s, last)[0].mean
 
     post, groups = posterior(sites)
     n_posteriors, change = 1, np.inf
     for outer in range(1, max_outer + 1):
         frozen = _cavity(post, sites, groups.logit[logit_of], problem.untouched)
         # the strict test: one undamped parallel update from here
-        trial = _damped(sites, _matched_sites(frozen, v0, v_inf), frozen.usable, 1.0)
-        trial_post, trial_groups = posterior(trial)
+        trial = _damped(sites, _matched_sites(frozen, v0, v_inf), frozen.usable & moving(), 1.0)
+        trial_post, trial_groups = posterior(trial, post)
         n_posteriors += 1
-        change = fit_change(post, groups, trial_post, trial_groups)
+        if blockwise:
+            block_change[active] = _block_changes(problem, post, groups, trial_post, trial_groups)[active]
+            active &= block_change >= tol
+            change = float(np.max(block_change))
+        else:
+            change = fit_change(post, groups, trial_post, trial_groups)
         if change < tol:  # a fixed point to tol: keep it (the trial step may move away from an unstable one)
             return DecoupledRun(sites, post, groups, True, change, outer, n_posteriors)
         cav = frozen
         for step in range(inner_steps):
             if step:
-                u, groups = mean_of(sites), problem.group_posterior(hyper, sites)
+                u, groups = mean_of(sites, post), problem.group_posterior(hyper, sites)
                 n_posteriors += 1
                 with np.errstate(invalid="ignore"):
                     mean = np.where(frozen.valid, u + frozen.var * (u - sites.mean) / sites.var, frozen.mean)
                 cav = _Cavity(var=frozen.var, mean=mean, logit=groups.logit[logit_of] - sites.logit,
                               valid=frozen.valid, limit=frozen.limit)
-            sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable, damping)
-        post, groups = posterior(sites)
+            sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable & moving(), damping)
+        post, groups = posterior(sites, post)
         n_posteriors += 1
     return DecoupledRun(sites, post, groups, False, change, max_outer, n_posteriors)
