@@ -151,8 +151,9 @@ def versus_baseline(rows: list[dict], baseline: list[dict]) -> None:
 
     for b in sorted({k[2] for k in psnr}):
         print(f"{b} lines: design (its line model) - baseline design (its line model) {pair('design', b, 'line')}")
-        for r in recons:
-            print(f"  both designs reconstructed by {r:5s}: {pair('design', b, r)}")
+        for r in recons:  # those that reconstructed both designs (a mask may have one the design has not)
+            if all((s, "design", b, r) in psnr and (s, "design", b, r) in other for s in slices):
+                print(f"  both designs reconstructed by {r:5s}: {pair('design', b, r)}")
         for m in sorted({k[1] for k in psnr if k[1] != "design"} - set(RANDOM_MASKS)):  # the same lines in both runs
             if all((s, m, b, "line") in psnr and (s, m, b, "line") in other for s in slices):
                 print(f"  {m:22s} this line model - the baseline's: {pair(m, b, 'line')}")
