@@ -13,6 +13,7 @@ from scipy.special import expit
 import adaptcs.models._ep as ep
 from adaptcs.experiments import run_job
 from adaptcs.models._ep_decoupled import decoupled_ep
+from adaptcs.models._ep_fallback import stable_ep
 
 from reference_ep import reference_ep as _reference_ep
 
@@ -112,13 +113,13 @@ def test_a_fit_that_is_read_gets_the_larger_fallback_budget_and_is_then_at_an_ep
 
     def fallback(problem, hyper, sites, *, tol, max_outer=50, **kw):
         budgets.append(max_outer)
-        return decoupled_ep(problem, hyper, sites, tol=tol, max_outer=max_outer, **kw)
+        return stable_ep(problem, hyper, sites, tol=tol, max_outer=max_outer, **kw)
 
     def recording(self, X, y):
         fits.append((fit(self, X, y), np.array(X), np.array(y)))
         return fits[-1][0]
 
-    monkeypatch.setattr(sse, "decoupled_ep", fallback)
+    monkeypatch.setattr(sse, "stable_ep", fallback)
     monkeypatch.setattr(GroupSpikeSlabEP, "fit", recording)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

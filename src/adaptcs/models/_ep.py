@@ -11,8 +11,8 @@ from top to bottom: the sites (:class:`EPSites`) and hyper-parameters (:class:`H
 estimators, which scale the data once on entry and once on exit around it.
 
 Over 500 lines: one algorithm read from top to bottom (sites, problem, one iteration, the loop, its evidence);
-split, the reading order above would run across files. The variance-decoupled fallback is
-:mod:`adaptcs.models._ep_decoupled`.
+split, the reading order above would run across files. The fallback (variance-decoupled, then Anderson-accelerated
+EP) is :mod:`adaptcs.models._ep_fallback`.
 """
 
 from __future__ import annotations
@@ -172,8 +172,8 @@ class EPProblem:
         Where the parallel update stalls (adaptive schedule) or its damping ends a run short of a fixed point, and
         the hyper-parameters are fixed, go on with ``fallback(problem, hyper, sites, tol=tol)``, which returns an
         object with ``sites, post, groups, converged, change, n_posteriors``; its result is kept only where
-        ``converged``. :func:`adaptcs.models._ep_decoupled.decoupled_ep` (what the estimators pass) is the
-        variance-decoupled EP. None: the parallel schedule alone.
+        ``converged``. :func:`adaptcs.models._ep_fallback.stable_ep` (what the estimators pass) is the
+        variance-decoupled EP, then Anderson-accelerated EP. None: the parallel schedule alone.
     active_set : bool
         With block-diagonal rows whose every group lies in one block, and hyper-parameters held fixed during the
         run: freeze a block once its own undamped change is below ``tol`` (it is then at its fixed point; nothing

@@ -44,20 +44,21 @@ MAX_OUTER = 50
 
 
 @dataclass
-class DecoupledRun:
-    """The end of :func:`decoupled_ep`: the sites, posterior and groups after the last step."""
+class FallbackRun:
+    """The end of a fallback (:func:`decoupled_ep`, :func:`adaptcs.models._ep_anderson.anderson_ep`): the sites,
+    posterior and groups after the last step."""
 
     sites: object  # EPSites
     post: object
     groups: object
     converged: bool  # one undamped parallel update from ``sites`` would change the fit by less than tol
     change: float  # that update's change (the residual of the strict test)
-    n_outer: int
+    n_outer: int  # outer steps (decoupled) or updates (Anderson)
     n_posteriors: int  # posteriors or posterior means computed: the cost, comparable with run_ep's iterations
 
 
 def decoupled_ep(problem, hyper, sites, *, tol: float, max_outer: int = MAX_OUTER, inner_steps: int = INNER_STEPS,
-                 damping: float = DAMPING) -> DecoupledRun:
+                 damping: float = DAMPING) -> FallbackRun:
     """Variance-decoupled EP from ``sites`` at fixed hyper-parameters (see the module docstring).
 
     Parameters
@@ -75,7 +76,7 @@ def decoupled_ep(problem, hyper, sites, *, tol: float, max_outer: int = MAX_OUTE
 
     Returns
     -------
-    DecoupledRun
+    FallbackRun
         ``converged`` False: the last iterate after ``max_outer`` outer steps (the caller keeps its own).
     """
     model, v0, v_inf = _at(problem, hyper)
@@ -115,7 +116,7 @@ def decoupled_ep(problem, hyper, sites, *, tol: float, max_outer: int = MAX_OUTE
         else:
             change = fit_change(post, groups, trial_post, trial_groups)
         if change < tol:  # a fixed point to tol: keep it (the trial step may move away from an unstable one)
-            return DecoupledRun(sites, post, groups, True, change, outer, n_posteriors)
+            return FallbackRun(sites, post, groups, True, change, outer, n_posteriors)
         cav = frozen
         for step in range(inner_steps):
             if step:
@@ -128,4 +129,4 @@ def decoupled_ep(problem, hyper, sites, *, tol: float, max_outer: int = MAX_OUTE
             sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable & moving(), damping)
         post, groups = posterior(sites, post)
         n_posteriors += 1
-    return DecoupledRun(sites, post, groups, False, change, max_outer, n_posteriors)
+    return FallbackRun(sites, post, groups, False, change, max_outer, n_posteriors)

@@ -37,7 +37,7 @@ from adaptcs.bases.separable import SeparableWavelet
 from adaptcs.models._base import with_blas_limit
 from adaptcs.models._blocks import BlockRows
 from adaptcs.models._ep import EPProblem, Hyper, warn_not_converged
-from adaptcs.models._ep_decoupled import decoupled_ep
+from adaptcs.models._ep_fallback import stable_ep
 from adaptcs.models._line_ep import EP_CONSTRAINTS, fit_lines_ep, fit_outcome
 from adaptcs.models._line_model import check_averages
 from adaptcs.models._scaling import power_of_two_scale
@@ -122,7 +122,8 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         them chooses worse lines (docs/log/mri.md, "Relearning v0 during the design").
     tol, max_iter, damping, damping_decay, v_inf_ratio
         EP's settings, as in :class:`adaptcs.models.GroupSpikeSlabEP`; a run whose parallel update circles its fixed
-        point goes on with the variance-decoupled update (:mod:`adaptcs.models._ep_decoupled`).
+        point goes on with the variance-decoupled update, then Anderson-accelerated EP
+        (:mod:`adaptcs.models._ep_fallback`).
     dense_rows : bool
         Run EP on the dense rows (O(n^2 d) per iteration): a check of the block path for small problems.
 
@@ -209,7 +210,7 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         problem = EPProblem(rows.dense() if self.dense_rows else rows, z.ravel() / c, self._coef_group,
                             np.zeros(self._group_class.shape[0]), group_class=self._group_class,
                             slab_profile=slab_profile.ravel(), v_inf_ratio=self.v_inf_ratio, damping=self.damping,
-                            damping_decay=self.damping_decay, fallback=decoupled_ep)
+                            damping_decay=self.damping_decay, fallback=stable_ep)
         warm_state = self._ep_state if warm and self._ep_state is not None else None
         if warm_state is not None:  # a refit that only chooses the next line: no fallback (docs/mri.md)
             problem.fallback = None

@@ -44,7 +44,7 @@ from adaptcs.models._ep import (
     not_converged_reasons,
     warn_not_converged,
 )
-from adaptcs.models._ep_decoupled import decoupled_ep
+from adaptcs.models._ep_fallback import stable_ep
 from adaptcs.models._ep_learning import WarmStart
 from adaptcs.models._gaussian import GaussianPosteriorMixin
 from adaptcs.models._hyperprior import Hyperprior
@@ -115,9 +115,10 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
         Both stop and test convergence the same way; cold fits always use "decay".
     fallback : bool
         Where the parallel update stalls ("adaptive") or its damping ends the run short of a fixed point, and the
-        hyper-parameters are fixed, go on with the variance-decoupled EP of Seeger & Nickisch (2011), keeping its
-        result only if one undamped update from it would change the fit by less than ``tol`` (docs/model.md,
-        "The variance-decoupled fallback"). Its posteriors count in ``n_iter_``. False: the parallel schedule
+        hyper-parameters are fixed, go on with the variance-decoupled EP of Seeger & Nickisch (2011) and, where
+        that circles too, Anderson-accelerated EP, keeping the result only if one undamped update from it would
+        change the fit by less than ``tol`` (docs/model.md, "The variance-decoupled fallback"). Its posteriors
+        count in ``n_iter_``. False: the parallel schedule
         alone (the authors' algorithm).
     learn : tuple of {"p0", "v0", "noise_var"}
         Hyper-parameters to learn from the measurements although they are given (the given values are then the
@@ -322,7 +323,7 @@ class GroupSpikeSlabEP(GaussianPosteriorMixin, GroupRegressor):
                             v_inf_ratio=float(self.v_inf_ratio), damping=float(self.damping),
                             damping_decay=float(self.damping_decay), progress=self._progress(),
                             hyperprior=self.hyperprior.scaled(scale) if isinstance(self.hyperprior, Hyperprior)
-                            else None, fallback=decoupled_ep if self.fallback else None)
+                            else None, fallback=stable_ep if self.fallback else None)
         if warm is not None:
             sites = EPSites(warm.sites.var / scale.coef2, warm.sites.mean / scale.coef, warm.sites.logit.copy())
         else:
