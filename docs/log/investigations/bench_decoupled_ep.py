@@ -6,8 +6,9 @@ warm refits that the shipped parallel schedule leaves not converged when the fal
 of them, so that they spread over the loops), and runs each again from the same warm sites:
 
 - the parallel schedule alone (no fallback, what the capture saw);
-- the shipped :func:`adaptcs.models._ep.run_ep`, whose fallback (:mod:`adaptcs.models._ep_decoupled`) takes over
-  where the parallel update stalls.
+- the shipped :func:`adaptcs.models._ep.run_ep`, whose fallback (:mod:`adaptcs.models._ep_fallback`: the
+  variance-decoupled loop, then Anderson-accelerated EP; ``--decoupled-only``: the first alone, as the gate was first
+  run) takes over where the parallel update stalls.
 
 "Converged" is the library's strict test (an undamped parallel update from the result moves the mean by less than
 ``10 tol`` of the largest coefficient), judged independently here by :func:`undamped_check`. Prints per refit and a
@@ -29,6 +30,7 @@ from threadpoolctl import threadpool_limits
 import adaptcs.models._ep as ep
 from adaptcs.experiments import run_job
 from adaptcs.models._ep_decoupled import decoupled_ep
+from adaptcs.models._ep_fallback import stable_ep
 
 
 def capture(experiment: str, setting: int, replicates: int, limit: int, stride: int) -> list[dict]:
@@ -69,8 +71,8 @@ def undamped_check(refit: dict, sites: ep.EPSites) -> ep.EPRun:
     return ep.run_ep(plain, refit["hyper"], sites, tol=refit["kw"]["tol"], max_iter=1)
 
 
-def timed_run(refit: dict, fallback: bool) -> tuple[ep.EPRun, float]:
-    refit["problem"].fallback = decoupled_ep if fallback else None
+def timed_run(refit: dict, fallback) -> tuple[ep.EPRun, float]:
+    refit["problem"].fallback = fallback
     start = time.process_time()
     run = ep.run_ep(refit["problem"], refit["hyper"], refit["sites"].copy(), **refit["kw"])
     return run, time.process_time() - start
@@ -82,6 +84,7 @@ def main() -> None:
     parser.add_argument("--e5", type=int, default=2, help="E5 images (digit 3) to capture from")
     parser.add_argument("--limit", type=int, default=30, help="refits per experiment at most")
     parser.add_argument("--stride", type=int, default=2, help="keep every stride-th refit not converged")
+    parser.add_argument("--decoupled-only", action="store_true", help="the fallback without its Anderson stage")
     args = parser.parse_args()
     rows = []
     with threadpool_limits(1), warnings.catch_warnings():
@@ -92,8 +95,8 @@ def main() -> None:
             refits = capture(experiment, setting, count, args.limit, args.stride)
             print(f"{experiment}: {len(refits)} refits captured", flush=True)
             for refit in refits:
-                parallel, cpu_parallel = timed_run(refit, fallback=False)
-                shipped, cpu_shipped = timed_run(refit, fallback=True)
+                parallel, cpu_parallel = timed_run(refit, fallback=None)
+                shipped, cpu_shipped = timed_run(refit, fallback=decoupled_ep if args.decoupled_only else stable_ep)
                 check = undamped_check(refit, shipped.sites)
                 ratio = cpu_shipped / cpu_parallel
                 rows.append((experiment, check.converged, ratio, parallel.converged))
