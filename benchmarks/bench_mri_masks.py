@@ -161,13 +161,16 @@ def versus_baseline(rows: list[dict], baseline: list[dict]) -> None:
 
 def summary(rows: list[dict]) -> None:
     """Per budget: each mask's line-model PSNR, its best reconstructor, and the paired differences with the design."""
+    if not any(r["mask"] == "design" and r["reconstructor"] == "line" for r in rows):
+        raise SystemExit("--summary: no design rows reconstructed by the line model; give the design's CSV too "
+                         "(a --part masks run has none)")
     rows, left_out = complete_rows(rows)
     if left_out:
         print(f"\nslices {left_out} left out: their run stopped before every row was written")
     psnr = mean_psnr(rows)
     slices = sorted({k[0] for k in psnr})
-    masks = list(dict.fromkeys(k[1] for k in psnr))
-    recons = list(dict.fromkeys(k[3] for k in psnr))
+    masks = [m for m in dict.fromkeys(k[1] for k in psnr) if m != "design"] + ["design"]
+    recons = ["line"] + [r for r in dict.fromkeys(k[3] for k in psnr) if r != "line"]
     head = rows[0]
     print(f"\n{head['size']} x {head['size']}, phase {head['phase']}, noise {head['noise']}, {len(slices)} simulated "
           "Colin27 slices; PSNR (dB) of the magnitude in the brain; design = the line model's design, reconstructed "
@@ -194,16 +197,47 @@ def summary(rows: list[dict]) -> None:
         print(f"{'mask':22s} {'line':>6s} {'best':>6s} {'by':5s} {'design - mask (line)':>24s} "
               f"{'design - mask (its best)':>26s}  " + " ".join(f"{r:>6s}" for r in recons)
               + f"  {'design (its best) - mask (its best)':>36s}")
-        for m in [m for m in masks if any(k[1:3] == (m, b) for k in psnr)]:  # a mask run at some budgets only
+        without_line = [m for m in masks if any(k[1:3] == (m, b) for k in psnr)
+                        and not any(k[1:] == (m, b, "line") for k in psnr)]
+        for m in [m for m in masks if any(k[1:] == (m, b, "line") for k in psnr)]:  # a mask run at some budgets only
             by, means, best = scored(m, b)
             print(f"{m:22s} {means['line']:6.2f} {means[best]:6.2f} {best:5s} {paired(design, by['line']):>24s} "
                   f"{paired(design, by[best]):>26s}  " + " ".join(f"{means.get(r, np.nan):6.2f}" for r in recons)
                   + f"  {paired(design_by[design_best], by[best]):>36s}")
+        if without_line:
+            print(f"(not shown, no line-model rows at {b} lines: {', '.join(without_line)})")
 
 
-def read_rows(path: str) -> list[dict]:
+def read_rows(spec: str) -> list[dict]:
+    """The rows of a CSV named by ``spec``: ``PATH``, or ``PATH:PART`` / ``PATH:PART:RECON,RECON...`` for some of them
+    (PART ``design``, ``masks`` or ``all``; the reconstructors to keep), so that one summary can take the design's
+    rows from one run and the fixed masks' from others (a mask's l1, tv and pocs rows do not depend on the line
+    model). Rows of the same (slice, mask, draw, lines, reconstructor) in two specs are an error."""
+    path, _, selection = spec.partition(":")
+    part, _, recons = selection.partition(":")
+    if part not in ("", "all", "design", "masks"):
+        raise SystemExit(f"--summary {spec}: the part after ':' must be design, masks or all; got {part!r}")
     with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
+        rows = list(csv.DictReader(fh))
+    if part in ("design", "masks"):
+        rows = [r for r in rows if (r["mask"] == "design") == (part == "design")]
+    if recons:
+        rows = [r for r in rows if r["reconstructor"] in recons.split(",")]
+    return rows
+
+
+def read_specs(specs: list[str]) -> list[dict]:
+    """The rows of every spec of :func:`read_rows` together; a row that two specs both give is an error."""
+    rows, seen = [], {}
+    for spec in specs:
+        for r in read_rows(spec):
+            key = (r["size"], r["phase"], r["slice"], r["mask"], r["draw"], r["lines"], r["reconstructor"])
+            if key in seen:
+                raise SystemExit(f"--summary: {spec} and {seen[key]} both have the row {key}; select rows with "
+                                 "PATH:PART:RECONS")
+            seen[key] = spec
+            rows.append(r)
+    return rows
 
 
 def main() -> None:
@@ -230,15 +264,17 @@ def main() -> None:
                              "depend on the design: a changed design reruns the design rows alone; pass both CSVs to "
                              "--summary); the masks' random draws are the same in every part")
     parser.add_argument("--out", help="CSV of the raw rows")
-    parser.add_argument("--summary", nargs="+", help="print the summary of these CSVs (their rows together) and stop")
+    parser.add_argument("--summary", nargs="+",
+                        help="print the summary of these CSVs (their rows together) and stop; PATH:PART:RECONS takes "
+                             "only some rows of a file (PART design, masks or all; RECONS e.g. l1,tv,pocs)")
     parser.add_argument("--baseline", nargs="+",
                         help="with --summary: a run (its CSVs) of the other prior to pair this run's design with")
     args = parser.parse_args()
     if args.summary:
-        rows = [row for path in args.summary for row in read_rows(path)]
+        rows = read_specs(args.summary)
         summary(rows)
         if args.baseline:
-            versus_baseline(rows, [row for path in args.baseline for row in read_rows(path)])
+            versus_baseline(rows, read_specs(args.baseline))
         return
     n = args.size
     args.centre = n // 16
