@@ -1,7 +1,7 @@
 """Anderson-accelerated EP (the fallback's last stage), against the dense EP of tests/reference_ep.py: the fixed
-point it reaches on small problems, on independent blocks, and, where the damped parallel schedule and the
-variance-decoupled loop both leave the fit circling, a point that one undamped update of the reference does not
-move."""
+point it reaches on small problems (on independent blocks: tests/test_ep_decoupled.py, beside the decoupled stage),
+and, where the damped parallel schedule and the variance-decoupled loop both leave the fit circling, a point that
+one undamped update of the reference does not move."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 from scipy.special import expit
 
 import adaptcs.models._ep as ep
-from adaptcs.models._blocks import BlockPosterior, BlockRows
 from adaptcs.models._ep_anderson import anderson_ep
 from adaptcs.models._ep_decoupled import decoupled_ep
 from adaptcs.models._ep_fallback import stable_ep
@@ -110,36 +109,6 @@ def test_the_fallback_takes_anderson_where_decoupling_fails_and_run_ep_keeps_its
     assert run.converged and run.n_fallback > 0 and calls and calls[-1].converged
     moved_mean, moved_prob = _moved_by_one_reference_update(problem, hyper, run)
     assert moved_mean < ep.RESIDUAL_FACTOR * tol and moved_prob < ep.RESIDUAL_FACTOR * tol
-
-
-def test_on_independent_blocks_only_the_blocks_still_moving_are_factorised(monkeypatch):
-    """Three blocks of different difficulty (groups inside blocks): a block is frozen once its strict test passes,
-    later posteriors refactorise only the others, and the run ends at the dense reference's fixed point."""
-    rng = np.random.default_rng(2)
-    B, r, b, size = 3, 8, 12, 2
-    stacked = rng.normal(size=(B, r, b))
-    stacked[0] *= 4.0
-    groups = np.repeat(np.arange(B * b // size), size)
-    w = np.where(rng.random(B * b // size) < 0.3, 1.0, 0.0)[groups] * rng.normal(size=B * b)
-    rows = BlockRows(stacked)
-    y = rows.matvec(w) + 0.1 * rng.normal(size=B * r)
-    G, p0, v0, s2 = groups.max() + 1, 0.3, 1.0, 0.01
-    problem = ep.EPProblem(rows, y, groups, np.zeros(G), v_inf_ratio=100.0, damping=0.9, damping_decay=0.99)
-    assert problem.group_block is not None
-    hyper = ep.Hyper(np.array([np.log(p0 / (1 - p0))]), np.array([v0]), s2)
-    prior = ep.EPSites.initial(np.full(B * b, p0), np.full(B * b, v0))
-    partial, original = [], BlockPosterior.updated
-
-    def counting(self, model, prior_var, shift, blocks):
-        partial.append(int(np.count_nonzero(blocks)))
-        return original(self, model, prior_var, shift, blocks)
-
-    monkeypatch.setattr(BlockPosterior, "updated", counting)
-    run = anderson_ep(problem, hyper, prior, tol=1e-9, max_iter=400)
-    assert run.converged and partial and min(partial) < B
-    mean, group_prob, _ = reference_ep(rows.dense(), y, groups, np.full(G, p0), v0, s2, v_inf=100.0 * v0)
-    np.testing.assert_allclose(run.post.mean, mean, atol=1e-6 * np.max(np.abs(mean)))
-    np.testing.assert_allclose(run.groups.prob, group_prob, atol=1e-6)
 
 
 def test_a_step_that_would_make_a_site_precision_negative_is_replaced_by_a_damped_plain_step():

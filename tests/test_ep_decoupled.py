@@ -1,6 +1,7 @@
-"""The variance-decoupled EP (the fallback of run_ep where the parallel update circles), against a dense EP written
-out in tests/reference_ep.py: its fixed point on a small problem, and the fixed-point property of what it returns
-on a warm refit of a designed E3 loop where the parallel schedule stalls."""
+"""The variance-decoupled EP (the fallback of run_ep where the parallel update circles; its Anderson stage is in
+tests/test_ep_anderson.py), against a dense EP written out in tests/reference_ep.py: its fixed point on a small
+problem and on independent blocks (with the Anderson stage too), and the fixed-point property of what it returns on a
+warm refit of a designed E3 loop where the parallel schedule stalls."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from scipy.special import expit
 
 import adaptcs.models._ep as ep
 from adaptcs.experiments import run_job
+from adaptcs.models._ep_anderson import anderson_ep
 from adaptcs.models._ep_decoupled import decoupled_ep
 from adaptcs.models._ep_fallback import stable_ep
 
@@ -135,11 +137,13 @@ def test_a_fit_that_is_read_gets_the_larger_fallback_budget_and_is_then_at_an_ep
     assert np.max(np.abs(prob - est.group_prob_)) < ep.RESIDUAL_FACTOR * est.tol
 
 
+@pytest.mark.parametrize("stage", ["decoupled", "anderson"])
 def test_on_independent_blocks_only_the_blocks_still_moving_are_factorised_and_it_reaches_the_dense_fixed_point(
-        monkeypatch):
-    """Block-diagonal rows (three blocks of different difficulty, groups inside blocks): the fallback freezes a block
-    once its strict test passes and refactorises only the rest, and ends at the fixed point of the dense reference
-    EP run on the same rows written out densely."""
+        stage, monkeypatch):
+    """Block-diagonal rows (three blocks of different difficulty, groups inside blocks): each stage of the fallback
+    (the variance-decoupled loop, Anderson-accelerated EP) freezes a block once its strict test passes and
+    refactorises only the rest, and ends at the fixed point of the dense reference EP run on the same rows written
+    out densely."""
     from adaptcs.models._blocks import BlockPosterior, BlockRows
 
     rng = np.random.default_rng(2)
@@ -163,7 +167,10 @@ def test_on_independent_blocks_only_the_blocks_still_moving_are_factorised_and_i
         return original(self, model, prior_var, shift, blocks)
 
     monkeypatch.setattr(BlockPosterior, "updated", counting)
-    run = decoupled_ep(problem, hyper, prior, tol=1e-9, max_outer=400)
+    if stage == "decoupled":
+        run = decoupled_ep(problem, hyper, prior, tol=1e-9, max_outer=400)
+    else:
+        run = anderson_ep(problem, hyper, prior, tol=1e-9, max_iter=400)
     assert run.converged and partial and min(partial) < B  # some posteriors refactorised only some blocks
     mean, group_prob, _ = reference_ep(rows.dense(), y, groups, np.full(G, p0), v0, s2, v_inf=100.0 * v0)
     scale = np.max(np.abs(mean))
