@@ -2,9 +2,9 @@
 the fixed points that neither the damped parallel schedule nor the variance-decoupled loop reaches.
 
 Some EP fixed points are unstable under every damped schedule: the undamped update's Jacobian there has a complex
-pair outside the unit circle, and damping only rotates it (docs/log/mri.md, "The columns EP leaves circling under
-the gradient-echo phase": k-space columns that parallel, sequential and variance-decoupled EP all leave circling,
-while a double loop on the EP free energy reaches a fixed point of the same clamped update in 300-1000 outer steps).
+pair outside the unit circle, and damping only rotates it (docs/log/mri.md, "Anderson acceleration reaches the
+columns that circle": k-space columns that parallel, sequential and variance-decoupled EP all leave circling, while
+a double loop on the EP free energy reaches a fixed point of the same clamped update in 300-1000 outer steps).
 Anderson acceleration (type II, Walker & Ni 2011) solves ``U(x) = x`` for the undamped parallel update ``U`` in the
 sites' natural parameters ``x = (mt / vt, 1 / vt, pt)``: from the last ``memory`` steps ``dx_k``, and the changes of
 the residual ``g = U(x) - x`` they made, ``dg_k``, it takes
