@@ -1,5 +1,6 @@
-"""Variance-decoupled EP: the fallback of :func:`adaptcs.models._ep.run_ep` where the parallel update circles
-(``EPProblem(..., fallback=decoupled_ep)``, what the estimators pass unless ``fallback=False``).
+"""Variance-decoupled EP: the first stage of the fallback of :func:`adaptcs.models._ep.run_ep` where the parallel
+update circles (:func:`adaptcs.models._ep_fallback.stable_ep`, what the estimators pass unless ``fallback=False``;
+Anderson-accelerated EP follows where this loop circles too).
 
 After some new rows the parallel EP update circles its fixed point instead of approaching it (docs/model.md, "Why
 warm refits can be slow": a complex pair of the update's Jacobian outside the unit circle). Seeger & Nickisch
