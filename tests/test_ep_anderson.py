@@ -123,3 +123,37 @@ def test_a_step_that_would_make_a_site_precision_negative_is_replaced_by_a_dampe
     np.testing.assert_array_equal(out[0], proposed[0])
     np.testing.assert_allclose(out[1:], x[1:] + SAFE_STEP * g[1:])
     assert np.all(out[:, b:2 * b] > 0)
+
+
+def test_where_anderson_fails_from_the_decoupled_end_it_restarts_the_blocks_still_moving_from_the_start(
+        monkeypatch):
+    """The fallback's last stage: Anderson again, with the blocks the second stage left moving back at the sites the
+    fallback started from and the blocks at their fixed points kept where they are."""
+    import adaptcs.models._ep_fallback as fallback
+    from adaptcs.models._blocks import BlockRows
+    from adaptcs.models._ep_decoupled import FallbackRun
+
+    rng = np.random.default_rng(4)
+    B, r, b = 3, 5, 6
+    rows = BlockRows(rng.normal(size=(B, r, b)))
+    groups = np.repeat(np.arange(B * b // 2), 2)
+    problem = ep.EPProblem(rows, rng.normal(size=B * r), groups, np.zeros(B * b // 2), v_inf_ratio=100.0,
+                           damping=0.9, damping_decay=0.99)
+    hyper = ep.Hyper(np.array([0.0]), np.array([1.0]), 0.1)
+    start = ep.EPSites.initial(np.full(B * b, 0.5), np.full(B * b, 1.0))
+    moved = ep.EPSites(var=np.full(B * b, 2.0), mean=np.full(B * b, 3.0), logit=np.full(B * b, 4.0))
+    starts = []
+
+    def failing(problem, hyper, sites, *, tol):
+        starts.append(sites)
+        done = np.array([True, False, True])
+        return FallbackRun(moved, None, None, False, 1.0, 1, 10, done)
+
+    monkeypatch.setattr(fallback, "decoupled_ep", lambda *args, **kw: failing(*args[:3], tol=kw["tol"]))
+    monkeypatch.setattr(fallback, "anderson_ep", failing)
+    run = stable_ep(problem, hyper, start, tol=1e-6)
+    assert len(starts) == 3 and not run.converged and run.n_posteriors == 30
+    restart, second_block = starts[2], np.arange(B * b) // b == 1
+    for name in ("var", "mean", "logit"):
+        np.testing.assert_array_equal(getattr(restart, name)[second_block], getattr(start, name)[second_block])
+        np.testing.assert_array_equal(getattr(restart, name)[~second_block], getattr(moved, name)[~second_block])

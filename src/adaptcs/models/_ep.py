@@ -499,13 +499,62 @@ def _group_blocks(coef_group: np.ndarray, blocks: BlockRows, n_groups: int) -> n
     return low if np.array_equal(low, high) else None
 
 
-def _block_changes(problem: EPProblem, post, groups: GroupPosterior, new_post,
-                   new_groups: GroupPosterior) -> np.ndarray:
-    """:func:`fit_change` block by block (its largest value is :func:`fit_change`), shape (B,)."""
-    size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
-    change = (np.abs(new_post.mean - post.mean) / size).reshape(problem.blocks.n_blocks, -1).max(axis=1)
-    np.maximum.at(change, problem.group_block, np.abs(new_groups.prob - groups.prob))
-    return change
+class ActiveBlocks:
+    """Which blocks of an EP problem still move, for the loops that freeze a block once its own change is below
+    ``tol`` (:func:`run_ep`, :mod:`adaptcs.models._ep_decoupled`, :mod:`adaptcs.models._ep_anderson`).
+
+    With independent blocks (``problem.group_block``: block-diagonal rows, every group inside one block) and
+    ``blockwise``, each block is tracked apart and only the blocks still moving are factorised again; otherwise the
+    whole problem is one block.
+
+    Attributes
+    ----------
+    n_blocks : int
+    active : ndarray of bool, shape (n_blocks,)
+        The blocks still moving.
+    residual : ndarray, shape (n_blocks,)
+        Each block's last recorded change (a frozen block keeps the one it was frozen with); ``inf`` before the
+        first record.
+    """
+
+    def __init__(self, problem: EPProblem, *, blockwise: bool = True):
+        self._problem = problem
+        self.independent = blockwise and problem.group_block is not None
+        self.n_blocks = problem.blocks.n_blocks if self.independent else 1
+        self.active = np.ones(self.n_blocks, dtype=bool)
+        self.residual = np.full(self.n_blocks, np.inf)
+        d = problem.coef_group.shape[0]
+        self.coef_block = np.arange(d) // (d // self.n_blocks)  # shape (d,)
+
+    def moving(self) -> np.ndarray:
+        """The coefficients whose sites may move, shape (d,) bool."""
+        return self.active[self.coef_block]
+
+    def posterior(self, model, hyper: Hyper, sites: EPSites, last=None):
+        """``(posterior, groups)`` at ``sites``; with ``last`` (the posterior of the sites before, which differ only
+        in active blocks) the frozen blocks' factors are taken from it, not factorised again."""
+        if last is not None and self.independent and not self.active.all():
+            post = last.updated(model, sites.var, sites.mean / sites.var, self.active)
+        else:
+            post = model.posterior(sites.var, sites.mean / sites.var)
+        return post, self._problem.group_posterior(hyper, sites)
+
+    def changes(self, post, groups: GroupPosterior, new_post, new_groups: GroupPosterior) -> np.ndarray:
+        """:func:`fit_change` of every block, shape (n_blocks,) (the largest is :func:`fit_change`)."""
+        if not self.independent:
+            return np.array([fit_change(post, groups, new_post, new_groups)])
+        problem = self._problem
+        size = np.sqrt(np.max(new_post.mean**2 + np.maximum(new_post.var, 0.0)))
+        change = (np.abs(new_post.mean - post.mean) / size).reshape(problem.blocks.n_blocks, -1).max(axis=1)
+        np.maximum.at(change, problem.group_block, np.abs(new_groups.prob - groups.prob))
+        return change
+
+    def record(self, residuals: np.ndarray, tol: float) -> float:
+        """Take the active blocks' new ``residuals`` (shape (n_blocks,)), freeze those below ``tol``, and return
+        the largest residual over all blocks."""
+        self.residual[self.active] = residuals[self.active]
+        self.active &= self.residual >= tol
+        return float(np.max(self.residual))
 
 
 def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_iter: int, schedule: str = "decay",
@@ -559,15 +608,10 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
     residuals: list[float] = []
     cooling = False
     n_fallback = 0  # posteriors spent in the variance-decoupled fallback
-    blockwise = adapt is None and problem.group_block is not None
-    if blockwise:
-        active = np.ones(problem.blocks.n_blocks, dtype=bool)
-        block_residual = np.full(active.shape[0], np.inf)
-        coef_block = np.arange(coef_group.shape[0]) // problem.blocks.stacked.shape[2]
+    blocks = ActiveBlocks(problem, blockwise=adapt is None)
     for n_iter in range(1, max_iter + 1):  # noqa: B007 (read after the loop)
         cav = _cavity(post, sites, groups.logit[coef_group], problem.untouched)
-        moving = cav.usable if not blockwise or active.all() else cav.usable & active[coef_block]
-        new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), moving, xi)
+        new_sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable & blocks.moving(), xi)
         hyper_change = 0.0
         if adapt is not None:
             hyper, hyper_change = adapt(hyper, post, cav, groups, xi)
@@ -575,29 +619,19 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
         step_weight = xi
         xi *= COOL_DECAY if cooling else damping_decay
         try:
-            if blockwise and not active.all():
-                new_post = post.updated(model, new_sites.var, new_sites.mean / new_sites.var, active)
-            else:
-                new_post = model.posterior(new_sites.var, new_sites.mean / new_sites.var)
+            new_post, new_groups = blocks.posterior(model, hyper, new_sites, last=post)
         except np.linalg.LinAlgError as exc:  # rounding broke positive definiteness: keep the last posterior
             failure = f"the posterior lost positive definiteness at iteration {n_iter} ({exc})"
             break
-        new_groups = problem.group_posterior(hyper, new_sites)
-        if blockwise:
-            changes = _block_changes(problem, post, groups, new_post, new_groups)
-            change = float(np.max(changes))
-        else:
-            change = max(fit_change(post, groups, new_post, new_groups), hyper_change)
+        changes = np.maximum(blocks.changes(post, groups, new_post, new_groups), hyper_change)
+        change = float(np.max(changes))
         if not np.isfinite(change):  # keep the last finite posterior
             failure = f"non-finite posterior at iteration {n_iter}"
             break
         sites, post, groups = new_sites, new_post, new_groups
-        # The change an undamped update would make: small at a fixed point, whatever the damping.
-        residual = change / step_weight
-        if blockwise:  # frozen blocks keep the residual they were frozen with
-            block_residual[active] = changes[active] / step_weight
-            residual = float(np.max(block_residual))
-            active &= block_residual >= tol
+        # The change an undamped update would make: small at a fixed point, whatever the damping. A frozen block
+        # keeps the residual it was frozen with.
+        residual = blocks.record(changes / step_weight, tol)
         if progress is not None:
             progress(n_iter, change, residual, step_weight)
         if change < tol:

@@ -1,4 +1,4 @@
-"""Anderson-accelerated EP: the last stage of the fallback (:func:`adaptcs.models._ep_fallback.stable_ep`), for
+"""Anderson-accelerated EP: the last stages of the fallback (:func:`adaptcs.models._ep_fallback.stable_ep`), for
 the fixed points that neither the damped parallel schedule nor the variance-decoupled loop reaches.
 
 Some EP fixed points are unstable under every damped schedule: the undamped update's Jacobian there has a complex
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adaptcs.models._ep import EPSites, _at, _block_changes, _cavity, _damped, _matched_sites, fit_change
+from adaptcs.models._ep import ActiveBlocks, EPSites, _at, _cavity, _damped, _matched_sites
 from adaptcs.models._ep_decoupled import FallbackRun
 
 #: Steps remembered, the mixing ``beta`` and the updates allowed (each costs two factorisations of the blocks still
@@ -63,13 +63,10 @@ def anderson_ep(problem, hyper, sites: EPSites, *, tol: float, max_iter: int = M
     """
     model, v0, v_inf = _at(problem, hyper)
     logit_of = problem.coef_group
-    blockwise = problem.group_block is not None
-    n_blocks = problem.blocks.n_blocks if blockwise else 1
+    blocks = ActiveBlocks(problem)
+    n_blocks, active = blocks.n_blocks, blocks.active  # ``active`` is updated in place by ``blocks.record``
     d = sites.var.shape[0]
     b = d // n_blocks
-    active = np.ones(n_blocks, dtype=bool)
-    block_change = np.full(n_blocks, np.inf)
-    coef_block = np.arange(d) // b
 
     def natural(s: EPSites) -> np.ndarray:  # (n_blocks, 3 b): every block's (mt / vt, 1 / vt, pt)
         return np.stack([s.mean / s.var, 1.0 / s.var, s.logit]).reshape(3, n_blocks, b).transpose(1, 0, 2) \
@@ -79,30 +76,19 @@ def anderson_ep(problem, hyper, sites: EPSites, *, tol: float, max_iter: int = M
         h, pi, pt = x.reshape(n_blocks, 3, b).transpose(1, 0, 2).reshape(3, d)
         return EPSites(var=1.0 / pi, mean=h / pi, logit=pt)
 
-    def posterior(s: EPSites, last=None):
-        if last is not None and blockwise and not active.all():  # only the blocks still moving are factorised
-            return last.updated(model, s.var, s.mean / s.var, active), problem.group_posterior(hyper, s)
-        return model.posterior(s.var, s.mean / s.var), problem.group_posterior(hyper, s)
-
-    post, groups = posterior(sites)
+    post, groups = blocks.posterior(model, hyper, sites)
     n_posteriors, change = 1, np.inf
     x = natural(sites)
     past_x, past_g = [], []  # the last memory + 1 iterates and residuals, (n_blocks, 3 b) each
     start = np.zeros(n_blocks, dtype=int)  # each block's history begins at this entry of past_x
     for iteration in range(1, max_iter + 1):
         cav = _cavity(post, sites, groups.logit[logit_of], problem.untouched)
-        moving = cav.usable & active[coef_block]
-        updated = _damped(sites, _matched_sites(cav, v0, v_inf), moving, 1.0)
-        updated_post, updated_groups = posterior(updated, post)
+        updated = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable & blocks.moving(), 1.0)
+        updated_post, updated_groups = blocks.posterior(model, hyper, updated, post)
         n_posteriors += 1
-        if blockwise:
-            block_change[active] = _block_changes(problem, post, groups, updated_post, updated_groups)[active]
-        else:
-            block_change[:] = fit_change(post, groups, updated_post, updated_groups)
-        active &= block_change >= tol
-        change = float(np.max(block_change))
+        change = blocks.record(blocks.changes(post, groups, updated_post, updated_groups), tol)
         if not active.any():  # every block at a fixed point to tol: keep the points, not their updates
-            return FallbackRun(sites, post, groups, True, change, iteration, n_posteriors)
+            return FallbackRun(sites, post, groups, True, change, iteration, n_posteriors, ~active)
         g = natural(updated) - x
         past_x.append(x)
         past_g.append(g)
@@ -126,9 +112,9 @@ def anderson_ep(problem, hyper, sites: EPSites, *, tol: float, max_iter: int = M
         proposed[~active] = x[~active]
         x = proposed
         sites = sites_of(x)
-        post, groups = posterior(sites, post)
+        post, groups = blocks.posterior(model, hyper, sites, post)
         n_posteriors += 1
-    return FallbackRun(sites, post, groups, False, change, max_iter, n_posteriors)
+    return FallbackRun(sites, post, groups, False, change, max_iter, n_posteriors, ~active)
 
 
 def _safeguarded(proposed: np.ndarray, x: np.ndarray, g: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adaptcs.models._ep import _at, _block_changes, _Cavity, _cavity, _damped, _matched_sites, fit_change
+from adaptcs.models._ep import ActiveBlocks, _at, _Cavity, _cavity, _damped, _matched_sites
 
 # Inner steps per outer step, the damping of every step and the outer steps allowed (the budget is about
 # MAX_OUTER * (INNER_STEPS + 1) posteriors; measured in docs/log/investigations/bench_decoupled_ep.py).
@@ -56,6 +56,7 @@ class FallbackRun:
     change: float  # that update's change (the residual of the strict test)
     n_outer: int  # outer steps (decoupled) or updates (Anderson)
     n_posteriors: int  # posteriors or posterior means computed: the cost, comparable with run_ep's iterations
+    blocks_done: np.ndarray  # bool, shape (n_blocks,) (one block without independent blocks): strict test passed
 
 
 def decoupled_ep(problem, hyper, sites, *, tol: float, max_outer: int = MAX_OUTER, inner_steps: int = INNER_STEPS,
@@ -82,42 +83,24 @@ def decoupled_ep(problem, hyper, sites, *, tol: float, max_outer: int = MAX_OUTE
     """
     model, v0, v_inf = _at(problem, hyper)
     logit_of = problem.coef_group
-    blockwise = problem.group_block is not None
-    if blockwise:
-        n_blocks = problem.blocks.n_blocks
-        active = np.ones(n_blocks, dtype=bool)
-        block_change = np.full(n_blocks, np.inf)  # each block's last strict-test change
-        coef_block = np.arange(logit_of.shape[0]) // problem.blocks.stacked.shape[2]
-
-    def moving():  # the coefficients whose sites may move
-        return active[coef_block] if blockwise else True
-
-    def posterior(s, last=None):
-        if last is not None and blockwise and not active.all():  # only the blocks still moving are factorised
-            return last.updated(model, s.var, s.mean / s.var, active), problem.group_posterior(hyper, s)
-        return model.posterior(s.var, s.mean / s.var), problem.group_posterior(hyper, s)
+    blocks = ActiveBlocks(problem)
 
     def mean_of(s, last):  # the inner steps need the mean only (about half a posterior's cost where n < d)
         if hasattr(model, "posterior_mean"):
             return model.posterior_mean(s.var, s.mean / s.var)
-        return posterior(s, last)[0].mean
+        return blocks.posterior(model, hyper, s, last)[0].mean
 
-    post, groups = posterior(sites)
+    post, groups = blocks.posterior(model, hyper, sites)
     n_posteriors, change = 1, np.inf
     for outer in range(1, max_outer + 1):
         frozen = _cavity(post, sites, groups.logit[logit_of], problem.untouched)
         # the strict test: one undamped parallel update from here
-        trial = _damped(sites, _matched_sites(frozen, v0, v_inf), frozen.usable & moving(), 1.0)
-        trial_post, trial_groups = posterior(trial, post)
+        trial = _damped(sites, _matched_sites(frozen, v0, v_inf), frozen.usable & blocks.moving(), 1.0)
+        trial_post, trial_groups = blocks.posterior(model, hyper, trial, post)
         n_posteriors += 1
-        if blockwise:
-            block_change[active] = _block_changes(problem, post, groups, trial_post, trial_groups)[active]
-            active &= block_change >= tol
-            change = float(np.max(block_change))
-        else:
-            change = fit_change(post, groups, trial_post, trial_groups)
+        change = blocks.record(blocks.changes(post, groups, trial_post, trial_groups), tol)
         if change < tol:  # a fixed point to tol: keep it (the trial step may move away from an unstable one)
-            return FallbackRun(sites, post, groups, True, change, outer, n_posteriors)
+            return FallbackRun(sites, post, groups, True, change, outer, n_posteriors, ~blocks.active)
         cav = frozen
         for step in range(inner_steps):
             if step:
@@ -127,7 +110,7 @@ def decoupled_ep(problem, hyper, sites, *, tol: float, max_outer: int = MAX_OUTE
                     mean = np.where(frozen.valid, u + frozen.var * (u - sites.mean) / sites.var, frozen.mean)
                 cav = _Cavity(var=frozen.var, mean=mean, logit=groups.logit[logit_of] - sites.logit,
                               valid=frozen.valid, limit=frozen.limit)
-            sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable & moving(), damping)
-        post, groups = posterior(sites, post)
+            sites = _damped(sites, _matched_sites(cav, v0, v_inf), cav.usable & blocks.moving(), damping)
+        post, groups = blocks.posterior(model, hyper, sites, post)
         n_posteriors += 1
-    return FallbackRun(sites, post, groups, False, change, max_outer, n_posteriors)
+    return FallbackRun(sites, post, groups, False, change, max_outer, n_posteriors, ~blocks.active)
