@@ -25,6 +25,7 @@ from adaptcs.bases.separable import LineScan, SeparableWavelet, real_form, stack
 from adaptcs.models._base import with_blas_limit
 from adaptcs.models._blocks import SharedBlockRows
 from adaptcs.models._ep import EPProblem, Hyper, warn_not_converged
+from adaptcs.models._ep_fallback import stable_ep
 from adaptcs.models._line_ep import EP_CONSTRAINTS, fit_lines_ep, fit_outcome
 from adaptcs.models._line_gaussian import (
     checked_candidates,
@@ -179,6 +180,8 @@ class LineSpikeSlab(LineModel):
                             v_inf_ratio=self.v_inf_ratio, damping=self.damping, damping_decay=self.damping_decay)
         noise = self.noise_var / 2.0 / c**2
         warm_state = self._state if warm and self._state is not None else None
+        if warm_state is None:  # a fit from scratch is read: the fallback takes it to EP's fixed point where it can
+            problem.fallback = stable_ep
         start = None
         if warm_state is None:
             level = np.full(problem.n_levels, float(logit(self.p0)))
