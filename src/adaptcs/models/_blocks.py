@@ -162,8 +162,10 @@ class BlockGaussianModel:
 
 
 def _factorise(stacked: np.ndarray, block_prior_var: np.ndarray, s2: float):
-    """``C_q`` (lower Cholesky of ``K_q = s2 I + A_q L_q A_q^T``), ``C_q^{-1}`` and ``G_q = C_q^{-1} A_q L_q`` of
-    every block; ``stacked`` (B or 1, r, b), ``block_prior_var`` (B, b). O(B r^2 b)."""
+    """Every block's ``log|K_q|`` (shape (B,)), ``|C_q^{-1}|_F^2`` (shape (B,)) and ``G_q = C_q^{-1} A_q L_q``
+    (shape (B, r, b)), where ``C_q`` is the lower Cholesky factor of ``K_q = s2 I + A_q L_q A_q^T``; ``stacked``
+    (B or 1, r, b), ``block_prior_var`` (B, b). O(B r^2 b). Only ``G_q`` is kept whole: the evidence needs no more
+    of ``C_q`` than the two sums, and a partial update copies what is kept."""
     r = stacked.shape[1]
     sqrt_l = np.sqrt(block_prior_var)
     scaled = stacked * sqrt_l[:, None, :]  # A_q L_q^{1/2}, (B, r, b)
@@ -179,7 +181,9 @@ def _factorise(stacked: np.ndarray, block_prior_var: np.ndarray, s2: float):
         chol_inv[q], info = lapack.dtrtri(chol[q], lower=1)
         if info:
             raise np.linalg.LinAlgError(f"block {q}: the Cholesky factor is singular")
-    return chol, chol_inv, np.matmul(chol_inv, scaled) * sqrt_l[:, None, :]
+    log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
+    inv_sq = np.einsum("qij,qij->q", chol_inv, chol_inv)
+    return log_det, inv_sq, np.matmul(chol_inv, scaled) * sqrt_l[:, None, :]
 
 
 class BlockPosterior:
@@ -192,9 +196,8 @@ class BlockPosterior:
     block_prior_var : ndarray, shape (B, b)
         The prior (site) variances ``L_q`` of every block.
     factor : ndarray, shape (B, r, b)
-        ``G_q = C_q^{-1} A_q L_q`` of every block: ``V_q = L_q - G_q^T G_q``.
-    chol : ndarray, shape (B, r, r)
-        Lower Cholesky factors ``C_q`` of ``K_q = s2 I + A_q L_q A_q^T``.
+        ``G_q = C_q^{-1} A_q L_q`` of every block: ``V_q = L_q - G_q^T G_q``, with ``C_q`` the lower Cholesky factor
+        of ``K_q = s2 I + A_q L_q A_q^T``.
     """
 
     def __init__(self, model: BlockGaussianModel, prior_var: np.ndarray, shift: np.ndarray):
@@ -202,7 +205,8 @@ class BlockPosterior:
         B, b = rows.n_blocks, rows.stacked.shape[2]
         self.prior_var = prior_var
         self.block_prior_var = prior_var.reshape(B, b)
-        self.chol, self._chol_inv, self.factor = _factorise(rows.stacked, self.block_prior_var, model.noise_var)
+        self._log_det_k, self._inv_sq, self.factor = _factorise(rows.stacked, self.block_prior_var,
+                                                                model.noise_var)
         self.var_reduction = np.einsum("qrb,qrb->qb", self.factor, self.factor).ravel()
         self.var = prior_var - self.var_reduction
         self._shape, self._noise_var, self._n = (B, b), model.noise_var, model.n
@@ -221,9 +225,9 @@ class BlockPosterior:
         new.block_prior_var = prior_var.reshape(B, b)
         stacked = model.rows.stacked
         stacked = stacked[blocks] if stacked.shape[0] == B else stacked  # per-block rows, or one shared block
-        chol, chol_inv, factor = _factorise(stacked, new.block_prior_var[blocks], self._noise_var)
-        new.chol, new._chol_inv, new.factor = self.chol.copy(), self._chol_inv.copy(), self.factor.copy()
-        new.chol[blocks], new._chol_inv[blocks], new.factor[blocks] = chol, chol_inv, factor
+        log_det, inv_sq, factor = _factorise(stacked, new.block_prior_var[blocks], self._noise_var)
+        new._log_det_k, new._inv_sq, new.factor = self._log_det_k.copy(), self._inv_sq.copy(), self.factor.copy()
+        new._log_det_k[blocks], new._inv_sq[blocks], new.factor[blocks] = log_det, inv_sq, factor
         var_reduction = self.var_reduction.reshape(B, b).copy()
         var_reduction[blocks] = np.einsum("qrb,qrb->qb", factor, factor)
         new.var_reduction = var_reduction.ravel()
@@ -261,11 +265,11 @@ class BlockPosterior:
     def trace_data(self) -> float:
         """``tr(X V X^T) = sum_q (s2 r - s2^2 |C_q^{-1}|_F^2)``."""
         s2 = self._noise_var
-        return float(s2 * self._n - s2 * s2 * np.sum(self._chol_inv * self._chol_inv))
+        return float(s2 * self._n - s2 * s2 * np.sum(self._inv_sq))
 
     def log_det_marginal(self) -> float:
         """``log|K| = sum_q log|K_q|``."""
-        return float(2.0 * np.sum(np.log(np.diagonal(self.chol, axis1=1, axis2=2))))
+        return float(np.sum(self._log_det_k))
 
     def log_det(self) -> float:
         """``log|V|`` by Sylvester's identity (-inf if some prior variance is 0)."""
