@@ -256,6 +256,8 @@ def main() -> None:
     parser.add_argument("--prior", choices=["gaussian", "phase_sparse"], default="gaussian",
                         help="the line model that designs and reconstructs (the `line` reconstructor)")
     parser.add_argument("--budgets", type=int, nargs="+", help="line counts (default: size / 8 and size / 4)")
+    parser.add_argument("--warm-tol", type=float,
+                        help="with --prior phase_sparse: EP's tolerance in the design's warm refits (default: tol)")
     parser.add_argument("--relearn-at", type=int, nargs="+", default=[],
                         help="line counts where the design loop refits from scratch (a model that relearns its "
                              "values only when read, as the sparse phase model, learns them again there)")
@@ -285,7 +287,8 @@ def main() -> None:
 
     def make_model(noise_var):
         if args.prior == "phase_sparse":
-            return PhaseLineSpikeSlab(basis, noise_var=noise_var, profile=profile, p0=0.5, learn=("v0",))
+            return PhaseLineSpikeSlab(basis, noise_var=noise_var, profile=profile, p0=0.5, learn=("v0",),
+                                      warm_tol=args.warm_tol)
         return PhaseLineGaussian(basis, noise_var=noise_var, profile=profile)
 
     warnings.simplefilter("ignore", ConvergenceWarning)

@@ -149,6 +149,29 @@ def test_a_design_loop_reads_a_refit_that_relearned_without_fitting_it_again(sca
     assert run.fits[6].converged_ and run.fits[8].converged_
 
 
+def test_warm_refits_run_to_warm_tol_and_the_fits_a_design_loop_reads_to_tol(scan):
+    """A warm refit (it only chooses the next line) stops at ``warm_tol``, sooner than at ``tol``; the fits a design
+    loop reads are fits from scratch at ``tol`` whatever ``warm_tol`` is."""
+    from adaptcs.bases.separable import centre_lines
+    from adaptcs.models._ep import RESIDUAL_FACTOR
+    from adaptcs.mri.design import design_lines
+
+    basis, K, lines = scan
+    kwargs = dict(noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3, tol=1e-7)
+    iterations = {}
+    for warm_tol in (None, 1e-2):
+        model = PhaseLineSpikeSlab(basis, warm_tol=warm_tol, **kwargs)
+        model.fit(K[lines[:6]], lines[:6])
+        warm = model.fit(K[lines], lines, warm=True)
+        iterations[warm_tol] = warm.n_iter_
+        assert warm.converged_ and warm.fixed_point_residual_ < RESIDUAL_FACTOR * (warm_tol or 1e-7)
+    assert iterations[1e-2] < iterations[None]
+    run = design_lines(K, PhaseLineSpikeSlab(basis, warm_tol=1e-2, **kwargs), start=centre_lines(N, 4), budget=8,
+                       checkpoints=[6, 8])
+    for b in (6, 8):
+        assert run.fits[b].converged_ and run.fits[b].fixed_point_residual_ < RESIDUAL_FACTOR * 1e-7
+
+
 def test_with_the_spike_almost_never_taken_the_fit_is_the_exact_gaussian_one(scan):
     basis, K, lines = scan
     kwargs = dict(noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, eps=0.1)
