@@ -122,9 +122,10 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
         them chooses worse lines (docs/log/mri.md, "Relearning v0 during the design").
     warm_tol : float or None
         EP's tolerance in the warm refits of a design loop, which only choose the next line (None, the default:
-        ``tol``); a fit that is read is always taken to ``tol``. At 1e-3 a design costs 0.81-0.98 of its CPU at 128 x
-        128 and 0.93 on a 256 x 256 slice, and chooses the same lines on most slices but not all (docs/log/mri.md,
-        "Warm refits to a looser tolerance"): not the default while the benchmark's tables are those of ``tol``.
+        ``tol``); a fit that is read is always taken to ``tol``. At 1e-3 a design costs 0.86-0.90 of its CPU at 128 x
+        128 (medians over 8 slices in each phase regime) and 0.93 on a 256 x 256 slice, with the same lines on 23
+        of 24 slices at 128 (docs/log/mri.md, "Fallback, CPU and the susceptibility regime"): not the default while
+        the benchmark's tables are those of ``tol``.
     tol, max_iter, damping, damping_decay, v_inf_ratio
         EP's settings, as in :class:`adaptcs.models.GroupSpikeSlabEP`; a run whose parallel update circles its fixed
         point goes on with the variance-decoupled update, then Anderson-accelerated EP
