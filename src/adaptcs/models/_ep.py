@@ -509,7 +509,11 @@ class ActiveBlocks:
 
     Attributes
     ----------
+    independent : bool
+        The blocks are tracked apart (else one block).
     n_blocks : int
+    coef_block : ndarray of int, shape (d,)
+        The block of every coefficient.
     active : ndarray of bool, shape (n_blocks,)
         The blocks still moving.
     residual : ndarray, shape (n_blocks,)
