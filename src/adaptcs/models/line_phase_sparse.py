@@ -161,9 +161,8 @@ class PhaseLineSpikeSlab(PhaseLineGaussian):
     def __init__(self, basis: SeparableWavelet, *, noise_var: float, profile=None, band: int | None = None,
                  eps: float | None = None, p0: float = 0.5, groups: str = "coefficient", learn=LEARN,
                  v0_follows_gaussian: bool = True, relearn_growth: float | None = None, warm_tol: float | None = None,
-                 tol: float = 1e-4,
-                 max_iter: int = 1000, damping: float = 0.9, damping_decay: float = 0.99, v_inf_ratio: float = 300.0,
-                 dense_rows: bool = False):
+                 tol: float = 1e-4, max_iter: int = 1000, damping: float = 0.9, damping_decay: float = 0.99,
+                 v_inf_ratio: float = 300.0, dense_rows: bool = False):
         super().__init__(basis, noise_var=noise_var, profile=profile, band=band, eps=eps)
         if not 0.0 < p0 < 1.0:
             raise ValueError(f"p0 must lie in (0, 1); got {p0}")
