@@ -423,8 +423,9 @@ def learn_evidence(problem: EPProblem, start: Hyper, learn, ep=REFINE_EP, settle
     """Coarse search, then EP with EM-like steps from its best point to the joint fixed point (type-II ML).
 
     With a prior per scale, a joint run that stops short of its fixed point is followed by a line search along
-    the EM-like step from where it stopped (:func:`_extrapolated`) and a new joint run from the best point, while
-    that helps. With ``settle``, a joint run still short of its fixed point is checked there (:func:`_settled`)."""
+    the EM-like step from where it stopped (:func:`_extrapolated`) and a new refinement from the best point, while
+    that helps. Refinements are :func:`_refine`'s: the joint run, or SQUAREM on independent blocks. With
+    ``settle``, a joint run still short of its fixed point is checked there (:func:`_settled`)."""
     hyper, run, n_fits = coarse_search(problem, start, learn)
     learned = _refine(problem, hyper, run.sites, learn, ep)
     if learned is None:  # the joint iteration broke down: keep the best point of the search, not converged
