@@ -3,9 +3,9 @@
 
 from adaptcs.operators.base import MeasurementOperator, PatternOperator, noise_variance
 from adaptcs.operators.hadamard import HadamardPatterns, walsh_matrix
-from adaptcs.operators.kspace import KSpaceLines
+from adaptcs.operators.kspace import CoilKSpaceLines, KSpaceLines
 from adaptcs.operators.rows import RowPool
 from adaptcs.operators.selection import BasisSelection
 
-__all__ = ["BasisSelection", "HadamardPatterns", "KSpaceLines", "MeasurementOperator", "PatternOperator", "RowPool",
-           "noise_variance", "walsh_matrix"]
+__all__ = ["BasisSelection", "CoilKSpaceLines", "HadamardPatterns", "KSpaceLines", "MeasurementOperator",
+           "PatternOperator", "RowPool", "noise_variance", "walsh_matrix"]

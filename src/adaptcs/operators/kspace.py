@@ -10,7 +10,14 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from adaptcs.bases.separable import SeparableWavelet, centred_dft, real_form, stack_columns, to_kspace
+from adaptcs.bases.separable import (
+    SeparableWavelet,
+    centred_dft,
+    real_form,
+    stack_columns,
+    to_kspace,
+    unstack_columns,
+)
 from adaptcs.models._blocks import SharedBlockRows
 from adaptcs.operators.base import MeasurementOperator
 
@@ -88,3 +95,72 @@ class KSpaceLines(MeasurementOperator):
         if hasattr(estimator, "line_gains"):
             return estimator.line_gains(None if candidates is None else self.check_chosen(candidates, unique=False))
         return super().gains(estimator, candidates)
+
+
+class CoilKSpaceLines(KSpaceLines):
+    """The phase-encode lines of a receive array's k-space, ``(coils, ny, nx)``: a candidate is a line read by every
+    coil, ``2 nx coils`` real values.
+
+    Parameters
+    ----------
+    basis : SeparableWavelet
+    sensitivities : array-like of complex, shape (coils, ny, nx)
+        The coils' sensitivities (what :meth:`record` applies; the coil line model,
+        :class:`adaptcs.models.line_coils.CoilPhaseLineGaussian`, takes the same).
+    n_first : int, optional
+        Centre lines every acquisition measures first; default ``max(1, ny // 16)``.
+
+    Notes
+    -----
+    :meth:`read` gives a line's values as (coils, nx) per line, shape (m, coils, nx). :meth:`gains` asks the coil
+    line model for its exact gains. :meth:`rows` are exact but built by linearity from one synthesis per
+    coefficient (O(ny nx) FFTs of the whole image): for small images only (tests, a generic estimator).
+    """
+
+    def __init__(self, basis: SeparableWavelet, sensitivities, n_first: int | None = None):
+        from adaptcs.models.line_coils import check_sensitivities
+
+        super().__init__(basis, n_first)
+        self.sensitivities = check_sensitivities(sensitivities, basis.shape)
+        self.n_coils = int(self.sensitivities.shape[0])
+        self.values_per_candidate = 2 * basis.shape[1] * self.n_coils
+
+    def record(self, signal) -> np.ndarray:
+        """The k-space of every coil of a complex image, ``to_kspace(s_c x)``, shape (coils, ny, nx)."""
+        image = np.asarray(signal)
+        if image.shape != self.basis.shape:
+            raise ValueError(f"the image must have shape {self.basis.shape}; got {image.shape}")
+        return np.array([to_kspace(s * image) for s in self.sensitivities])
+
+    def read(self, recording, chosen) -> np.ndarray:
+        """The chosen lines of every coil of a centred multi-coil k-space (coils, ny, nx): shape (m, coils, nx)."""
+        recording = np.asarray(recording)
+        if recording.shape != (self.n_coils, *self.basis.shape):
+            raise ValueError(f"the k-space must have shape {(self.n_coils, *self.basis.shape)} (coils, ny, nx); got "
+                             f"{recording.shape}")
+        return np.moveaxis(recording[:, self.check_chosen(chosen)], 0, 1)
+
+    def rows(self, chosen, *, as_sparse: bool = False):
+        """The rows of the chosen lines (every coil) on the stacked separable coefficients: shape
+        (2 m coils nx, 2 ny nx), real parts of the values as :meth:`read` orders them, then their imaginary parts
+        (:meth:`model_values`). Dense (``as_sparse`` is ignored: they are not sparse)."""
+        chosen = self.check_chosen(chosen)
+        ny, nx = self.basis.shape
+        out = np.empty((2 * chosen.shape[0] * self.n_coils * nx, self.n_coef))
+        unit = np.zeros(self.n_coef)
+        for i in range(self.n_coef):
+            unit[i] = 1.0
+            values = self.read(self.record(self.basis.inverse(unstack_columns(unit, ny))), chosen).ravel()
+            out[:, i] = np.concatenate([values.real, values.imag])
+            unit[i] = 0.0
+        return out
+
+    def model_values(self, chosen, values) -> np.ndarray:
+        """The lines' values (m, coils, nx) as :meth:`rows` measure them: real parts, then imaginary parts."""
+        chosen = self.check_chosen(chosen)
+        values = np.asarray(values)
+        if values.shape != (chosen.shape[0], self.n_coils, self.basis.shape[1]):
+            raise ValueError(f"values must have shape ({chosen.shape[0]}, {self.n_coils}, {self.basis.shape[1]}) "
+                             f"(lines, coils, readout); got {values.shape}")
+        flat = values.ravel()
+        return np.concatenate([flat.real, flat.imag])

@@ -1,0 +1,507 @@
+"""A receive array's lines: the phase-aware Gaussian line model with coil sensitivities, exact and block diagonal.
+
+Every coil ``c`` of an array sees the image through its sensitivity, ``s_c x``; a phase encode ``ky`` is read by
+every coil at once. After the inverse DFT along the readout, column ``x`` of pixels is measured by
+``[S F_y diag(s_c(:, x)) ]`` stacked over the coils, and by nothing else: the posterior stays exactly block diagonal
+over the columns, as for one coil (:mod:`adaptcs.models.line_phase`, whose prior, phase and trust ``eps_x`` this
+model keeps: the unknowns are the y-wavelet coefficients ``a + i b`` of ``exp(-i phi) x`` along each column, ``a`` of
+variance ``v p_s w_x``, ``b`` of ``eps_x`` times it).
+
+With ``C`` coils a column holds ``2 m C`` real values, more than its ``2 ny`` unknowns once ``m C > ny`` (64 lines of 8
+coils against 256 rows), so every column's posterior is computed in the unknowns' space, not the data's:
+
+- precision ``Q_x = Lambda_x^{-1} + H_x / s``, with ``H_x`` the real form of ``W_y (T_S o G_x) W_y^T``:
+  ``T_S = F_y[S]^H F_y[S]`` (the measured lines' circulant, weighted by the readouts each line averages) times,
+  element by element, the coils' cross-products ``G_x[j, l] = sum_c conj(e_c(j)) e_c(l)`` of the phased maps
+  ``e_c = s_c exp(i phi)``: O(nx ny^2 (C + ny)) to build, however many lines;
+- data ``t_x = W_y sum_c conj(e_c) o z_c`` (``z_c`` the coil's zero-filled column), evidence by the determinant
+  lemma, ``-1/2 (|z|^2 / s - t^T Q^{-1} t / s^2 + r log s + log det Lambda + log det Q + r log 2 pi)``;
+- the posterior covariance kept in the image's space (``exp(-i phi) x``, real and imaginary parts), where a line's
+  rows are ``F_y[ky] diag(e_c)``: a refit that keeps ``v`` and ``eps_x`` adds a line by an exact rank-``2C`` update
+  (O(nx ny^2 C)), and the information gain of every line, ``sum_x 1/2 log det(I_2C + B V B^T / s)``, needs each
+  line's ``C x C`` covariance and pseudo-covariance, which for all ``ky`` at once are the diagonals of
+  ``F diag(e_c) Sigma diag(conj e_c') F^H`` and ``F diag(e_c) Gamma diag(e_c') F^T``: one FFT per coil and one
+  product per column, O(nx C ny^2 (log ny + C)).
+
+The phase is that of the coil-combined image of the measured band lines, ``sum_c conj(s_c) z_c / sum_c |s_c|^2``
+(SENSE with the band alone; 0 where no coil sees the pixel); ``v`` and every ``eps_x`` are learned as for one coil
+(the full evidence, the conditional evidence of the lines outside the band, :func:`~.line_phase.eps_tolerance` of
+the number of such lines). With one coil of sensitivity 1 the model is :class:`~.line_phase.PhaseLineGaussian`
+(tests/test_line_coils.py checks it; and the posterior, evidence and gains against a dense model of the whole image
+built from the FFTs on small sizes).
+
+Sensitivities and data must be prewhitened together (:func:`adaptcs.mri.coils.prewhiten`): every coil's noise is
+white of variance ``noise_var`` per complex sample and independent of the other coils'.
+"""
+
+from __future__ import annotations
+
+import time
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.fft
+from scipy.linalg import lapack
+from scipy.optimize import minimize_scalar
+from sklearn.utils._param_validation import Interval
+
+from adaptcs.bases.separable import SeparableWavelet, centre_lines, centred_dft
+from adaptcs.models._base import with_blas_limit
+from adaptcs.models._line_model import LineModel, check_averages
+from adaptcs.models.line_phase import COLUMN_FLOOR, EPS_GRID, LEARN_ROUNDS, LOG_V_SPAN, eps_tolerance, solve_lower
+
+#: Refits of a design loop (``warm=True``) keep ``v`` and ``eps_x`` and add the new lines by an exact update of the
+#: posterior until this many lines have been added since the values were last learned; then they learn them again
+#: (from the last ``eps_x``, at most two rounds). A fit that is read learns them from scratch.
+RELEARN_EVERY = 8
+COLUMNS_PER_CHUNK = 2  # columns of pixels per stacked product in the gains (C ny^2 complex each: cache-sized)
+
+
+def check_sensitivities(sensitivities, shape: tuple[int, int]) -> np.ndarray:
+    """The coils' sensitivities as complex (coils, ny, nx); ValueError unless they are finite, of the image's shape
+    and not all zero at every pixel of some coil."""
+    maps = np.asarray(sensitivities)
+    if maps.ndim == 2:
+        maps = maps[None]
+    if maps.ndim != 3 or maps.shape[1:] != tuple(shape) or not np.all(np.isfinite(maps)):
+        raise ValueError(f"sensitivities must be finite of shape (coils, {shape[0]}, {shape[1]}); got "
+                         f"{maps.shape}")
+    if not np.all(np.any(maps != 0, axis=(1, 2))):
+        raise ValueError("a coil's sensitivity is 0 everywhere: drop that coil")
+    return maps.astype(complex)
+
+
+def real_form_stack(H: np.ndarray) -> np.ndarray:
+    """``[[Re H, -Im H], [Im H, Re H]]`` for a stack of complex (k, n, n): shape (k, 2n, 2n), so that
+    ``z^H H z = [Re z; Im z]^T (.) [Re z; Im z]`` for Hermitian ``H``."""
+    k, n, _ = H.shape
+    out = np.empty((k, 2 * n, 2 * n))
+    out[:, :n, :n] = out[:, n:, n:] = H.real
+    out[:, :n, n:] = -H.imag
+    out[:, n:, :n] = H.imag
+    return out
+
+
+def widely_linear(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The covariance ``E[u u^H]`` and pseudo-covariance ``E[u u^T]`` of ``u = p + i q`` from the real covariance
+    ``V`` of ``[p; q]``, shape (k, 2n, 2n) -> two complex (k, n, n)."""
+    n = V.shape[-1] // 2
+    pp, pq, qp, qq = V[:, :n, :n], V[:, :n, n:], V[:, n:, :n], V[:, n:, n:]
+    return pp + qq + 1j * (qp - pq), pp - qq + 1j * (qp + pq)
+
+
+def real_covariance(sigma: np.ndarray, gamma: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`widely_linear`: the real covariance of ``[Re u; Im u]``, shape (..., 2n, 2n)."""
+    top = np.concatenate([(sigma + gamma).real, (gamma - sigma).imag], axis=-1)
+    bottom = np.concatenate([(sigma + gamma).imag, (sigma - gamma).real], axis=-1)
+    return 0.5 * np.concatenate([top, bottom], axis=-2)
+
+
+class CoilPhaseLineGaussian(LineModel):
+    """The phase-aware Gaussian line model of a receive array (module docstring), a
+    :class:`~adaptcs.models._line_model.LineModel` fitted on every coil's lines.
+
+    Parameters
+    ----------
+    basis : SeparableWavelet
+        Only its y-wavelet is used (columns are pixels along x).
+    sensitivities : array-like of complex, shape (coils, ny, nx)
+        The coils' sensitivities (prewhitened with the data), e.g. :func:`adaptcs.mri.coils.espirit_maps` of the
+        centre lines or :func:`adaptcs.mri.coils.simulated_sensitivities`.
+    noise_var : float
+        Noise variance per complex k-space sample of every (prewhitened) coil.
+    profile : ndarray, shape (level + 1,), optional
+        Relative variances per y-scale (:func:`adaptcs.models.line_phase.magnitude_profile`); None: all equal.
+    band : int, optional
+        The central lines the phase is estimated from (those of them measured); default ny / 16.
+    eps : float in (0, 1], optional
+        Every column's imaginary share held at this value instead of learned (None, the default).
+    relearn_every : int
+        A design loop's refits (``warm=True``) learn ``v`` and ``eps_x`` again once this many lines were added since
+        they were last learned, and add lines by an exact update at the held values in between.
+
+    Notes
+    -----
+    ``fit`` takes the lines of every coil, ``kspace_lines`` of shape (m, coils, nx) (line first, as
+    :class:`adaptcs.operators.CoilKSpaceLines` reads them). The fitted attributes are those of
+    :class:`~adaptcs.models.line_phase.PhaseLineGaussian`: ``image_`` is the posterior mean of the image ``x``
+    whose coil images are ``s_c x``, ``eps_`` (nx,) the trust per column; ``learned_lines_`` the line count of the
+    fit that last learned ``v`` and ``eps_x`` from scratch.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from adaptcs.mri.data import colin27_kspace
+    >>> from adaptcs.bases.separable import SeparableWavelet, centre_lines
+    >>> from adaptcs.mri.coils import prewhiten
+    >>> acq = colin27_kspace(32, coils=4)[0]      # simulated: 4 coils, (4, 32, 32), correlated noise
+    >>> kspace, maps = (prewhiten(a, acq.noise_covariance) for a in (acq.kspace, acq.sensitivities))
+    >>> lines = centre_lines(32, 8)
+    >>> model = CoilPhaseLineGaussian(SeparableWavelet((32, 32), "db2", 2), sensitivities=maps, noise_var=1.0)
+    >>> model = model.fit(kspace[:, lines].transpose(1, 0, 2), lines)
+    >>> model.converged_, model.image_.shape
+    (True, (32, 32))
+    >>> gains = model.line_gains()
+    >>> bool(gains[lines].max() < gains.max())
+    True
+    """
+
+    relearn_when_read = True
+    _posterior_attributes = ("_post", "_state", "_fitted_lines")
+
+    _parameter_constraints = {
+        "basis": [SeparableWavelet],
+        "sensitivities": ["array-like"],
+        "noise_var": [Interval(Real, 0, None, closed="neither")],
+        "profile": ["array-like", None],
+        "band": [Interval(Integral, 1, None, closed="left"), None],
+        "eps": [Interval(Real, 0, 1, closed="right"), None],
+        "relearn_every": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, basis: SeparableWavelet, *, sensitivities, noise_var: float, profile=None,
+                 band: int | None = None, eps: float | None = None, relearn_every: int = RELEARN_EVERY):
+        if not noise_var > 0.0 or not np.isfinite(noise_var):
+            raise ValueError(f"noise_var must be positive and finite; got {noise_var}")
+        self.basis, self.sensitivities, self.noise_var = basis, sensitivities, noise_var
+        self.profile, self.band, self.eps, self.relearn_every = profile, band, eps, relearn_every
+        ny, nx = basis.shape
+        self._maps = check_sensitivities(sensitivities, (ny, nx))
+        self._profile = np.ones(basis.level + 1) if profile is None else np.asarray(profile, dtype=np.float64)
+        if self._profile.shape != (basis.level + 1,) or not np.all(self._profile > 0):
+            raise ValueError(f"profile must hold {basis.level + 1} positive values (one per y-scale)")
+        self._band = centre_lines(ny, max(1, ny // 16) if band is None else int(band))
+        self._Fy = centred_dft(ny)
+        self._Fx_conj = np.conj(centred_dft(nx))
+        self._phase_key = None  # the band lines the phase came from
+        self._state = None  # (v, eps) of the last fit
+        self._post = None  # the posterior in the image's space
+        self._fitted_lines = None  # (lines, averages) of the last fit
+        self._learned_at = 0  # lines of the fit that last learned v and eps_x
+        self.learned_lines_ = None
+
+    @property
+    def n_coils(self) -> int:
+        return int(self._maps.shape[0])
+
+    # --- the operator --------------------------------------------------------------------------------------------
+
+    def _prepare(self, hybrid: np.ndarray, lines: np.ndarray) -> None:
+        """The phase of the coil-combined band image and the column weights (cached while the band lines measured
+        stay the same); ``hybrid`` (m, C, nx) the lines after the inverse DFT along the readout."""
+        in_band = np.isin(lines, self._band)
+        key = tuple(sorted(lines[in_band].tolist()))
+        if key == self._phase_key:
+            return
+        ny, nx = self.basis.shape
+        if key:
+            coil_images = np.einsum("ky,kcx->cyx", np.conj(self._Fy[lines[in_band]]), hybrid[in_band])
+            power = np.sum(np.abs(self._maps) ** 2, axis=0)
+            combined = np.sum(np.conj(self._maps) * coil_images, axis=0)
+            image = np.divide(combined, power, out=np.zeros_like(combined), where=power > 1e-12 * power.max())
+            self.phase_ = np.angle(image)
+            energy = np.mean(np.abs(image) ** 2, axis=0)
+            self.column_weight_ = energy / energy.mean() + COLUMN_FLOOR
+        elif self.eps == 1.0:
+            self.phase_, self.column_weight_ = np.zeros((ny, nx)), np.full(nx, 1.0 + COLUMN_FLOOR)
+        else:
+            raise ValueError(f"no line of the central band ({self._band[0]}..{self._band[-1]}) is measured: the phase "
+                             "cannot be estimated; measure the centre lines first (or fit the phase-blind end, "
+                             "eps=1)")
+        self._phased = self._maps * np.exp(1j * self.phase_)[None]  # e_c = s_c exp(i phi), (C, ny, nx)
+        self._phase_key = key
+
+    def _normal_equations(self, hybrid: np.ndarray, lines: np.ndarray, weight: np.ndarray) -> dict:
+        """Every column's data in the unknowns' space: the real form of ``H_x`` (nx, 2ny, 2ny), ``t_x`` (nx, 2ny),
+        ``|z_x|^2`` (nx,) and the real values per column ``r`` (module docstring); lines weighted by ``weight``."""
+        w2 = weight ** 2
+        rows = self._Fy[lines]  # (m, ny)
+        circulant = np.conj(rows).T @ (w2[:, None] * rows)  # T_S, (ny, ny)
+        e = np.moveaxis(self._phased, 2, 0)  # (nx, C, ny)
+        cross = np.matmul(np.conj(e).transpose(0, 2, 1), e)  # G_x, (nx, ny, ny)
+        H = self._analyse_both(circulant[None] * cross)
+        zero_filled = np.einsum("ky,kcx->xcy", np.conj(rows), w2[:, None, None] * hybrid)  # (nx, C, ny)
+        t = np.sum(np.conj(e) * zero_filled, axis=1) @ self.basis.Wy.T  # (nx, ny): W_y sum_c conj(e_c) z_c
+        zz = np.einsum("k,kcx->x", w2, np.abs(hybrid) ** 2)
+        return {"H": real_form_stack(H), "t": np.concatenate([t.real, t.imag], axis=1), "zz": zz,
+                "r": 2 * lines.shape[0] * self.n_coils}
+
+    def _analyse_both(self, X: np.ndarray) -> np.ndarray:
+        """``W_y X W_y^T`` for a stack of complex (k, ny, ny)."""
+        W = self.basis.Wy
+        return (W @ X.real @ W.T) + 1j * (W @ X.imag @ W.T)
+
+    def _synthesise_both(self, X: np.ndarray) -> np.ndarray:
+        """``W_y^T X W_y`` for a stack of complex (k, ny, ny)."""
+        W = self.basis.Wy
+        return (W.T @ X.real @ W) + 1j * (W.T @ X.imag @ W)
+
+    def _line_rows(self, lines: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """Real rows of the lines in every column in the image's space: (nx, 2 k C, 2ny), line by line, each line's
+        C real-part rows then its C imaginary-part rows; weighted by ``weight`` (k,)."""
+        rows = (weight[:, None, None, None] * self._Fy[lines][:, None, :, None]
+                * self._phased[None])  # (k, C, ny, nx): F_y[ky] diag(e_c) in column x
+        rows = np.moveaxis(rows, 3, 0)  # (nx, k, C, ny)
+        re = np.concatenate([rows.real, -rows.imag], axis=3)
+        im = np.concatenate([rows.imag, rows.real], axis=3)
+        nx, k, C, b = re.shape
+        return np.concatenate([re, im], axis=2).reshape(nx, 2 * k * C, b)
+
+    # --- fitting -------------------------------------------------------------------------------------------------
+
+    @with_blas_limit
+    def fit(self, kspace_lines: np.ndarray, lines, *, warm: bool = False, averages=None) -> CoilPhaseLineGaussian:
+        """The exact posterior on every coil's measured lines; ``v`` and every column's ``eps_x`` learned (module
+        docstring). ``warm`` (a design loop's refit): the lines added since the last fit by an exact update at the
+        held values, or the values learned again from the last ``eps_x`` (at most two rounds) once
+        ``relearn_every`` lines were added since they were. ``averages`` (m,): readouts each line's values average.
+
+        Parameters
+        ----------
+        kspace_lines : ndarray of complex, shape (m, coils, nx)
+            Every coil's values of the measured lines of the centred k-space.
+        lines : array-like of int, shape (m,)
+            Their rows, distinct.
+        """
+        started = time.process_time()
+        self._validate_params()
+        lines = np.asarray(lines, dtype=np.intp)
+        kspace_lines = np.asarray(kspace_lines)
+        ny, nx = self.basis.shape
+        if kspace_lines.shape != (lines.shape[0], self.n_coils, nx) or not np.all(np.isfinite(kspace_lines)):
+            raise ValueError(f"kspace_lines must be finite with shape ({lines.shape[0]}, {self.n_coils}, {nx}) "
+                             f"(lines, coils, readout); got {kspace_lines.shape}")
+        if np.unique(lines).shape[0] != lines.shape[0] or np.any((lines < 0) | (lines >= ny)):
+            raise ValueError(f"lines must be distinct rows of the centred k-space, 0..{ny - 1}")
+        averages = check_averages(averages, lines.shape[0])
+        weight = np.sqrt(averages)
+        hybrid = kspace_lines @ self._Fx_conj  # (m, C, nx)
+        key = self._phase_key
+        self._prepare(hybrid, lines)
+        s = self.noise_var / 2.0
+        added = self._added_lines(lines, averages) if warm and key == self._phase_key else None
+        if added is not None and lines.shape[0] - self._learned_at < self.relearn_every:
+            self._update(hybrid[added], lines[added], weight[added], s)
+            v, eps = self._state
+        else:
+            data = self._normal_equations(hybrid, lines, weight)
+            if self.eps is not None:
+                eps = np.full(nx, float(self.eps))
+                v = self._best_v(data, eps, s)
+            else:
+                in_band = np.isin(lines, self._band)
+                band = self._normal_equations(hybrid[in_band], lines[in_band], weight[in_band]) \
+                    if not np.all(in_band) else None
+                if warm and self._state is not None:
+                    v, eps = self._learn(data, band, s, start=self._state[1], rounds=2)
+                else:
+                    v, eps = self._learn(data, band, s)
+                    self.learned_lines_ = lines.shape[0]
+            self._learned_at = lines.shape[0]
+            self._post = self._posterior(data, v, eps, s)
+        self._post["evidence_offset"] = 2.0 * nx * self.n_coils * float(np.sum(np.log(weight)))
+        self._state, self._fitted_lines = (v, eps), (lines.copy(), averages.copy())
+        mean = self._post["mean"]  # (nx, 2ny): [Re; Im] of exp(-i phi) x per column
+        demodulated = (mean[:, :ny] + 1j * mean[:, ny:]).T  # (ny, nx)
+        self.eps_ = eps
+        self._set_fitted(coef=self.basis.Wy @ demodulated, image=np.exp(1j * self.phase_) * demodulated,
+                         p0=np.ones(self._profile.shape[0]), v0=v * self._profile, converged=True, residual=0.0,
+                         log_evidence=self._post["evidence"] + self._post["evidence_offset"], n_iter=0,
+                         started=started)
+        return self
+
+    def _added_lines(self, lines: np.ndarray, averages: np.ndarray) -> np.ndarray | None:
+        """Indices of the lines added since the last fit when the last fit's lines (and averages) are the first
+        ones of these; None otherwise (or with nothing fitted)."""
+        if self._post is None or self._fitted_lines is None:
+            return None
+        old, old_averages = self._fitted_lines
+        k = old.shape[0]
+        if k >= lines.shape[0] or not np.array_equal(lines[:k], old) or not np.array_equal(averages[:k], old_averages):
+            return None
+        return np.arange(k, lines.shape[0])
+
+    def _prior_var(self, v: float, eps: np.ndarray) -> np.ndarray:
+        """(nx, 2ny): the prior variances of every column's real and imaginary parts."""
+        ny, nx = self.basis.shape
+        shape = self._profile[self.basis.scale_y]
+        lam = np.empty((nx, 2 * ny))
+        lam[:, :ny] = shape[None, :]
+        lam[:, ny:] = np.asarray(eps, dtype=np.float64)[:, None] * shape[None, :]
+        return v * self.column_weight_[:, None] * lam
+
+    @staticmethod
+    def _cholesky(data: dict, lam: np.ndarray, s: float) -> np.ndarray:
+        """Batched Cholesky factor of ``Q = Lambda^{-1} + H / s``, (nx, 2ny, 2ny)."""
+        Q = data["H"] / s
+        idx = np.arange(Q.shape[1])
+        Q[:, idx, idx] += 1.0 / lam
+        return np.linalg.cholesky(Q)
+
+    @classmethod
+    def _column_evidence(cls, data: dict, lam: np.ndarray, s: float, chol=None) -> np.ndarray:
+        """log p(z_x) of every column at prior variances ``lam`` (nx, 2ny), by the determinant lemma: (nx,)."""
+        chol = cls._cholesky(data, lam, s) if chol is None else chol
+        white = solve_lower(chol, data["t"])
+        log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
+        r = data["r"]
+        return -0.5 * (data["zz"] / s - np.sum(white * white, axis=1) / s**2 + r * np.log(s)
+                       + np.sum(np.log(lam), axis=1) + log_det + r * np.log(2.0 * np.pi))
+
+    def _best_v(self, data: dict, eps: np.ndarray, s: float, cache: dict | None = None) -> float:
+        """``v`` of largest evidence at ``eps`` (nx,): per column ``H~ = Lambda_1^{1/2} H Lambda_1^{1/2}`` (the prior
+        at v = 1) ``= U diag(w) U^T`` and ``rho = (U^T Lambda_1^{1/2} t)^2``, then
+        ``-2 log p = sum_k log(1 + v w_k / s) - v / s^2 sum_k rho_k / (1 + v w_k / s)`` + const, a bounded search
+        on log v around the moment estimate (as :meth:`~.line_phase.PhaseLineGaussian._best_v`). Only the columns
+        whose ``eps`` changed since the ``cache``'s last call are decomposed."""
+        if cache and "eps" in cache:
+            todo = np.flatnonzero(cache["eps"] != eps)
+            w, rho = cache["w"].copy(), cache["rho"].copy()
+        else:
+            todo = np.arange(eps.shape[0])
+            w, rho = np.empty(data["t"].shape), np.empty(data["t"].shape)
+        if todo.shape[0]:
+            root = np.sqrt(self._prior_var(1.0, eps)[todo])  # (k, 2ny)
+            values, U = np.linalg.eigh(root[:, :, None] * data["H"][todo] * root[:, None, :])
+            w[todo] = np.maximum(values, 0.0)
+            rho[todo] = np.einsum("xbk,xb->xk", U, root * data["t"][todo]) ** 2
+        if cache is not None:
+            cache.update(eps=eps.copy(), w=w, rho=rho)
+
+        def neg_evidence(log_v):
+            v = np.exp(log_v)
+            ratio = 1.0 + v * w / s
+            return 0.5 * float(np.sum(np.log(ratio)) - v / s**2 * np.sum(rho / ratio))
+
+        total = float(np.sum(data["zz"]))
+        real_values = data["r"] * eps.shape[0]
+        power = float(np.sum(w)) / real_values  # the mean eigenvalue of the data-space covariance at v = 1
+        mean_square = total / real_values
+        start = max(mean_square - s, 1e-3 * mean_square) / max(power, 1e-300)
+        result = minimize_scalar(neg_evidence, bounds=(np.log(start) - LOG_V_SPAN, np.log(start) + LOG_V_SPAN),
+                                 method="bounded", options={"xatol": 1e-4})
+        return float(np.exp(result.x))
+
+    def _best_eps(self, data: dict, band: dict | None, s: float, v: float) -> np.ndarray:
+        """Per column, the smallest ``eps`` of :data:`~.line_phase.EPS_GRID` whose evidence of the lines outside the
+        band given those in it (``band``: the band lines' :meth:`_normal_equations`; None: no line lies outside,
+        and every column gets the grid's smallest), at ``v``, is within :func:`~.line_phase.eps_tolerance` nats of
+        the largest."""
+        nx = data["t"].shape[0]
+        if band is None:
+            return np.full(nx, EPS_GRID[0])
+        scores = []
+        for eps in EPS_GRID:
+            lam = self._prior_var(v, np.full(nx, eps))
+            scores.append(self._column_evidence(data, lam, s) - self._column_evidence(band, lam, s))
+        scores = np.array(scores)
+        n_outside = (data["r"] - band["r"]) // (2 * self.n_coils)
+        near_best = scores >= scores.max(axis=0) - eps_tolerance(n_outside)
+        return np.asarray(EPS_GRID)[np.argmax(near_best, axis=0)]
+
+    def _learn(self, data: dict, band: dict | None, s: float, start: np.ndarray | None = None,
+               rounds: int = LEARN_ROUNDS) -> tuple[float, np.ndarray]:
+        """``v`` by the full evidence and ``eps_x`` by the conditional one (:meth:`_best_eps`), in turn from
+        ``start`` (default the grid's smallest), until ``eps_x`` stops changing (at most ``rounds``)."""
+        eps = np.full(data["t"].shape[0], EPS_GRID[0]) if start is None else np.asarray(start, dtype=np.float64)
+        cache = {}
+        for _ in range(rounds):
+            v = self._best_v(data, eps, s, cache)
+            new = self._best_eps(data, band, s, v)
+            if np.array_equal(new, eps):
+                break
+            eps = new
+        else:
+            v = self._best_v(data, eps, s, cache)
+        return v, eps
+
+    def _posterior(self, data: dict, v: float, eps: np.ndarray, s: float) -> dict:
+        """The posterior at ``v``, ``eps`` in the image's space: mean (nx, 2ny) and covariance (nx, 2ny, 2ny) of the
+        real and imaginary parts of ``exp(-i phi) x`` per column, and the evidence."""
+        ny = self.basis.shape[0]
+        lam = self._prior_var(v, eps)
+        chol = self._cholesky(data, lam, s)
+        evidence = float(np.sum(self._column_evidence(data, lam, s, chol)))
+        cov = np.empty_like(chol)
+        for i in range(chol.shape[0]):  # Q^{-1} from its factor (LAPACK potri fills the lower triangle)
+            inverse, info = lapack.dpotri(chol[i], lower=1)
+            if info != 0:
+                raise np.linalg.LinAlgError(f"posterior covariance failed (LAPACK info {info})")
+            cov[i] = np.tril(inverse) + np.tril(inverse, -1).T
+        mean = np.einsum("xab,xb->xa", cov, data["t"]) / s
+        sigma, gamma = widely_linear(cov)  # of the y-wavelet coefficients, then of the column itself
+        cov = real_covariance(self._synthesise_both(sigma), self._synthesise_both(gamma))
+        Wt = self.basis.Wy.T
+        mean = np.concatenate([mean[:, :ny] @ Wt.T, mean[:, ny:] @ Wt.T], axis=1)
+        return {"mean": mean, "cov": cov, "evidence": evidence}
+
+    def _update(self, hybrid: np.ndarray, lines: np.ndarray, weight: np.ndarray, s: float) -> None:
+        """Add lines to the posterior at the held values: the exact rank-``2kC`` update of every column's mean and
+        covariance, and the evidence by the chain rule (``log p(z_new | z_old)``)."""
+        B = self._line_rows(lines, weight)  # (nx, 2kC, 2ny)
+        values = weight[:, None, None] * hybrid  # (k, C, nx)
+        z = np.concatenate([values.real, values.imag], axis=1)  # (k, 2C, nx), as B's rows
+        z = np.moveaxis(z, 2, 0).reshape(B.shape[0], -1)  # (nx, 2kC)
+        post = self._post
+        VB = np.matmul(post["cov"], B.transpose(0, 2, 1))  # (nx, 2ny, 2kC)
+        S = np.matmul(B, VB)
+        idx = np.arange(S.shape[1])
+        S[:, idx, idx] += s
+        chol = np.linalg.cholesky(S)
+        residual = z - np.einsum("xrb,xb->xr", B, post["mean"])
+        white = solve_lower(chol, residual)
+        gain = solve_lower(chol, VB.transpose(0, 2, 1))  # L^{-1} B V, (nx, 2kC, 2ny)
+        post["mean"] = post["mean"] + np.einsum("xrb,xr->xb", gain, white)
+        post["cov"] = post["cov"] - np.matmul(gain.transpose(0, 2, 1), gain)
+        log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
+        post["evidence"] += -0.5 * float(np.sum(white * white) + log_det + z.size * np.log(2.0 * np.pi))
+
+    # --- design --------------------------------------------------------------------------------------------------
+
+    @with_blas_limit
+    def line_gains(self, candidates=None) -> np.ndarray:
+        """Exact information gain (nats) of each candidate line, read by every coil, under the last fit:
+        ``sum_x 1/2 log det(I_2C + B_x V_x B_x^T / s)`` (module docstring), shape (k,)."""
+        self._check_posterior("ask for line gains")
+        ny, nx = self.basis.shape
+        candidates = np.arange(ny) if candidates is None else np.atleast_1d(np.asarray(candidates, dtype=np.intp))
+        s = self.noise_var / 2.0
+        C = self.n_coils
+        # The centred DFT's row ky is (-1)^(ky - ny/2) times the plain DFT's row (ky - ny/2) mod ny (ny even); the
+        # sign cancels in every product of a row with its own conjugate or transpose, so plain FFTs serve.
+        plain = (candidates - ny // 2) % ny
+        dft = np.exp(-2j * np.pi * np.outer(np.arange(ny), np.arange(ny)) / ny) / np.sqrt(ny)  # D, (ny, ny)
+        work = np.empty((COLUMNS_PER_CHUNK, C, ny, ny), complex)  # reused: no page faults per chunk
+        total = np.zeros(candidates.shape[0])
+        idx = np.arange(2 * C)
+        for lo in range(0, nx, COLUMNS_PER_CHUNK):
+            cols = slice(lo, min(lo + COLUMNS_PER_CHUNK, nx))
+            sigma, gamma = widely_linear(self._post["cov"][cols])  # (n, ny, ny) each
+            e = np.moveaxis(self._phased[:, :, cols], 2, 0)  # (n, C, ny)
+            buffer = work[:e.shape[0]]
+            cov = self._line_moments(e, sigma, np.conj(e), np.conj(dft), buffer)[:, plain]
+            pseudo = self._line_moments(e, gamma, e, dft, buffer)[:, plain]
+            M = np.empty((*cov.shape[:2], 2 * C, 2 * C))
+            M[..., :C, :C] = (cov + pseudo).real
+            M[..., :C, C:] = (pseudo - cov).imag
+            M[..., C:, :C] = (cov + pseudo).imag
+            M[..., C:, C:] = (cov - pseudo).real
+            M *= 0.5 / s
+            M[..., idx, idx] += 1.0
+            total += 0.5 * np.sum(np.linalg.slogdet(M)[1], axis=0)
+        return total
+
+    @staticmethod
+    def _line_moments(e: np.ndarray, X: np.ndarray, right_maps: np.ndarray, right_rows: np.ndarray,
+                      work: np.ndarray) -> np.ndarray:
+        """Per column and plain DFT row ``k``, ``sum_{j, l} D[k, j] e_c[j] X[j, l] right_maps[c', l] right_rows[k, l]``:
+        with ``X`` = Sigma and the right-hand factors conjugated, the covariance of the line's coil values; with
+        ``X`` = Gamma, their pseudo-covariance. Shape (n, ny, C, C).
+
+        ``e`` (n, C, ny) the phased maps, ``X`` (n, ny, ny), ``right_rows`` (ny, ny) ``D`` or ``conj(D)``; ``work``
+        an (n, C, ny, ny) buffer. ``D diag(e_c) X`` is one FFT per coil along ``j``; the sum over ``l`` one matrix
+        product per column and row."""
+        np.multiply(e[:, :, :, None], X[:, None], out=work)  # (n, C, j, l): diag(e_c) X
+        left = scipy.fft.fft(work, axis=2, norm="ortho", overwrite_x=True)  # (n, C, k, l)
+        left *= right_rows
+        return np.matmul(left.transpose(0, 2, 1, 3), right_maps.transpose(0, 2, 1)[:, None])

@@ -1,0 +1,176 @@
+"""The coil line model (:mod:`adaptcs.models.line_coils`) against independent ground truth: the single-coil model it
+generalises, a dense Gaussian model of the whole image built from 2-D FFTs on small sizes, and SENSE."""
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+from adaptcs.bases.separable import SeparableWavelet, centre_lines, to_kspace
+from adaptcs.design.candidates import CandidateDesigner, replay_candidates
+from adaptcs.models.line_coils import CoilPhaseLineGaussian
+from adaptcs.models.line_phase import PhaseLineGaussian
+from adaptcs.mri.coils import simulated_sensitivities
+from adaptcs.mri.data import colin27_kspace
+from adaptcs.operators import CoilKSpaceLines
+
+
+def coil_lines(kspace: np.ndarray, lines) -> np.ndarray:
+    """(coils, ny, nx) -> the lines of every coil, (m, coils, nx)."""
+    return np.moveaxis(kspace[:, lines], 0, 1)
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A simulated 16 x 16 slice under a gradient-echo phase read by 3 coils, and lines on both sides."""
+    n = 16
+    acq = colin27_kspace(n, phase="gradient_echo", coils=3)[1]
+    white = np.linalg.inv(np.linalg.cholesky(acq.noise_covariance))  # prewhiten: independent coils
+    kspace = np.tensordot(white, acq.kspace, axes=(1, 0))
+    maps = np.tensordot(white, acq.sensitivities, axes=(1, 0))
+    lines = np.concatenate([centre_lines(n, 2), [2, 12, 5]])
+    return SeparableWavelet((n, n), "db2", 1), kspace, maps, lines
+
+
+def dense_model(model, lines):
+    """The model's fit as one dense Gaussian over every real unknown of the image: the forward map column by column
+    from the image's 2-D k-space (``to_kspace`` of each coil image), the prior from the fitted values. Returns the
+    map (real values, unknowns), the prior variances and a function giving the rows of any lines."""
+    ny, nx = model.basis.shape
+    lam = model._prior_var(model._state[0], model.eps_)  # (nx, 2ny): a then b per column
+
+    def rows(which):
+        out = []
+        for x in range(nx):
+            for part in (1.0, 1j):
+                for j in range(ny):
+                    coef = np.zeros(ny, complex)
+                    coef[j] = part
+                    image = np.zeros((ny, nx), complex)
+                    image[:, x] = np.exp(1j * model.phase_[:, x]) * (model.basis.Wy.T @ coef)
+                    values = np.array([to_kspace(s * image)[which] for s in model._maps]).ravel()
+                    out.append(np.concatenate([values.real, values.imag]))
+        return np.array(out).T  # (2 k C nx, 2 ny nx), unknowns column by column: a, then b
+
+    return rows(lines), lam.ravel(), rows
+
+
+def test_one_coil_of_ones_is_the_single_coil_model():
+    n = 32
+    acq = colin27_kspace(n, phase="gradient_echo")[0]
+    basis = SeparableWavelet((n, n), "db2", 2)
+    lines = np.concatenate([centre_lines(n, 4), [3, 25, 20, 9, 12]])
+    single = PhaseLineGaussian(basis, noise_var=acq.noise_var).fit(acq.kspace[lines], lines)
+    coil = CoilPhaseLineGaussian(basis, sensitivities=np.ones((1, n, n)), noise_var=acq.noise_var)
+    coil.fit(acq.kspace[lines][:, None], lines)
+    np.testing.assert_allclose(coil.v0_, single.v0_, rtol=1e-6)
+    np.testing.assert_array_equal(coil.eps_, single.eps_)
+    np.testing.assert_allclose(coil.log_evidence_, single.log_evidence_, rtol=1e-10)
+    np.testing.assert_allclose(coil.image_, single.image_, atol=1e-9 * np.abs(single.image_).max())
+    np.testing.assert_allclose(coil.line_gains(), single.line_gains(), rtol=1e-7, atol=1e-9)
+
+
+def test_posterior_evidence_and_gains_equal_a_dense_model_of_the_whole_image(small):
+    basis, kspace, maps, lines = small
+    model = CoilPhaseLineGaussian(basis, sensitivities=maps, noise_var=1.0).fit(coil_lines(kspace, lines), lines)
+    A, lam, rows = dense_model(model, lines)
+    s = 0.5
+    values = coil_lines(kspace, lines).transpose(1, 0, 2)  # (C, m, nx), as to_kspace(...)[lines] per coil
+    z = np.concatenate([values.ravel().real, values.ravel().imag])
+    K = A @ (lam[:, None] * A.T) + s * np.eye(A.shape[0])
+    assert model.log_evidence_ == pytest.approx(multivariate_normal(np.zeros(z.size), K).logpdf(z), rel=1e-9)
+    precision = np.diag(1.0 / lam) + A.T @ A / s
+    V = np.linalg.inv(precision)
+    mean = V @ A.T @ z / s
+    ny, nx = basis.shape
+    blocks = mean.reshape(nx, 2 * ny)
+    image = np.exp(1j * model.phase_) * (basis.Wy.T @ (blocks[:, :ny] + 1j * blocks[:, ny:]).T)
+    np.testing.assert_allclose(model.image_, image, atol=1e-9 * np.abs(image).max())
+    free = np.setdiff1d(np.arange(ny), lines)
+    dense_gains = []
+    for ky in free:
+        B = rows([ky])
+        dense_gains.append(0.5 * np.linalg.slogdet(np.eye(B.shape[0]) + B @ V @ B.T / s)[1])
+    np.testing.assert_allclose(model.line_gains(free), dense_gains, rtol=1e-8)
+
+
+def test_the_learned_scale_maximises_the_dense_evidence(small):
+    basis, kspace, maps, lines = small
+    model = CoilPhaseLineGaussian(basis, sensitivities=maps, noise_var=1.0).fit(coil_lines(kspace, lines), lines)
+    A, lam, _rows = dense_model(model, lines)
+    values = coil_lines(kspace, lines).transpose(1, 0, 2)
+    z = np.concatenate([values.ravel().real, values.ravel().imag])
+
+    def evidence(factor):
+        K = A @ (factor * lam[:, None] * A.T) + 0.5 * np.eye(A.shape[0])
+        return multivariate_normal(np.zeros(z.size), K).logpdf(z)
+
+    assert evidence(1.0) > max(evidence(0.98), evidence(1.02))
+
+
+def test_a_warm_refit_adds_lines_exactly_at_the_held_values(small):
+    basis, kspace, maps, lines = small
+    averages = np.array([1, 1, 2, 1, 3])
+    model = CoilPhaseLineGaussian(basis, sensitivities=maps, noise_var=1.0)
+    model.fit(coil_lines(kspace, lines[:3]), lines[:3], averages=averages[:3])
+    v, eps = model._state
+    model.fit(coil_lines(kspace, lines), lines, warm=True, averages=averages)
+    assert model.learned_lines_ == 3 and model._state[0] == v  # updated, not relearned
+    scratch = CoilPhaseLineGaussian(basis, sensitivities=maps, noise_var=1.0, eps=1.0)
+    scratch._prepare(coil_lines(kspace, lines) @ model._Fx_conj, lines)
+    data = scratch._normal_equations(coil_lines(kspace, lines) @ model._Fx_conj, lines, np.sqrt(averages))
+    post = scratch._posterior(data, v, eps, 0.5)
+    np.testing.assert_allclose(model._post["mean"], post["mean"], atol=1e-10 * np.abs(post["mean"]).max())
+    np.testing.assert_allclose(model._post["cov"], post["cov"], atol=1e-12 * np.abs(post["cov"]).max())
+    assert model._post["evidence"] == pytest.approx(post["evidence"], rel=1e-10)
+
+
+def test_every_line_measured_gives_the_sense_image():
+    """With every line of noise-free coil data and a flat, wide prior, the posterior mean is the least-squares
+    (SENSE) image, ``sum_c conj(s_c) x_c / sum_c |s_c|^2``: the reference inside the coils' support."""
+    n = 16
+    acq = colin27_kspace(n, coils=4, phase="spin_echo")[0]
+    maps = simulated_sensitivities(4, (n, n))
+    kspace = np.array([to_kspace(s * acq.reference) for s in maps])
+    lines = np.arange(n)
+    model = CoilPhaseLineGaussian(SeparableWavelet((n, n), "db2", 1), sensitivities=maps, noise_var=1e-10, eps=1.0)
+    model.fit(coil_lines(kspace, lines), lines)
+    np.testing.assert_allclose(model.image_, acq.reference, atol=1e-6 * np.abs(acq.reference).max())
+
+
+def test_the_design_loop_takes_coils_and_the_operator_reads_them(small):
+    basis, kspace, maps, _lines = small
+    operator = CoilKSpaceLines(basis, maps, n_first=2)
+    model = CoilPhaseLineGaussian(basis, sensitivities=maps, noise_var=1.0, relearn_every=2)
+    run = replay_candidates(CandidateDesigner(model, operator), kspace, start=operator.first(), budget=8,
+                            checkpoints=[5, 8])
+    assert run.lines.shape == (8,) and np.unique(run.lines).shape == (8,)
+    assert set(run.fits) == {5, 8} and all(fit.converged_ for fit in run.fits.values())
+    # the last read fit learned its values from scratch on all 8 lines
+    assert model.learned_lines_ == 8
+    np.testing.assert_array_equal(operator.read(kspace, [3, 4]), np.moveaxis(kspace[:, [3, 4]], 0, 1))
+
+
+def test_the_operators_rows_measure_what_it_records(small):
+    basis, _kspace, maps, _lines = small
+    operator = CoilKSpaceLines(basis, maps)
+    rng = np.random.default_rng(0)
+    image = rng.standard_normal(basis.shape) + 1j * rng.standard_normal(basis.shape)
+    chosen = np.array([7, 1])
+    values = operator.read(operator.record(image), chosen)
+    np.testing.assert_allclose(operator.rows(chosen) @ operator.coefficients(image),
+                               operator.model_values(chosen, values), atol=1e-12)
+
+
+def test_bad_input_is_refused_with_a_clear_message(small):
+    basis, kspace, maps, lines = small
+    with pytest.raises(ValueError, match="shape \\(coils, 16, 16\\)"):
+        CoilPhaseLineGaussian(basis, sensitivities=maps[:, :8], noise_var=1.0)
+    zero = maps.copy()
+    zero[1] = 0
+    with pytest.raises(ValueError, match="0 everywhere"):
+        CoilPhaseLineGaussian(basis, sensitivities=zero, noise_var=1.0)
+    model = CoilPhaseLineGaussian(basis, sensitivities=maps, noise_var=1.0)
+    with pytest.raises(ValueError, match="lines, coils, readout"):
+        model.fit(kspace[:, lines], lines)  # coils first: the wrong layout
+    with pytest.raises(ValueError, match="central band"):
+        model.fit(coil_lines(kspace, [0, 1]), [0, 1])
