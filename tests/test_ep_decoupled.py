@@ -162,9 +162,9 @@ def test_on_independent_blocks_only_the_blocks_still_moving_are_factorised_and_i
     partial = []
     original = BlockPosterior.updated
 
-    def counting(self, model, prior_var, shift, blocks):
+    def counting(self, model, prior_var, shift, blocks, **kwargs):
         partial.append(int(np.count_nonzero(blocks)))
-        return original(self, model, prior_var, shift, blocks)
+        return original(self, model, prior_var, shift, blocks, **kwargs)
 
     monkeypatch.setattr(BlockPosterior, "updated", counting)
     if stage == "decoupled":

@@ -131,6 +131,13 @@ def test_block_posterior_updated_in_some_blocks_equals_the_dense_one(shared):
     np.testing.assert_allclose(updated.quad_rows(Z), dense.quad_rows(Z), rtol=1e-10)
     for before, now in zip(kept, (old.mean, old.var, old.factor), strict=True):
         np.testing.assert_array_equal(before, now)
+    # superseding: the same posterior without copying the factor, which undo gives back as it was
+    taken = old.updated(model, new_var, new_shift, blocks, supersede=True)
+    assert taken.factor is old.factor
+    np.testing.assert_allclose(taken.quad_rows(Z), dense.quad_rows(Z), rtol=1e-10)
+    np.testing.assert_array_equal(taken.mean, updated.mean)
+    taken.undo()
+    np.testing.assert_array_equal(old.factor, kept[2])
 
 
 def _small_acquisition(n=16, seed=3):

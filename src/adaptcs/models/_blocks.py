@@ -214,10 +214,14 @@ class BlockPosterior:
         self.mean = self.matvec(self.eta)
 
     def updated(self, model: BlockGaussianModel, prior_var: np.ndarray, shift: np.ndarray,
-                blocks: np.ndarray) -> BlockPosterior:
+                blocks: np.ndarray, *, supersede: bool = False) -> BlockPosterior:
         """The posterior at new prior variances and shifts that differ from this one's only in ``blocks`` (bool,
         shape (B,)): those blocks are factorised again, O(|blocks| r^2 b), the others' are copied (this posterior
-        is left as it was)."""
+        is left as it was).
+
+        With ``supersede`` (an iteration that moves on from this posterior) the new posterior takes over this one's
+        factor ``G`` (the largest array, B r b) and changes it in place in ``blocks`` only, keeping their old values
+        for :meth:`undo`: this posterior's factor is then the new one's until undone."""
         B, b = self._shape
         new = object.__new__(BlockPosterior)
         new._shape, new._noise_var, new._n = self._shape, self._noise_var, self._n
@@ -226,7 +230,11 @@ class BlockPosterior:
         stacked = model.rows.stacked
         stacked = stacked[blocks] if stacked.shape[0] == B else stacked  # per-block rows, or one shared block
         log_det, inv_sq, factor = _factorise(stacked, new.block_prior_var[blocks], self._noise_var)
-        new._log_det_k, new._inv_sq, new.factor = self._log_det_k.copy(), self._inv_sq.copy(), self.factor.copy()
+        new._log_det_k, new._inv_sq = self._log_det_k.copy(), self._inv_sq.copy()
+        if supersede:
+            new.factor, new._undo = self.factor, (blocks, self.factor[blocks])
+        else:
+            new.factor = self.factor.copy()
         new._log_det_k[blocks], new._inv_sq[blocks], new.factor[blocks] = log_det, inv_sq, factor
         var_reduction = self.var_reduction.reshape(B, b).copy()
         var_reduction[blocks] = np.einsum("qrb,qrb->qb", factor, factor)
@@ -239,6 +247,13 @@ class BlockPosterior:
                                                                       np.einsum("qrb,qb->qr", factor, eta))
         new.mean = mean.ravel()
         return new
+
+    def undo(self) -> None:
+        """Give back the factor this posterior took over by ``updated(..., supersede=True)`` as it was (the
+        posterior it superseded is whole again; this one must not be used after)."""
+        blocks, old = self._undo
+        self.factor[blocks] = old
+        self.factor = None
 
     def matvec(self, v: np.ndarray) -> np.ndarray:
         """``V v`` for v of shape (d,) or (d, k); O(n b k)."""

@@ -534,11 +534,13 @@ class ActiveBlocks:
         """The coefficients whose sites may move, shape (d,) bool."""
         return self.active[self.coef_block]
 
-    def posterior(self, model, hyper: Hyper, sites: EPSites, last=None):
+    def posterior(self, model, hyper: Hyper, sites: EPSites, last=None, supersede: bool = False):
         """``(posterior, groups)`` at ``sites``; with ``last`` (the posterior of the sites before, which differ only
-        in active blocks) the frozen blocks' factors are taken from it, not factorised again."""
+        in active blocks) the frozen blocks' factors are taken from it, not factorised again (``supersede``: the
+        new posterior takes over ``last``'s factor, which must be given back by its ``undo`` if ``last`` is kept;
+        :meth:`adaptcs.models._blocks.BlockPosterior.updated`)."""
         if last is not None and self.independent and not self.active.all():
-            post = last.updated(model, sites.var, sites.mean / sites.var, self.active)
+            post = last.updated(model, sites.var, sites.mean / sites.var, self.active, supersede=supersede)
         else:
             post = model.posterior(sites.var, sites.mean / sites.var)
         return post, self._problem.group_posterior(hyper, sites)
@@ -623,13 +625,16 @@ def run_ep(problem: EPProblem, hyper: Hyper, sites: EPSites, *, tol: float, max_
         step_weight = xi
         xi *= COOL_DECAY if cooling else damping_decay
         try:
-            new_post, new_groups = blocks.posterior(model, hyper, new_sites, last=post)
+            # the last posterior is dropped unless this one fails: this one takes over its factor (no copy)
+            new_post, new_groups = blocks.posterior(model, hyper, new_sites, last=post, supersede=True)
         except np.linalg.LinAlgError as exc:  # rounding broke positive definiteness: keep the last posterior
             failure = f"the posterior lost positive definiteness at iteration {n_iter} ({exc})"
             break
         changes = np.maximum(blocks.changes(post, groups, new_post, new_groups), hyper_change)
         change = float(np.max(changes))
         if not np.isfinite(change):  # keep the last finite posterior
+            if new_post is not post and getattr(new_post, "_undo", None) is not None:
+                new_post.undo()
             failure = f"non-finite posterior at iteration {n_iter}"
             break
         sites, post, groups = new_sites, new_post, new_groups
