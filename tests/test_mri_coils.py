@@ -120,6 +120,28 @@ def test_sense_with_every_line_is_the_coil_combined_image_and_recovers_an_equisp
         cg_sense(acq.kspace[:4, lines], lines, acq.sensitivities)
 
 
+def test_l1_sense_without_penalty_is_least_squares_and_recovers_a_random_mask():
+    """L1-wavelet with coils against its ground truths: with every line and no penalty it is the coil-combined image
+    (least squares: ``sum conj(s_c) x_c / sum |s_c|^2``); noise-free at R = 2 (variable density, 8 centre lines, true
+    sensitivities, a small penalty) it recovers the image to 6 % in the brain (5.5 %; CG-SENSE 6.9 % on those lines)."""
+    from adaptcs.mri.masks import variable_density
+    from adaptcs.mri.recon import l1_wavelet_sense
+
+    acq = colin27_kspace(64, coils=8, noise=0.0)[0]
+    images = np.array([to_image(k) for k in acq.kspace])
+    combined = np.sum(np.conj(acq.sensitivities) * images, axis=0) / np.sum(np.abs(acq.sensitivities) ** 2, axis=0)
+    full = l1_wavelet_sense(acq.kspace, np.arange(64), acq.sensitivities, 0.0, max_iter=30)
+    np.testing.assert_allclose(full, combined, atol=1e-9 * np.abs(combined).max())
+    lines = variable_density(64, 32, 8, np.random.default_rng(0))
+    image = l1_wavelet_sense(acq.kspace[:, lines], lines, acq.sensitivities, 1e-4 * np.abs(acq.kspace).max())
+    brain = acq.mask
+    assert np.linalg.norm((image - acq.reference)[brain]) / np.linalg.norm(acq.reference[brain]) < 0.06
+    with pytest.raises(ValueError, match="the same coils"):
+        l1_wavelet_sense(acq.kspace[:4, lines], lines, acq.sensitivities, 0.1)
+    with pytest.raises(ValueError, match="non-negative"):
+        l1_wavelet_sense(acq.kspace[:, lines], lines, acq.sensitivities, -1.0)
+
+
 @pytest.mark.slow
 def test_espirit_maps_from_the_centre_lines_combine_the_coils_to_the_image():
     """sigpy's ESPIRiT on the 16 centre lines of a simulated 8-coil 32 x 32 slice: maps of root sum of squares 1

@@ -3,6 +3,8 @@
 - :func:`l1_wavelet_sigpy` and :func:`total_variation_sigpy`: sigpy's ``mri.app.L1WaveletRecon`` and
   ``mri.app.TotalVariationRecon`` (single coil: a sensitivity of ones), the field's standard nonlinear
   reconstructions for random and variable-density masks (Lustig et al. 2007).
+- :func:`l1_wavelet_sense`: the same L1-wavelet reconstruction with a receive array's sensitivities (L1-ESPIRiT with
+  ESPIRiT's maps), the nonlinear reconstruction of its random and variable-density masks.
 - :func:`cg_sense`: SENSE by conjugate gradients (Pruessmann et al. 2001; sigpy's ``mri.app.SenseRecon``), the
   reconstruction of a receive array's equispaced masks, with the coils' sensitivities; :func:`grappa_rss`: GRAPPA
   (Griswold et al. 2002; ``pygrappa``), the missing lines filled from the centre's calibration, combined by the root
@@ -159,6 +161,44 @@ def cg_sense(kspace_lines: np.ndarray, lines, sensitivities: np.ndarray, *, lam:
     weights = np.broadcast_to(filled[0][1][:, None], shape).astype(float)
     app = _sigpy_app("cg_sense").SenseRecon(data, sensitivities, lamda=float(lam), weights=weights,
                                             max_iter=int(max_iter), show_pbar=False)
+    return np.asarray(app.run(), dtype=complex)
+
+
+def l1_wavelet_sense(kspace_lines: np.ndarray, lines, sensitivities: np.ndarray, lam: float, *,
+                     wavelet: str = "db4", max_iter: int = 100) -> np.ndarray:
+    """Compressed sensing with coils (L1-ESPIRiT when the sensitivities are ESPIRiT's; Uecker et al. 2014):
+    ``min 1/2 sum_c |M F (s_c x) - y_c|^2 + lam |W x|_1`` by sigpy's ``mri.app.L1WaveletRecon``.
+
+    Parameters
+    ----------
+    kspace_lines : ndarray of complex, shape (coils, m, nx)
+        Every coil's measured lines of the centred k-space (prewhitened: white noise of one variance).
+    lines : array-like of int, shape (m,)
+    sensitivities : ndarray of complex, shape (coils, ny, nx)
+        The coils' sensitivities (prewhitened with the data).
+    lam : float
+        Penalty, in the units of the k-space values (a multiple of the noise's standard deviation), >= 0.
+    wavelet : str
+    max_iter : int
+        Iterations of sigpy's proximal gradient method.
+
+    Returns
+    -------
+    ndarray of complex, shape (ny, nx)
+    """
+    sensitivities = np.asarray(sensitivities)
+    kspace_lines = np.asarray(kspace_lines)
+    if sensitivities.ndim != 3 or kspace_lines.ndim != 3 or kspace_lines.shape[0] != sensitivities.shape[0]:
+        raise ValueError(f"kspace_lines (coils, m, nx) and sensitivities (coils, ny, nx) must have the same coils; "
+                         f"got {kspace_lines.shape} and {sensitivities.shape}")
+    if not lam >= 0.0:
+        raise ValueError(f"lam must be non-negative; got {lam}")
+    shape = sensitivities.shape[1:]
+    filled = [_measured(coil, lines, shape) for coil in kspace_lines]
+    data = np.stack([f[0] for f in filled])
+    weights = np.broadcast_to(filled[0][1][:, None], shape).astype(float)
+    app = _sigpy_app("l1_wavelet_sense").L1WaveletRecon(data, sensitivities, float(lam), weights=weights,
+                                                       wave_name=wavelet, max_iter=int(max_iter), show_pbar=False)
     return np.asarray(app.run(), dtype=complex)
 
 
