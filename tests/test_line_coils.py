@@ -122,6 +122,9 @@ def test_a_warm_refit_adds_lines_exactly_at_the_held_values(small):
     np.testing.assert_allclose(model._post["mean"], post["mean"], atol=1e-10 * np.abs(post["mean"]).max())
     np.testing.assert_allclose(model._post["cov"], post["cov"], atol=1e-12 * np.abs(post["cov"]).max())
     assert model._post["evidence"] == pytest.approx(post["evidence"], rel=1e-10)
+    # the lines' coil moments, kept by low-rank updates, are those of the posterior computed afresh
+    scratch._post, scratch.coef_ = post, model.coef_  # (coef_: what marks a fitted model)
+    np.testing.assert_allclose(model.line_gains(), scratch.line_gains(), rtol=1e-9)
 
 
 def test_every_line_measured_gives_the_sense_image():

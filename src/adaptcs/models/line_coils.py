@@ -48,7 +48,15 @@ from sklearn.utils._param_validation import Interval
 from adaptcs.bases.separable import SeparableWavelet, centre_lines, centred_dft
 from adaptcs.models._base import with_blas_limit
 from adaptcs.models._line_model import LineModel, check_averages
-from adaptcs.models.line_phase import COLUMN_FLOOR, EPS_GRID, LEARN_ROUNDS, LOG_V_SPAN, eps_tolerance, solve_lower
+from adaptcs.models.line_phase import (
+    COLUMN_FLOOR,
+    EPS_GRID,
+    LEARN_ROUNDS,
+    LOG_V_SPAN,
+    PhaseLineGaussian,
+    eps_tolerance,
+    solve_lower,
+)
 
 #: Refits of a design loop (``warm=True``) keep ``v`` and ``eps_x`` and add the new lines by an exact update of the
 #: posterior until this many lines have been added since the values were last learned; then they learn them again
@@ -290,7 +298,7 @@ class CoilPhaseLineGaussian(LineModel):
                 v = self._best_v(data, eps, s)
             else:
                 in_band = np.isin(lines, self._band)
-                band = self._normal_equations(hybrid[in_band], lines[in_band], weight[in_band]) \
+                band = self._band_grams(hybrid[in_band], lines[in_band], weight[in_band]) \
                     if not np.all(in_band) else None
                 if warm and self._state is not None:
                     v, eps = self._learn(data, band, s, start=self._state[1], rounds=2)
@@ -382,20 +390,38 @@ class CoilPhaseLineGaussian(LineModel):
                                  method="bounded", options={"xatol": 1e-4})
         return float(np.exp(result.x))
 
+    def _band_grams(self, hybrid: np.ndarray, lines: np.ndarray, weight: np.ndarray) -> dict:
+        """The band lines' data in the data's space (``2 m_band C`` real values per column, fewer than the
+        unknowns): their covariance at ``v = 1`` in two parts, ``K_x = v (G_a + eps_x G_b) + s I`` (``G_a`` from
+        the real part ``a``, ``G_b`` from ``b``, each (nx, r, r)), and their values ``z`` (nx, r)."""
+        ny = self.basis.shape[0]
+        rows = (weight[:, None, None, None] * self._Fy[lines][:, None, :, None] * self._phased[None])
+        rows = np.moveaxis(rows, 3, 0).reshape(self.basis.shape[1], -1, ny)  # (nx, m C, ny): F_y[ky] diag(e_c)
+        rows = (rows.real @ self.basis.Wy.T) + 1j * (rows.imag @ self.basis.Wy.T)  # on the y-wavelet coefficients
+        root = np.sqrt(self._prior_var(1.0, np.ones(self.basis.shape[1]))[:, :ny])  # (nx, ny)
+        part_a = np.concatenate([rows.real, rows.imag], axis=1) * root[:, None, :]
+        part_b = np.concatenate([-rows.imag, rows.real], axis=1) * root[:, None, :]
+        values = np.moveaxis(weight[:, None, None] * hybrid, 2, 0).reshape(self.basis.shape[1], -1)  # (nx, m C)
+        return {"G_a": np.matmul(part_a, part_a.transpose(0, 2, 1)),
+                "G_b": np.matmul(part_b, part_b.transpose(0, 2, 1)),
+                "z": np.concatenate([values.real, values.imag], axis=1), "lines": lines.shape[0]}
+
     def _best_eps(self, data: dict, band: dict | None, s: float, v: float) -> np.ndarray:
         """Per column, the smallest ``eps`` of :data:`~.line_phase.EPS_GRID` whose evidence of the lines outside the
-        band given those in it (``band``: the band lines' :meth:`_normal_equations`; None: no line lies outside,
-        and every column gets the grid's smallest), at ``v``, is within :func:`~.line_phase.eps_tolerance` nats of
-        the largest."""
+        band given those in it (``band``: the band lines' :meth:`_band_grams`; None: no line lies outside, and every
+        column gets the grid's smallest), at ``v``, is within :func:`~.line_phase.eps_tolerance` nats of the
+        largest."""
         nx = data["t"].shape[0]
         if band is None:
             return np.full(nx, EPS_GRID[0])
+        eye = s * np.eye(band["z"].shape[1])
         scores = []
         for eps in EPS_GRID:
-            lam = self._prior_var(v, np.full(nx, eps))
-            scores.append(self._column_evidence(data, lam, s) - self._column_evidence(band, lam, s))
+            full = self._column_evidence(data, self._prior_var(v, np.full(nx, eps)), s)
+            given = PhaseLineGaussian._column_evidence(v * (band["G_a"] + eps * band["G_b"]) + eye, band["z"], s)
+            scores.append(full - given)
         scores = np.array(scores)
-        n_outside = (data["r"] - band["r"]) // (2 * self.n_coils)
+        n_outside = data["r"] // (2 * self.n_coils) - band["lines"]
         near_best = scores >= scores.max(axis=0) - eps_tolerance(n_outside)
         return np.asarray(EPS_GRID)[np.argmax(near_best, axis=0)]
 
@@ -433,7 +459,8 @@ class CoilPhaseLineGaussian(LineModel):
         cov = real_covariance(self._synthesise_both(sigma), self._synthesise_both(gamma))
         Wt = self.basis.Wy.T
         mean = np.concatenate([mean[:, :ny] @ Wt.T, mean[:, ny:] @ Wt.T], axis=1)
-        return {"mean": mean, "cov": cov, "evidence": evidence}
+        line_cov, line_pseudo = self._line_moments_all(cov)
+        return {"mean": mean, "cov": cov, "evidence": evidence, "line_cov": line_cov, "line_pseudo": line_pseudo}
 
     def _update(self, hybrid: np.ndarray, lines: np.ndarray, weight: np.ndarray, s: float) -> None:
         """Add lines to the posterior at the held values: the exact rank-``2kC`` update of every column's mean and
@@ -453,43 +480,69 @@ class CoilPhaseLineGaussian(LineModel):
         gain = solve_lower(chol, VB.transpose(0, 2, 1))  # L^{-1} B V, (nx, 2kC, 2ny)
         post["mean"] = post["mean"] + np.einsum("xrb,xr->xb", gain, white)
         post["cov"] = post["cov"] - np.matmul(gain.transpose(0, 2, 1), gain)
+        self._downdate_line_moments(gain)
         log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
         post["evidence"] += -0.5 * float(np.sum(white * white) + log_det + z.size * np.log(2.0 * np.pi))
 
     # --- design --------------------------------------------------------------------------------------------------
 
+    def _downdate_line_moments(self, gain: np.ndarray) -> None:
+        """Every line's coil covariance and pseudo-covariance after ``V -= G^T G`` (``gain`` G, (nx, R, 2ny)): each
+        real row ``[p, q]`` of G is the complex ``g = p + i q`` with ``Sigma -= g g^H``, ``Gamma -= g g^T``, so a line's
+        moments lose ``h_c conj(h_c')`` and ``h_c h_c'`` with ``h_c = F_y (e_c o g)``: one FFT per coil and row,
+        O(nx C R ny (log ny + C))."""
+        ny = self.basis.shape[0]
+        g = gain[:, :, :ny] + 1j * gain[:, :, ny:]  # (nx, R, ny)
+        e = np.moveaxis(self._phased, 2, 0)  # (nx, C, ny)
+        h = scipy.fft.fft(e[:, :, None, :] * g[:, None], axis=3, norm="ortho")  # (nx, C, R, plain rows)
+        h = h[..., (np.arange(ny) - ny // 2) % ny].transpose(0, 3, 1, 2)  # (nx, centred rows, C, R)
+        post = self._post
+        post["line_cov"] -= np.matmul(h, np.conj(h).transpose(0, 1, 3, 2))
+        post["line_pseudo"] -= np.matmul(h, h.transpose(0, 1, 3, 2))
+
     @with_blas_limit
     def line_gains(self, candidates=None) -> np.ndarray:
         """Exact information gain (nats) of each candidate line, read by every coil, under the last fit:
-        ``sum_x 1/2 log det(I_2C + B_x V_x B_x^T / s)`` (module docstring), shape (k,)."""
+        ``sum_x 1/2 log det(I_2C + B_x V_x B_x^T / s)`` (module docstring), shape (k,): from every line's coil
+        covariance and pseudo-covariance, kept with the posterior."""
         self._check_posterior("ask for line gains")
         ny, nx = self.basis.shape
         candidates = np.arange(ny) if candidates is None else np.atleast_1d(np.asarray(candidates, dtype=np.intp))
         s = self.noise_var / 2.0
         C = self.n_coils
-        # The centred DFT's row ky is (-1)^(ky - ny/2) times the plain DFT's row (ky - ny/2) mod ny (ny even); the
-        # sign cancels in every product of a row with its own conjugate or transpose, so plain FFTs serve.
-        plain = (candidates - ny // 2) % ny
-        dft = np.exp(-2j * np.pi * np.outer(np.arange(ny), np.arange(ny)) / ny) / np.sqrt(ny)  # D, (ny, ny)
-        work = np.empty((COLUMNS_PER_CHUNK, C, ny, ny), complex)  # reused: no page faults per chunk
-        total = np.zeros(candidates.shape[0])
+        cov = self._post["line_cov"][:, candidates]  # (nx, k, C, C)
+        pseudo = self._post["line_pseudo"][:, candidates]
+        M = np.empty((*cov.shape[:2], 2 * C, 2 * C))
+        M[..., :C, :C] = (cov + pseudo).real
+        M[..., :C, C:] = (pseudo - cov).imag
+        M[..., C:, :C] = (cov + pseudo).imag
+        M[..., C:, C:] = (cov - pseudo).real
+        M *= 0.5 / s
         idx = np.arange(2 * C)
+        M[..., idx, idx] += 1.0
+        return 0.5 * np.sum(np.linalg.slogdet(M)[1], axis=0)
+
+    def _line_moments_all(self, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every line's (centred rows) coil covariance ``(F diag(e_c) Sigma diag(conj e_c') F^H)[ky, ky]`` and
+        pseudo-covariance ``(F diag(e_c) Gamma diag(e_c') F^T)[ky, ky]`` in every column, from the real covariance
+        ``cov`` (nx, 2ny, 2ny) of the column: two complex (nx, ny, C, C).
+
+        The centred DFT's row ky is (-1)^(ky - ny/2) times the plain DFT's row (ky - ny/2) mod ny (ny even); the
+        sign cancels in both products, so plain FFTs serve."""
+        ny, nx = self.basis.shape
+        C = self.n_coils
+        dft = np.exp(-2j * np.pi * np.outer(np.arange(ny), np.arange(ny)) / ny) / np.sqrt(ny)  # D, (ny, ny)
+        centred = (np.arange(ny) - ny // 2) % ny
+        work = np.empty((COLUMNS_PER_CHUNK, C, ny, ny), complex)  # reused: no page faults per chunk
+        line_cov, line_pseudo = np.empty((nx, ny, C, C), complex), np.empty((nx, ny, C, C), complex)
         for lo in range(0, nx, COLUMNS_PER_CHUNK):
             cols = slice(lo, min(lo + COLUMNS_PER_CHUNK, nx))
-            sigma, gamma = widely_linear(self._post["cov"][cols])  # (n, ny, ny) each
+            sigma, gamma = widely_linear(cov[cols])  # (n, ny, ny) each
             e = np.moveaxis(self._phased[:, :, cols], 2, 0)  # (n, C, ny)
             buffer = work[:e.shape[0]]
-            cov = self._line_moments(e, sigma, np.conj(e), np.conj(dft), buffer)[:, plain]
-            pseudo = self._line_moments(e, gamma, e, dft, buffer)[:, plain]
-            M = np.empty((*cov.shape[:2], 2 * C, 2 * C))
-            M[..., :C, :C] = (cov + pseudo).real
-            M[..., :C, C:] = (pseudo - cov).imag
-            M[..., C:, :C] = (cov + pseudo).imag
-            M[..., C:, C:] = (cov - pseudo).real
-            M *= 0.5 / s
-            M[..., idx, idx] += 1.0
-            total += 0.5 * np.sum(np.linalg.slogdet(M)[1], axis=0)
-        return total
+            line_cov[cols] = self._line_moments(e, sigma, np.conj(e), np.conj(dft), buffer)[:, centred]
+            line_pseudo[cols] = self._line_moments(e, gamma, e, dft, buffer)[:, centred]
+        return line_cov, line_pseudo
 
     @staticmethod
     def _line_moments(e: np.ndarray, X: np.ndarray, right_maps: np.ndarray, right_rows: np.ndarray,
