@@ -209,3 +209,36 @@ def test_a_fastmri_multicoil_file_replays_from_the_command_line(tmp_path, capsys
     assert main(arguments) == 2
     refusal = capsys.readouterr().err
     assert "multi-coil" in refusal and "--coils combine" in refusal
+
+
+@pytest.mark.slow
+def test_a_fastmri_multicoil_file_replays_with_the_coil_model(tmp_path, capsys):
+    """--coils model: a small fastMRI-layout multi-coil file is prewhitened, given ESPIRiT's sensitivities, designed
+    and scored by the coil line model; the file keeps the sensitivities (in the file's orientation) and says how the
+    coils were used. Given sensitivities (--sensitivities, the simulation's) replay too; a sparse prior is refused."""
+    from adaptcs.cli import main
+
+    acq = colin27_kspace(32, coils=4)[0]
+    path = tmp_path / "multicoil.h5"
+    with h5py.File(path, "w") as f:
+        f["kspace"] = np.swapaxes(acq.kspace, -1, -2)[None]  # one slice, phase encodes along the last axis
+    out = tmp_path / "replay.h5"
+    arguments = ["--quiet", "replay", "--instrument", "mri", str(path), "--slice", "0", "--phase-axis", "1",
+                 "--lines", "8", "16", "--start", "4", "--wavelet", "db2", "--level", "2", "--prior", "phase",
+                 "--orders", "design", "low_to_high", "equispaced", "--out", str(out), "--coils", "model"]
+    assert main([*arguments, "--calibration", "16"]) == 0
+    assert "noise variance 1 (given)" in capsys.readouterr().out
+    with h5py.File(out) as f:
+        assert f.attrs["coils"] == 4 and "coil line model" in f.attrs["coil_combination"]
+        assert "ESPIRiT" in f.attrs["coil_combination"] and f["sensitivities"].shape == (4, 32, 32)
+        assert f["design/16/image"].shape == (32, 32) and f["design_lines"].shape == (16,)
+        assert f["design/16"].attrs["converged"] and f["design/16"].attrs["psnr"] > 20
+        assert f["design/16"].attrs["psnr"] > f["low_to_high/16"].attrs["psnr"] + 1.0  # 21.5 and 18.2 dB
+    np.save(tmp_path / "maps.npy", np.swapaxes(acq.sensitivities, -1, -2))
+    assert main([*arguments, "--sensitivities", str(tmp_path / "maps.npy")]) == 0
+    with h5py.File(out) as f:  # scored against the image those maps combine: another reference than ESPIRiT's
+        assert "the sensitivities given" in f.attrs["coil_combination"]
+        assert f["design/16"].attrs["psnr"] > f["low_to_high/16"].attrs["psnr"] + 1.0  # 29.9 and 25.5 dB
+    capsys.readouterr()
+    assert main([*arguments[:-2], "--coils", "model", "--prior", "sparse"]) == 2
+    assert "phase or gaussian" in capsys.readouterr().err

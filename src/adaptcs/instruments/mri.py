@@ -30,12 +30,17 @@ def add_replay_arguments(mri) -> None:
     mri.add_argument("kspace", help=".npy (complex, (ny, nx), or (slices, ny, nx) with --slice) or .h5/.hdf5 (see "
                                     "--dataset): a fully sampled, centred, single-coil k-space (DC in the middle), "
                                     "phase encodes along --phase-axis; multi-coil data: --coils combine")
-    mri.add_argument("--coils", default="single", choices=["single", "combine"],
-                     help="combine: a multi-coil k-space ((coils, ny, nx), or (slices, coils, ny, nx) with --slice, "
-                          "as fastMRI's multi-coil files) prewhitened and combined into one virtual coil by ESPIRiT "
-                          "sensitivities of the centre lines, noise variance 1 (the design then models one coil)")
+    mri.add_argument("--coils", default="single", choices=["single", "combine", "model"],
+                     help="a multi-coil k-space ((coils, ny, nx), or (slices, coils, ny, nx) with --slice, as "
+                          "fastMRI's multi-coil files), prewhitened by the coils' noise covariance (from the readout "
+                          "edges): model: the coil line model, every coil's lines with its sensitivity (ESPIRiT's of "
+                          "the centre lines, or --sensitivities), prior phase or gaussian; combine: combined into one "
+                          "virtual coil by those sensitivities (the design then models one coil)")
     mri.add_argument("--calibration", type=int, default=24,
-                     help="--coils combine: centre lines for ESPIRiT (default 24)")
+                     help="--coils combine or model: centre lines for ESPIRiT (default 24)")
+    mri.add_argument("--sensitivities", metavar="NPY",
+                     help="--coils model: the coils' sensitivities instead of ESPIRiT's, .npy complex (coils, ny, nx) "
+                          "in the file's orientation (phase encodes along --phase-axis), of the coils as recorded")
     mri.add_argument("--dataset", default="kspace", help="dataset name in an HDF5 file (default kspace, as fastMRI)")
     mri.add_argument("--slice", type=int, help="index along the first axis of a 3-D dataset (slices)")
     mri.add_argument("--phase-axis", type=int, default=0, choices=[0, 1],
@@ -221,17 +226,27 @@ def run_mri(args) -> int:
         for option, other in (("--out", args.out), ("kspace", args.kspace)):
             if masks.resolve() == Path(other).resolve():
                 raise ValueError(f"{masks}: --masks names the file of {option} (nothing was written)")
+    if args.sensitivities and args.coils != "model":
+        raise ValueError("--sensitivities is for --coils model")
+    maps, combination = None, ""
     if args.coils == "combine":
         kspace, noise_var, coils = _combined(args)
+        combination = "prewhitened (noise covariance from the readout edges), ESPIRiT sensitivities of the centre " \
+                      "lines, one virtual coil"
+    elif args.coils == "model":
+        kspace, maps, source = _whitened_coils(args)
+        noise_var, coils = 1.0, kspace.shape[0]
+        combination = f"prewhitened (noise covariance from the readout edges), {source}, the coil line model"
     else:
         kspace, noise_var, coils = read_kspace(args.kspace, args.dataset, args.slice, args.phase_axis), \
             args.noise_var, 1
-    check_grid(kspace.shape, args.level, args.phase_axis)
-    start = args.start if args.start is not None else max(1, kspace.shape[0] // 16)
+    ny = kspace.shape[-2]
+    check_grid(kspace.shape[-2:], args.level, args.phase_axis)
+    start = args.start if args.start is not None else max(1, ny // 16)
     with threadpool_limits(args.threads), _progress(args, "design") as progress:
         result = replay(kspace, counts=args.lines, start=start, orders=args.orders, noise_var=noise_var,
                         wavelet=args.wavelet, level=args.level, prior=args.prior, profile=args.profile,
-                        seed=args.seed, progress=progress)
+                        seed=args.seed, progress=progress, sensitivities=maps)
     orient = (lambda image: image) if args.phase_axis == 0 else (lambda image: image.T)  # the file's orientation
 
     def write(path):
@@ -240,17 +255,18 @@ def run_mri(args) -> int:
                             "noise_source": result.noise_source, "prior": args.prior, "profile": args.profile,
                             "wavelet": args.wavelet, "level": args.level, "start": start,
                             "phase_axis": args.phase_axis, "command": " ".join(sys.argv), "coils": coils,
-                            "coil_combination": "" if coils == 1 else "prewhitened (noise covariance from the "
-                            "readout edges), ESPIRiT sensitivities of the centre lines, one virtual coil",
+                            "coil_combination": combination,
                             "image_axes": "as the input file" if args.phase_axis == 0 else
                             "as the input file (phase encodes along axis 1)"})
             if result.design_lines is not None:
                 f["design_lines"] = result.design_lines
+            if maps is not None:  # of the prewhitened coils, in the file's orientation
+                f["sensitivities"] = maps if args.phase_axis == 0 else np.swapaxes(maps, 1, 2)
             for (order, count), image in result.images.items():
                 group = f.require_group(f"{order}/{count}")
                 group["image"] = orient(image)
                 group["lines"] = result.masks[order, count]
-                mask = np.zeros(kspace.shape[0], bool)
+                mask = np.zeros(ny, bool)
                 mask[result.masks[order, count]] = True
                 group["mask"] = mask  # one entry per phase encode (fastMRI: a column mask)
                 row = next(r for r in result.rows if r["order"] == order and r["lines"] == count)
@@ -258,7 +274,7 @@ def run_mri(args) -> int:
 
     atomic_write(args.out, write)
     if args.masks:
-        write_masks(Path(args.masks), result.masks, kspace.shape[0])
+        write_masks(Path(args.masks), result.masks, ny)
     print(f"noise variance {result.noise_var:.4g} ({result.noise_source}); relative error / PSNR (dB) of the "
           "magnitude against the fully sampled image:")
     counts = sorted({r["lines"] for r in result.rows})
@@ -288,6 +304,31 @@ def _combined(args):
     covariance = noise_covariance_from_readout_edges(data)
     kspace, _maps = combine_coils(data, covariance, args.calibration)
     return kspace, 1.0, data.shape[0]
+
+
+def _whitened_coils(args):
+    """``--coils model``: the prewhitened coils' k-space (coils, ny, nx), phase encodes along axis 1, their
+    sensitivities (ESPIRiT's of the centre lines, or ``--sensitivities`` whitened alike) and where those came
+    from."""
+    import numpy as np
+
+    from adaptcs.mri.coils import espirit_maps, noise_covariance_from_readout_edges, prewhiten
+    from adaptcs.readers import load_npy, read_multicoil_kspace
+
+    data = read_multicoil_kspace(args.kspace, args.dataset, args.slice, args.phase_axis)
+    if args.noise_var is not None:
+        raise ValueError("--noise-var is for one coil: with --coils model the coils are prewhitened by their noise "
+                         "covariance (from the readout edges), noise variance 1")
+    covariance = noise_covariance_from_readout_edges(data)
+    kspace = prewhiten(data, covariance)
+    if args.sensitivities:
+        maps = load_npy(args.sensitivities, "--sensitivities")
+        maps = maps if args.phase_axis == 0 or maps.ndim != 3 else np.swapaxes(maps, 1, 2)
+        if maps.shape != data.shape or not np.iscomplexobj(maps):
+            raise ValueError(f"--sensitivities must be complex of the k-space's shape (coils, ny, nx) "
+                             f"{data.shape}; got {maps.dtype} {maps.shape}")
+        return kspace, prewhiten(maps, covariance), "the sensitivities given"
+    return kspace, espirit_maps(kspace, args.calibration), "ESPIRiT sensitivities of the centre lines"
 
 
 class _progress:

@@ -13,13 +13,14 @@ import numpy as np
 from adaptcs._names import MRI_ORDERS as ORDERS
 from adaptcs.bases.separable import SeparableWavelet, to_image
 from adaptcs.metrics import magnitude_scores
+from adaptcs.models.line_coils import CoilPhaseLineGaussian
 from adaptcs.models.line_phase import PhaseLineGaussian, magnitude_profile
 from adaptcs.models.line_phase_sparse import PhaseLineSpikeSlab
 from adaptcs.models.line_spike_slab import LineSpikeSlab, pair_profile
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import design_lines, fixed_mask
 from adaptcs.mri.noise import noise_from_readout_edges
-from adaptcs.operators import KSpaceLines
+from adaptcs.operators import CoilKSpaceLines, KSpaceLines
 
 log = logging.getLogger(__name__)
 PRIORS = ("gaussian", "sparse", "phase", "phase_sparse")  # the phase model's phase-blind end; spike and slab; the
@@ -53,6 +54,14 @@ class ReplayResult:
     noise_source: str = ""
 
 
+def coil_combined(kspace: np.ndarray, sensitivities: np.ndarray) -> np.ndarray:
+    """The least-squares image of every coil's full k-space (coils, ny, nx), ``sum_c conj(s_c) x_c / sum_c |s_c|^2``
+    (SENSE with every line; 0 where no coil sees the pixel), shape (ny, nx)."""
+    combined = np.sum(np.conj(sensitivities) * np.array([to_image(k) for k in kspace]), axis=0)
+    power = np.sum(np.abs(sensitivities) ** 2, axis=0)
+    return np.divide(combined, power, out=np.zeros_like(combined), where=power > 1e-12 * power.max())
+
+
 def default_profile(basis: SeparableWavelet) -> np.ndarray:
     """:func:`pair_profile` of the Colin27 training slices simulated at the basis's size (no test slice); computed
     once per size and wavelet."""
@@ -80,7 +89,8 @@ def _colin27_magnitude_profile(shape: tuple, wavelet: str, level: int) -> np.nda
     return magnitude_profile(wavelet, level, [np.abs(a.reference) for a in colin27_kspace(shape, which="train")])
 
 
-def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian", profile: str = "colin27"):
+def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian", profile: str = "colin27",
+               sensitivities=None):
     """The line model the command line, the replay and the lab fit.
 
     ``prior`` "phase" and "gaussian" are one model, :class:`adaptcs.models.line_phase.PhaseLineGaussian` (exact,
@@ -92,11 +102,19 @@ def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian
     the phase model's phase-corrected image (:class:`adaptcs.models.line_phase_sparse.PhaseLineSpikeSlab`, p0 = 0.5
     given, v0 learned: adaptive; on simulated Colin27 slices it reconstructs below the Gaussian phase model,
     docs/mri.md). Slab variances per y-scale (per pair of scales for "sparse") from the Colin27 training slices
-    (``profile="colin27"``) or all equal ("flat")."""
+    (``profile="colin27"``) or all equal ("flat"). With ``sensitivities`` (coils, ny, nx) the model of a receive
+    array, :class:`adaptcs.models.line_coils.CoilPhaseLineGaussian` ("phase" or "gaussian" only)."""
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}; got {prior!r}")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}; got {profile!r}")
+    if sensitivities is not None:
+        if prior not in ("phase", "gaussian"):
+            raise ValueError(f"the coil line model takes prior phase or gaussian (a sparse coil model is not done); "
+                             f"got {prior!r}")
+        shape = colin27_magnitude_profile(basis) if profile == "colin27" else None
+        return CoilPhaseLineGaussian(basis, sensitivities=sensitivities, noise_var=noise_var, profile=shape,
+                                     eps=1.0 if prior == "gaussian" else None)
     if prior in ("phase", "gaussian", "phase_sparse"):
         shape = colin27_magnitude_profile(basis) if profile == "colin27" else None
         if prior == "phase_sparse":
@@ -108,13 +126,14 @@ def line_model(basis: SeparableWavelet, noise_var: float, prior: str = "gaussian
 
 def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: float | None = None,
            wavelet: str = "db4", level: int = 4, prior: str = "gaussian", profile: str = "colin27",
-           seed: int = 0, progress=None) -> ReplayResult:
+           seed: int = 0, progress=None, sensitivities=None) -> ReplayResult:
     """Design lines on a fully sampled centred k-space and score every order against its full image.
 
     Parameters
     ----------
-    kspace : ndarray of complex, shape (ny, nx)
-        Fully sampled, centred (:func:`adaptcs.bases.separable.to_kspace` convention), phase encodes along axis 0.
+    kspace : ndarray of complex, shape (ny, nx), or (coils, ny, nx) with ``sensitivities``
+        Fully sampled, centred (:func:`adaptcs.bases.separable.to_kspace` convention), phase encodes along axis -2;
+        a receive array's coils prewhitened (white noise of variance ``noise_var`` in every coil).
     counts : iterable of int
         Line counts at which every order is scored (the design runs to the largest).
     start : int
@@ -137,10 +156,16 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
     progress : callable, optional
         ``progress(lines_so_far, design_budget)`` after every designed line (a progress bar); default: a log line
         at DEBUG level.
+    sensitivities : ndarray of complex, shape (coils, ny, nx), optional
+        A receive array's sensitivities (prewhitened with ``kspace``): every order is fitted by the coil line model
+        (:func:`line_model`) on every coil's lines and scored against the coil-combined full image
+        ``sum_c conj(s_c) x_c / sum_c |s_c|^2`` (0 where no coil sees the pixel).
     """
     kspace = np.asarray(kspace)
-    if kspace.ndim != 2 or not np.iscomplexobj(kspace) or not np.all(np.isfinite(kspace)):
-        raise ValueError(f"kspace must be a finite complex array of shape (ny, nx); got dtype {kspace.dtype}, shape "
+    ndim = 2 if sensitivities is None else 3
+    if kspace.ndim != ndim or not np.iscomplexobj(kspace) or not np.all(np.isfinite(kspace)):
+        layout = "(ny, nx)" if sensitivities is None else "(coils, ny, nx)"
+        raise ValueError(f"kspace must be a finite complex array of shape {layout}; got dtype {kspace.dtype}, shape "
                          f"{kspace.shape}")
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}; got {prior!r}")
@@ -149,23 +174,30 @@ def replay(kspace: np.ndarray, *, counts, start: int, orders=ORDERS, noise_var: 
     unknown = set(orders) - set(ORDERS)
     if unknown:
         raise ValueError(f"unknown orders {sorted(unknown)}; choose from {ORDERS}")
-    ny = kspace.shape[0]
+    ny = kspace.shape[-2]
     counts = sorted({int(c) for c in counts})
     if not counts or counts[0] < start or counts[-1] > ny or start < 1:
         raise ValueError(f"line counts must lie in {start}..{ny} (start {start}); got {counts}")
-    basis = SeparableWavelet(kspace.shape, wavelet, level)
+    basis = SeparableWavelet(kspace.shape[-2:], wavelet, level)
     out = ReplayResult()
-    operator = KSpaceLines(basis, n_first=start)
+    if sensitivities is None:
+        operator = KSpaceLines(basis, n_first=start)
+        reference = to_image(kspace)
+    else:
+        operator = CoilKSpaceLines(basis, sensitivities, n_first=start)
+        reference = coil_combined(kspace, operator.sensitivities)
+        if noise_var is None:
+            raise ValueError("give the noise variance of the prewhitened coils (1 after prewhitening)")
     first = np.sort(operator.first())
     if noise_var is None:
         out.noise_var, out.noise_source = noise_from_readout_edges(kspace[first]), "readout edges of the start lines"
     else:
         out.noise_var, out.noise_source = float(noise_var), "given"
-    reference = to_image(kspace)
-    line_model(basis, out.noise_var, prior, profile)  # the choices checked (and the profile cached) before any fit
+    # the choices checked (and the profile cached) before any fit
+    line_model(basis, out.noise_var, prior, profile, sensitivities)
 
     def model():
-        return line_model(basis, out.noise_var, prior, profile)
+        return line_model(basis, out.noise_var, prior, profile, sensitivities)
 
     def add(order: str, count: int, lines: np.ndarray, fit) -> None:  # fit: the line model, fitted
         error, psnr = magnitude_scores(fit.image_, reference)
