@@ -177,3 +177,16 @@ def test_bad_input_is_refused_with_a_clear_message(small):
         model.fit(kspace[:, lines], lines)  # coils first: the wrong layout
     with pytest.raises(ValueError, match="central band"):
         model.fit(coil_lines(kspace, [0, 1]), [0, 1])
+
+
+def test_the_evidence_over_the_trust_grid_equals_the_direct_one(small):
+    """The Schur-complement evidence at every eps (one factor of the real part's block for the whole grid) against
+    the evidence by the Cholesky factor of the whole precision at each eps."""
+    basis, kspace, maps, lines = small
+    model = CoilPhaseLineGaussian(basis, sensitivities=maps, noise_var=1.0).fit(coil_lines(kspace, lines), lines)
+    hybrid = coil_lines(kspace, lines) @ model._Fx_conj
+    data = model._normal_equations(hybrid, lines, np.ones(lines.shape[0]))
+    v, nx = model._state[0], basis.shape[1]
+    grid = (1e-3, 0.1, 1.0)
+    direct = [model._column_evidence(data, model._prior_var(v, np.full(nx, eps)), 0.5) for eps in grid]
+    np.testing.assert_allclose(model._evidence_over_eps(data, v, 0.5, grid), direct, rtol=1e-10)

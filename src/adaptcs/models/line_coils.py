@@ -415,15 +415,46 @@ class CoilPhaseLineGaussian(LineModel):
         if band is None:
             return np.full(nx, EPS_GRID[0])
         eye = s * np.eye(band["z"].shape[1])
-        scores = []
-        for eps in EPS_GRID:
-            full = self._column_evidence(data, self._prior_var(v, np.full(nx, eps)), s)
-            given = PhaseLineGaussian._column_evidence(v * (band["G_a"] + eps * band["G_b"]) + eye, band["z"], s)
-            scores.append(full - given)
-        scores = np.array(scores)
+        full = self._evidence_over_eps(data, v, s, EPS_GRID)
+        scores = np.array([full[i] - PhaseLineGaussian._column_evidence(v * (band["G_a"] + eps * band["G_b"]) + eye,
+                                                                        band["z"], s)
+                           for i, eps in enumerate(EPS_GRID)])
         n_outside = data["r"] // (2 * self.n_coils) - band["lines"]
         near_best = scores >= scores.max(axis=0) - eps_tolerance(n_outside)
         return np.asarray(EPS_GRID)[np.argmax(near_best, axis=0)]
+
+    def _evidence_over_eps(self, data: dict, v: float, s: float, grid) -> np.ndarray:
+        """log p(z_x) of every column at ``v`` and every ``eps`` of ``grid`` (the same in every column): shape
+        (len(grid), nx). ``eps`` moves only the prior of the imaginary part ``b``, so with ``Q`` split into the
+        blocks of ``a`` and ``b`` the Cholesky factor of ``Q_aa`` and the Schur complement
+        ``S_0 = Q_bb - Q_ba Q_aa^{-1} Q_ab`` (without ``b``'s prior) serve every ``eps``: each costs one Cholesky of
+        ``S_0 + diag(1 / (eps lambda_a))``, of half the size (an eighth of the flops)."""
+        ny = self.basis.shape[0]
+        H, t = data["H"], data["t"]
+        lam_a = self._prior_var(v, np.ones(t.shape[0]))[:, :ny]  # (nx, ny); b's prior is eps times it
+        Q_aa = H[:, :ny, :ny] / s
+        idx = np.arange(ny)
+        Q_aa[:, idx, idx] += 1.0 / lam_a
+        chol_a = np.linalg.cholesky(Q_aa)
+        cross = solve_lower(chol_a, H[:, :ny, ny:] / s)  # L_a^{-1} Q_ab, (nx, ny, ny)
+        schur = H[:, ny:, ny:] / s - np.matmul(cross.transpose(0, 2, 1), cross)
+        white_a = solve_lower(chol_a, t[:, :ny])
+        rest = t[:, ny:] - np.einsum("xab,xa->xb", cross, white_a)
+        log_det_a = 2.0 * np.sum(np.log(np.diagonal(chol_a, axis1=1, axis2=2)), axis=1)
+        quad_a = np.sum(white_a * white_a, axis=1)
+        r = data["r"]
+        out = []
+        for eps in grid:
+            S = schur.copy()
+            S[:, idx, idx] += 1.0 / (eps * lam_a)
+            chol_b = np.linalg.cholesky(S)
+            white_b = solve_lower(chol_b, rest)
+            log_det = log_det_a + 2.0 * np.sum(np.log(np.diagonal(chol_b, axis1=1, axis2=2)), axis=1)
+            quad = quad_a + np.sum(white_b * white_b, axis=1)
+            log_prior = np.sum(np.log(lam_a), axis=1) * 2.0 + ny * np.log(eps)
+            out.append(-0.5 * (data["zz"] / s - quad / s**2 + r * np.log(s) + log_prior + log_det
+                               + r * np.log(2.0 * np.pi)))
+        return np.array(out)
 
     def _learn(self, data: dict, band: dict | None, s: float, start: np.ndarray | None = None,
                rounds: int = LEARN_ROUNDS) -> tuple[float, np.ndarray]:
