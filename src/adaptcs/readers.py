@@ -197,7 +197,7 @@ def load_npy(path: str, option: str):
         raise ValueError(f"{option}: {path} is not a readable .npy array ({reason})") from None
 
 
-SINGLE_COIL = "single-coil here: give the replay --coils combine, or combine the coils first"
+SINGLE_COIL = "single-coil here: give the replay --coils model (or --coils combine), or combine the coils first"
 
 
 def _kspace_array(path: str, dataset: str, index: int | None, slice_ndim: int):

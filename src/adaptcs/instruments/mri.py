@@ -29,7 +29,7 @@ def add_replay_arguments(mri) -> None:
     """The MRI replay's arguments on ``mri``."""
     mri.add_argument("kspace", help=".npy (complex, (ny, nx), or (slices, ny, nx) with --slice) or .h5/.hdf5 (see "
                                     "--dataset): a fully sampled, centred, single-coil k-space (DC in the middle), "
-                                    "phase encodes along --phase-axis; multi-coil data: --coils combine")
+                                    "phase encodes along --phase-axis; multi-coil data: --coils model or combine")
     mri.add_argument("--coils", default="single", choices=["single", "combine", "model"],
                      help="a multi-coil k-space ((coils, ny, nx), or (slices, coils, ny, nx) with --slice, as "
                           "fastMRI's multi-coil files), prewhitened by the coils' noise covariance (from the readout "

@@ -40,13 +40,21 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.fft
 from scipy.linalg import lapack
 from scipy.optimize import minimize_scalar
 from sklearn.utils._param_validation import Interval
 
 from adaptcs.bases.separable import SeparableWavelet, centre_lines, centred_dft
 from adaptcs.models._base import with_blas_limit
+from adaptcs.models._coil_moments import (
+    check_sensitivities,
+    downdate_line_moments,
+    gains_from_moments,
+    line_moments,
+    real_covariance,
+    real_form_stack,
+    widely_linear,
+)
 from adaptcs.models._line_model import LineModel, check_averages
 from adaptcs.models.line_phase import (
     COLUMN_FLOOR,
@@ -62,47 +70,6 @@ from adaptcs.models.line_phase import (
 #: posterior until this many lines have been added since the values were last learned; then they learn them again
 #: (from the last ``eps_x``, at most two rounds). A fit that is read learns them from scratch.
 RELEARN_EVERY = 8
-COLUMNS_PER_CHUNK = 2  # columns of pixels per stacked product in the gains (C ny^2 complex each: cache-sized)
-
-
-def check_sensitivities(sensitivities, shape: tuple[int, int]) -> np.ndarray:
-    """The coils' sensitivities as complex (coils, ny, nx); ValueError unless they are finite, of the image's shape
-    and not all zero at every pixel of some coil."""
-    maps = np.asarray(sensitivities)
-    if maps.ndim == 2:
-        maps = maps[None]
-    if maps.ndim != 3 or maps.shape[1:] != tuple(shape) or not np.all(np.isfinite(maps)):
-        raise ValueError(f"sensitivities must be finite of shape (coils, {shape[0]}, {shape[1]}); got "
-                         f"{maps.shape}")
-    if not np.all(np.any(maps != 0, axis=(1, 2))):
-        raise ValueError("a coil's sensitivity is 0 everywhere: drop that coil")
-    return maps.astype(complex)
-
-
-def real_form_stack(H: np.ndarray) -> np.ndarray:
-    """``[[Re H, -Im H], [Im H, Re H]]`` for a stack of complex (k, n, n): shape (k, 2n, 2n), so that
-    ``z^H H z = [Re z; Im z]^T (.) [Re z; Im z]`` for Hermitian ``H``."""
-    k, n, _ = H.shape
-    out = np.empty((k, 2 * n, 2 * n))
-    out[:, :n, :n] = out[:, n:, n:] = H.real
-    out[:, :n, n:] = -H.imag
-    out[:, n:, :n] = H.imag
-    return out
-
-
-def widely_linear(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The covariance ``E[u u^H]`` and pseudo-covariance ``E[u u^T]`` of ``u = p + i q`` from the real covariance
-    ``V`` of ``[p; q]``, shape (k, 2n, 2n) -> two complex (k, n, n)."""
-    n = V.shape[-1] // 2
-    pp, pq, qp, qq = V[:, :n, :n], V[:, :n, n:], V[:, n:, :n], V[:, n:, n:]
-    return pp + qq + 1j * (qp - pq), pp - qq + 1j * (qp + pq)
-
-
-def real_covariance(sigma: np.ndarray, gamma: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`widely_linear`: the real covariance of ``[Re u; Im u]``, shape (..., 2n, 2n)."""
-    top = np.concatenate([(sigma + gamma).real, (gamma - sigma).imag], axis=-1)
-    bottom = np.concatenate([(sigma + gamma).imag, (sigma - gamma).real], axis=-1)
-    return 0.5 * np.concatenate([top, bottom], axis=-2)
 
 
 class CoilPhaseLineGaussian(LineModel):
@@ -490,7 +457,7 @@ class CoilPhaseLineGaussian(LineModel):
         cov = real_covariance(self._synthesise_both(sigma), self._synthesise_both(gamma))
         Wt = self.basis.Wy.T
         mean = np.concatenate([mean[:, :ny] @ Wt.T, mean[:, ny:] @ Wt.T], axis=1)
-        line_cov, line_pseudo = self._line_moments_all(cov)
+        line_cov, line_pseudo = line_moments(self._phased, cov)
         return {"mean": mean, "cov": cov, "evidence": evidence, "line_cov": line_cov, "line_pseudo": line_pseudo}
 
     def _update(self, hybrid: np.ndarray, lines: np.ndarray, weight: np.ndarray, s: float) -> None:
@@ -511,81 +478,19 @@ class CoilPhaseLineGaussian(LineModel):
         gain = solve_lower(chol, VB.transpose(0, 2, 1))  # L^{-1} B V, (nx, 2kC, 2ny)
         post["mean"] = post["mean"] + np.einsum("xrb,xr->xb", gain, white)
         post["cov"] = post["cov"] - np.matmul(gain.transpose(0, 2, 1), gain)
-        self._downdate_line_moments(gain)
+        downdate_line_moments(post["line_cov"], post["line_pseudo"], self._phased, gain)
         log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
         post["evidence"] += -0.5 * float(np.sum(white * white) + log_det + z.size * np.log(2.0 * np.pi))
 
     # --- design --------------------------------------------------------------------------------------------------
 
-    def _downdate_line_moments(self, gain: np.ndarray) -> None:
-        """Every line's coil covariance and pseudo-covariance after ``V -= G^T G`` (``gain`` G, (nx, R, 2ny)): each
-        real row ``[p, q]`` of G is the complex ``g = p + i q`` with ``Sigma -= g g^H``, ``Gamma -= g g^T``, so a line's
-        moments lose ``h_c conj(h_c')`` and ``h_c h_c'`` with ``h_c = F_y (e_c o g)``: one FFT per coil and row,
-        O(nx C R ny (log ny + C))."""
-        ny = self.basis.shape[0]
-        g = gain[:, :, :ny] + 1j * gain[:, :, ny:]  # (nx, R, ny)
-        e = np.moveaxis(self._phased, 2, 0)  # (nx, C, ny)
-        h = scipy.fft.fft(e[:, :, None, :] * g[:, None], axis=3, norm="ortho")  # (nx, C, R, plain rows)
-        h = h[..., (np.arange(ny) - ny // 2) % ny].transpose(0, 3, 1, 2)  # (nx, centred rows, C, R)
-        post = self._post
-        post["line_cov"] -= np.matmul(h, np.conj(h).transpose(0, 1, 3, 2))
-        post["line_pseudo"] -= np.matmul(h, h.transpose(0, 1, 3, 2))
-
     @with_blas_limit
     def line_gains(self, candidates=None) -> np.ndarray:
         """Exact information gain (nats) of each candidate line, read by every coil, under the last fit:
         ``sum_x 1/2 log det(I_2C + B_x V_x B_x^T / s)`` (module docstring), shape (k,): from every line's coil
-        covariance and pseudo-covariance, kept with the posterior."""
+        covariance and pseudo-covariance, kept with the posterior (:mod:`adaptcs.models._coil_moments`)."""
         self._check_posterior("ask for line gains")
-        ny, nx = self.basis.shape
+        ny = self.basis.shape[0]
         candidates = np.arange(ny) if candidates is None else np.atleast_1d(np.asarray(candidates, dtype=np.intp))
-        s = self.noise_var / 2.0
-        C = self.n_coils
-        cov = self._post["line_cov"][:, candidates]  # (nx, k, C, C)
-        pseudo = self._post["line_pseudo"][:, candidates]
-        M = np.empty((*cov.shape[:2], 2 * C, 2 * C))
-        M[..., :C, :C] = (cov + pseudo).real
-        M[..., :C, C:] = (pseudo - cov).imag
-        M[..., C:, :C] = (cov + pseudo).imag
-        M[..., C:, C:] = (cov - pseudo).real
-        M *= 0.5 / s
-        idx = np.arange(2 * C)
-        M[..., idx, idx] += 1.0
-        return 0.5 * np.sum(np.linalg.slogdet(M)[1], axis=0)
-
-    def _line_moments_all(self, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every line's (centred rows) coil covariance ``(F diag(e_c) Sigma diag(conj e_c') F^H)[ky, ky]`` and
-        pseudo-covariance ``(F diag(e_c) Gamma diag(e_c') F^T)[ky, ky]`` in every column, from the real covariance
-        ``cov`` (nx, 2ny, 2ny) of the column: two complex (nx, ny, C, C).
-
-        The centred DFT's row ky is (-1)^(ky - ny/2) times the plain DFT's row (ky - ny/2) mod ny (ny even); the
-        sign cancels in both products, so plain FFTs serve."""
-        ny, nx = self.basis.shape
-        C = self.n_coils
-        dft = np.exp(-2j * np.pi * np.outer(np.arange(ny), np.arange(ny)) / ny) / np.sqrt(ny)  # D, (ny, ny)
-        centred = (np.arange(ny) - ny // 2) % ny
-        work = np.empty((COLUMNS_PER_CHUNK, C, ny, ny), complex)  # reused: no page faults per chunk
-        line_cov, line_pseudo = np.empty((nx, ny, C, C), complex), np.empty((nx, ny, C, C), complex)
-        for lo in range(0, nx, COLUMNS_PER_CHUNK):
-            cols = slice(lo, min(lo + COLUMNS_PER_CHUNK, nx))
-            sigma, gamma = widely_linear(cov[cols])  # (n, ny, ny) each
-            e = np.moveaxis(self._phased[:, :, cols], 2, 0)  # (n, C, ny)
-            buffer = work[:e.shape[0]]
-            line_cov[cols] = self._line_moments(e, sigma, np.conj(e), np.conj(dft), buffer)[:, centred]
-            line_pseudo[cols] = self._line_moments(e, gamma, e, dft, buffer)[:, centred]
-        return line_cov, line_pseudo
-
-    @staticmethod
-    def _line_moments(e: np.ndarray, X: np.ndarray, right_maps: np.ndarray, right_rows: np.ndarray,
-                      work: np.ndarray) -> np.ndarray:
-        """Per column and plain DFT row ``k``, ``sum_{j, l} D[k, j] e_c[j] X[j, l] right_maps[c', l] right_rows[k, l]``:
-        with ``X`` = Sigma and the right-hand factors conjugated, the covariance of the line's coil values; with
-        ``X`` = Gamma, their pseudo-covariance. Shape (n, ny, C, C).
-
-        ``e`` (n, C, ny) the phased maps, ``X`` (n, ny, ny), ``right_rows`` (ny, ny) ``D`` or ``conj(D)``; ``work``
-        an (n, C, ny, ny) buffer. ``D diag(e_c) X`` is one FFT per coil along ``j``; the sum over ``l`` one matrix
-        product per column and row."""
-        np.multiply(e[:, :, :, None], X[:, None], out=work)  # (n, C, j, l): diag(e_c) X
-        left = scipy.fft.fft(work, axis=2, norm="ortho", overwrite_x=True)  # (n, C, k, l)
-        left *= right_rows
-        return np.matmul(left.transpose(0, 2, 1, 3), right_maps.transpose(0, 2, 1)[:, None])
+        return gains_from_moments(self._post["line_cov"][:, candidates], self._post["line_pseudo"][:, candidates],
+                                  self.noise_var / 2.0)

@@ -118,7 +118,7 @@ class CoilKSpaceLines(KSpaceLines):
     """
 
     def __init__(self, basis: SeparableWavelet, sensitivities, n_first: int | None = None):
-        from adaptcs.models.line_coils import check_sensitivities
+        from adaptcs.models._coil_moments import check_sensitivities
 
         super().__init__(basis, n_first)
         self.sensitivities = check_sensitivities(sensitivities, basis.shape)
