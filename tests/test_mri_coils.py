@@ -160,6 +160,9 @@ def test_espirit_maps_from_the_centre_lines_combine_the_coils_to_the_image():
     assert np.linalg.norm((combined - truth)[brain]) / np.linalg.norm(truth[brain]) < 0.05
     with pytest.raises(ValueError, match="calibration must lie in 8..32"):
         espirit_maps(centre, 4)
+    wide = colin27_kspace(128, coils=8)[0].kspace
+    with pytest.raises(ValueError, match="no sensitivity in 8 centre lines"):  # every pixel cropped
+        espirit_maps(wide, 8)
 
 
 def test_grappa_fills_an_equispaced_mask_from_its_calibration():

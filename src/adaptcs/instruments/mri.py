@@ -36,8 +36,9 @@ def add_replay_arguments(mri) -> None:
                           "edges): model: the coil line model, every coil's lines with its sensitivity (ESPIRiT's of "
                           "the centre lines, or --sensitivities), prior phase or gaussian; combine: combined into one "
                           "virtual coil by those sensitivities (the design then models one coil)")
-    mri.add_argument("--calibration", type=int, default=24,
-                     help="--coils combine or model: centre lines for ESPIRiT (default 24)")
+    mri.add_argument("--calibration", type=int,
+                     help="--coils combine or model: centre lines for ESPIRiT (default: 24 for combine; the --start "
+                          "lines for model, which every order measures)")
     mri.add_argument("--sensitivities", metavar="NPY",
                      help="--coils model: the coils' sensitivities instead of ESPIRiT's, .npy complex (coils, ny, nx) "
                           "in the file's orientation (phase encodes along --phase-axis), of the coils as recorded")
@@ -302,7 +303,7 @@ def _combined(args):
         raise ValueError("--noise-var is for one coil: with --coils combine the coils are prewhitened by their noise "
                          "covariance (from the readout edges) and the virtual coil's noise variance is 1")
     covariance = noise_covariance_from_readout_edges(data)
-    kspace, _maps = combine_coils(data, covariance, args.calibration)
+    kspace, _maps = combine_coils(data, covariance, args.calibration or 24)
     return kspace, 1.0, data.shape[0]
 
 
@@ -328,7 +329,9 @@ def _whitened_coils(args):
             raise ValueError(f"--sensitivities must be complex of the k-space's shape (coils, ny, nx) "
                              f"{data.shape}; got {maps.dtype} {maps.shape}")
         return kspace, prewhiten(maps, covariance), "the sensitivities given"
-    return kspace, espirit_maps(kspace, args.calibration), "ESPIRiT sensitivities of the centre lines"
+    calibration = args.calibration or (args.start if args.start is not None else max(1, kspace.shape[1] // 16))
+    maps = espirit_maps(kspace, calibration, kernel=min(6, calibration // 2))  # a kernel of 6 needs 12 lines or more
+    return kspace, maps, f"ESPIRiT sensitivities of the {calibration} centre lines"
 
 
 class _progress:

@@ -167,7 +167,11 @@ def espirit_maps(kspace: np.ndarray, calibration: int, *, threshold: float = 0.0
                          f"lines, more than the kernel of {kernel}); got {calibration}")
     app = sigpy.mri.app.EspiritCalib(kspace, calib_width=int(calibration), thresh=threshold, kernel_width=kernel,
                                      crop=crop, show_pbar=False)
-    return np.asarray(app.run(), dtype=complex)
+    maps = np.asarray(app.run(), dtype=complex)
+    if not np.any(maps):  # every pixel's eigenvalue below crop: seen with 8 lines and a kernel of 6
+        raise ValueError(f"ESPIRiT found no sensitivity in {calibration} centre lines with a kernel of {kernel}: "
+                         "calibrate on more lines or with a smaller kernel")
+    return maps
 
 
 def combine_coils(kspace: np.ndarray, covariance: np.ndarray, calibration: int) -> tuple[np.ndarray, np.ndarray]:
