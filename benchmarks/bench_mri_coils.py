@@ -34,7 +34,7 @@ import csv
 import time
 
 import numpy as np
-from bench_mri_masks import FAMILY, FIELDS, read_specs, summary
+from bench_mri_masks import FAMILY, FIELDS, complete_rows, mean_psnr, paired, read_specs, summary
 from threadpoolctl import threadpool_limits
 
 from adaptcs.bases.separable import SeparableWavelet
@@ -123,6 +123,26 @@ def choose_penalties(args, budgets, make_model) -> dict:
     return chosen
 
 
+def headline(rows: list[dict]) -> None:
+    """Issue 76's comparisons per budget: the design (by the coil model) against equispaced + centre by CG-SENSE, and
+    against the best fixed mask by its best reconstructor (the mask and reconstructor of largest mean PSNR), paired
+    per slice; the design's CPU seconds per slice."""
+    rows, _ = complete_rows(rows)
+    psnr = mean_psnr(rows)
+    slices = sorted({k[0] for k in psnr})
+    cpu = [float(r["cpu_seconds"]) for r in rows if r["mask"] == "design" and r["reconstructor"] == "line"]
+    print(f"\nissue 76: the design by the coil model, {len(slices)} slices; design CPU per slice "
+          f"{min(cpu):.0f}-{max(cpu):.0f} s")
+    for b in sorted({k[2] for k in psnr}):
+        design = [psnr[(s, "design", b, "line")] for s in slices]
+        sense = [psnr.get((s, "equispaced", b, "sense"), np.nan) for s in slices]
+        fixed = {(m, r): [psnr.get((s, m, b, r), np.nan) for s in slices]
+                 for (_s, m, bb, r) in psnr if bb == b and m != "design"}
+        best = max((k for k in fixed if not np.any(np.isnan(fixed[k]))), key=lambda k: np.mean(fixed[k]))
+        print(f"R = {int(rows[0]['size']) / b:.3g}: - equispaced by CG-SENSE {paired(design, sense)}; - the best fixed "
+              f"mask ({best[0]} by {best[1]}, {np.mean(fixed[best]):.2f} dB) {paired(design, fixed[best])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=128)
@@ -144,7 +164,9 @@ def main() -> None:
     parser.add_argument("--summary", nargs="+", help="print the summary of these CSVs (PATH[:PART[:RECONS]]) and stop")
     args = parser.parse_args()
     if args.summary:
-        summary(read_specs(args.summary))
+        rows = read_specs(args.summary)
+        summary(rows)
+        headline(rows)
         return
     n = args.size
     args.centre = n // 16
@@ -216,6 +238,7 @@ def main() -> None:
         out.close()
     if any(r["mask"] == "design" for r in rows):
         summary(rows)
+        headline(rows)
 
 
 if __name__ == "__main__":
