@@ -186,6 +186,22 @@ def test_grappa_fills_an_equispaced_mask_from_its_calibration():
         grappa_rss(acq.kspace[:, lines], lines, (64, 64), np.arange(20, 44))
 
 
+def fastmri_multicoil_file(tmp_path):
+    """A simulated 4-coil 32 x 32 slice and the HDF5 file of it in fastMRI's multi-coil layout ((slices, coils, ny,
+    nx) with one slice, phase encodes along the last axis)."""
+    acq = colin27_kspace(32, coils=4)[0]
+    path = tmp_path / "multicoil.h5"
+    with h5py.File(path, "w") as f:
+        f["kspace"] = np.swapaxes(acq.kspace, -1, -2)[None]
+    return acq, path
+
+
+def replay_arguments(path, out) -> list:
+    """The MRI replay of that file: 8 and 16 lines from 4, a small wavelet, the phase model."""
+    return ["--quiet", "replay", "--instrument", "mri", str(path), "--slice", "0", "--phase-axis", "1", "--lines",
+            "8", "16", "--start", "4", "--wavelet", "db2", "--level", "2", "--prior", "phase", "--out", str(out)]
+
+
 @pytest.mark.slow
 def test_a_fastmri_multicoil_file_replays_from_the_command_line(tmp_path, capsys):
     """A small multi-coil file in fastMRI's layout ((slices, coils, ny, nx), phase encodes last) replays end to end
@@ -194,14 +210,9 @@ def test_a_fastmri_multicoil_file_replays_from_the_command_line(tmp_path, capsys
     naming the option."""
     from adaptcs.cli import main
 
-    acq = colin27_kspace(32, coils=4)[0]
-    path = tmp_path / "multicoil.h5"
-    with h5py.File(path, "w") as f:
-        f["kspace"] = np.swapaxes(acq.kspace, -1, -2)[None]  # one slice, phase encodes along the last axis
+    acq, path = fastmri_multicoil_file(tmp_path)
     out = tmp_path / "replay.h5"
-    arguments = ["--quiet", "replay", "--instrument", "mri", str(path), "--slice", "0", "--phase-axis", "1",
-                 "--lines", "8", "16", "--start", "4", "--wavelet", "db2", "--level", "2", "--prior", "phase",
-                 "--orders", "design", "low_to_high", "--out", str(out)]
+    arguments = [*replay_arguments(path, out), "--orders", "design", "low_to_high"]
     assert main([*arguments, "--coils", "combine", "--calibration", "16"]) == 0
     printed = capsys.readouterr().out
     assert "noise variance 1 (given)" in printed
@@ -221,14 +232,9 @@ def test_a_fastmri_multicoil_file_replays_with_the_coil_model(tmp_path, capsys):
     coils were used. Given sensitivities (--sensitivities, the simulation's) replay too; a sparse prior is refused."""
     from adaptcs.cli import main
 
-    acq = colin27_kspace(32, coils=4)[0]
-    path = tmp_path / "multicoil.h5"
-    with h5py.File(path, "w") as f:
-        f["kspace"] = np.swapaxes(acq.kspace, -1, -2)[None]  # one slice, phase encodes along the last axis
+    acq, path = fastmri_multicoil_file(tmp_path)
     out = tmp_path / "replay.h5"
-    arguments = ["--quiet", "replay", "--instrument", "mri", str(path), "--slice", "0", "--phase-axis", "1",
-                 "--lines", "8", "16", "--start", "4", "--wavelet", "db2", "--level", "2", "--prior", "phase",
-                 "--orders", "design", "low_to_high", "equispaced", "--out", str(out), "--coils", "model"]
+    arguments = [*replay_arguments(path, out), "--orders", "design", "low_to_high", "equispaced", "--coils", "model"]
     assert main([*arguments, "--calibration", "16"]) == 0
     assert "noise variance 1 (given)" in capsys.readouterr().out
     with h5py.File(out) as f:

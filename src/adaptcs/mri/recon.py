@@ -41,6 +41,20 @@ def _measured(kspace_lines: np.ndarray, lines, shape: tuple[int, int]) -> tuple[
     return data, rows
 
 
+def _coil_data(kspace_lines, lines, sensitivities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every coil's zero-filled k-space (coils, ny, nx), the sampling weights (ny, nx) and the sensitivities, after
+    checking that the lines (coils, m, nx) and the sensitivities (coils, ny, nx) have the same coils."""
+    sensitivities = np.asarray(sensitivities)
+    kspace_lines = np.asarray(kspace_lines)
+    if sensitivities.ndim != 3 or kspace_lines.ndim != 3 or kspace_lines.shape[0] != sensitivities.shape[0]:
+        raise ValueError(f"kspace_lines (coils, m, nx) and sensitivities (coils, ny, nx) must have the same coils; "
+                         f"got {kspace_lines.shape} and {sensitivities.shape}")
+    shape = sensitivities.shape[1:]
+    filled = [_measured(coil, lines, shape) for coil in kspace_lines]
+    weights = np.broadcast_to(filled[0][1][:, None], shape).astype(float)
+    return np.stack([f[0] for f in filled]), weights, sensitivities
+
+
 def _sigpy_app(name: str):
     try:
         import sigpy.mri.app as app
@@ -148,17 +162,9 @@ def cg_sense(kspace_lines: np.ndarray, lines, sensitivities: np.ndarray, *, lam:
     -------
     ndarray of complex, shape (ny, nx)
     """
-    sensitivities = np.asarray(sensitivities)
-    kspace_lines = np.asarray(kspace_lines)
-    if sensitivities.ndim != 3 or kspace_lines.ndim != 3 or kspace_lines.shape[0] != sensitivities.shape[0]:
-        raise ValueError(f"kspace_lines (coils, m, nx) and sensitivities (coils, ny, nx) must have the same coils; "
-                         f"got {kspace_lines.shape} and {sensitivities.shape}")
     if lam < 0:
         raise ValueError(f"lam must be >= 0; got {lam}")
-    shape = sensitivities.shape[1:]
-    filled = [_measured(coil, lines, shape) for coil in kspace_lines]
-    data = np.stack([f[0] for f in filled])
-    weights = np.broadcast_to(filled[0][1][:, None], shape).astype(float)
+    data, weights, sensitivities = _coil_data(kspace_lines, lines, sensitivities)
     app = _sigpy_app("cg_sense").SenseRecon(data, sensitivities, lamda=float(lam), weights=weights,
                                             max_iter=int(max_iter), show_pbar=False)
     return np.asarray(app.run(), dtype=complex)
@@ -186,17 +192,9 @@ def l1_wavelet_sense(kspace_lines: np.ndarray, lines, sensitivities: np.ndarray,
     -------
     ndarray of complex, shape (ny, nx)
     """
-    sensitivities = np.asarray(sensitivities)
-    kspace_lines = np.asarray(kspace_lines)
-    if sensitivities.ndim != 3 or kspace_lines.ndim != 3 or kspace_lines.shape[0] != sensitivities.shape[0]:
-        raise ValueError(f"kspace_lines (coils, m, nx) and sensitivities (coils, ny, nx) must have the same coils; "
-                         f"got {kspace_lines.shape} and {sensitivities.shape}")
     if not lam >= 0.0:
         raise ValueError(f"lam must be non-negative; got {lam}")
-    shape = sensitivities.shape[1:]
-    filled = [_measured(coil, lines, shape) for coil in kspace_lines]
-    data = np.stack([f[0] for f in filled])
-    weights = np.broadcast_to(filled[0][1][:, None], shape).astype(float)
+    data, weights, sensitivities = _coil_data(kspace_lines, lines, sensitivities)
     app = _sigpy_app("l1_wavelet_sense").L1WaveletRecon(data, sensitivities, float(lam), weights=weights,
                                                        wave_name=wavelet, max_iter=int(max_iter), show_pbar=False)
     return np.asarray(app.run(), dtype=complex)
