@@ -140,5 +140,65 @@ def test_a_version_1_state_reads_its_adds_from_its_log_and_is_written_as_the_cur
     info = lab.remove(state, 0)
     assert info["lines"] == [15, 16] and info["n_told"] == 2
     with h5py.File(state, "r") as f:
-        assert int(f.attrs["format_version"]) == lab.STATE_VERSION == 3
+        assert int(f.attrs["format_version"]) == lab.STATE_VERSION == 4
     assert lab.load_state(state).removed.tolist() == [15, 16]
+
+
+def test_a_receive_array_loop_asks_the_centre_then_the_coil_models_largest_gain(tmp_path):
+    """A 4-coil loop on a simulated 32 x 32 slice, its sensitivities and noise covariance given: the centre lines
+    first, then the line of largest gain under the coil line model fitted from scratch on the lines told (the same
+    model fitted by hand on the prewhitened readouts ranks the lines so); estimate is that model's image."""
+    from adaptcs.mri.coils import prewhiten
+
+    acq = colin27_kspace(32, coils=4)[0]
+    state = tmp_path / "coils.h5"
+    lab.init(state, (32, 32), wavelet="db2", level=2, prior="phase", start=4, coils=4,
+             sensitivities=acq.sensitivities, noise_covariance=acq.noise_covariance)
+    first, _ = lab.next_lines(state)
+    np.testing.assert_array_equal(first, centre_lines(32, 4))
+    lab.add(state, first, np.moveaxis(acq.kspace[:, first], 0, 1))
+    chosen, about = lab.next_lines(state, batch=2)
+    white, maps = (prewhiten(a, acq.noise_covariance) for a in (acq.kspace, acq.sensitivities))
+    model = line_model(SeparableWavelet((32, 32), "db2", 2), 1.0, "phase", "colin27", maps)
+    model.fit(np.moveaxis(white[:, first], 0, 1), first)
+    gains = model.line_gains()
+    gains[first] = -np.inf
+    np.testing.assert_array_equal(chosen, np.argsort(-gains, kind="stable")[:2])
+    np.testing.assert_allclose(about["gains"], gains[chosen], rtol=1e-10)
+    lab.add(state, chosen, np.moveaxis(acq.kspace[:, chosen], 0, 1))
+    fit, about = lab.estimate(state)
+    told = np.concatenate([first, chosen])
+    expected = model.fit(np.moveaxis(white[:, told], 0, 1), told).image_
+    np.testing.assert_allclose(fit.image_, expected, atol=1e-10 * np.abs(expected).max())
+    assert about["noise_var"] == 1.0 and "prewhitened" in about["noise_source"]
+    with pytest.raises(StateError, match=r"shape \(1, 4, 32\) \(lines, coils, readout\)"):
+        lab.add(state, [0], acq.kspace[:, 0])
+
+
+def test_a_receive_array_loop_calibrates_espirit_on_the_centre_lines_from_the_command_line(tmp_path, capsys):
+    """Without sensitivities: init --coils asks every one of the --start centre lines first (ESPIRiT's calibration),
+    then designs; readouts (lines, coils, nx) from .npy files; the noise covariance from the readout edges. A coil
+    setting without coils, or too few centre lines for ESPIRiT, is one line and exit 2."""
+    acq = colin27_kspace(32, coils=4)[0]
+    state, readouts = tmp_path / "coils.h5", tmp_path / "readouts.npy"
+    assert main(["--quiet", *MRI_LAB, "init", "--state", str(state), "--shape", "32", "32", "--wavelet", "db2",
+                 "--level", "2", "--prior", "phase", "--start", "12", "--coils", "4"]) == 0
+    for expected in (12, 1):
+        capsys.readouterr()
+        assert main(["--quiet", *MRI_LAB, "next", "--state", str(state)]) == 0
+        lines = [int(v) for v in capsys.readouterr().out.split()]
+        assert len(lines) == expected
+        np.save(readouts, np.moveaxis(acq.kspace[:, lines], 0, 1))
+        assert main(["--quiet", *MRI_LAB, "add", "--state", str(state), "--lines", *map(str, lines),
+                     "--readouts", str(readouts)]) == 0
+    assert lab.load_state(state).lines[:12].tolist() == centre_lines(32, 12).tolist()
+    assert main(["--quiet", *MRI_LAB, "estimate", "--state", str(state), "--out", str(tmp_path / "x.npy")]) == 0
+    image = np.load(tmp_path / "x.npy")
+    assert image.shape == (32, 32) and np.all(np.isfinite(image))
+    capsys.readouterr()
+    assert main([*MRI_LAB, "init", "--state", str(tmp_path / "a.h5"), "--shape", "32", "32", "--noise-cov",
+                 str(readouts)]) == 2
+    assert "need coils > 1" in capsys.readouterr().err
+    assert main([*MRI_LAB, "init", "--state", str(tmp_path / "b.h5"), "--shape", "32", "32", "--coils", "4",
+                 "--prior", "phase", "--start", "4"]) == 2
+    assert "at least 8 centre lines" in capsys.readouterr().err

@@ -90,6 +90,15 @@ def add_lab_steps(lab) -> None:
     init.add_argument("--level", type=int, default=4)
     init.add_argument("--prior", default="gaussian", choices=list(PRIORS), help="the line model (as for mri)")
     init.add_argument("--profile", default="colin27", choices=["colin27", "flat"])
+    init.add_argument("--coils", type=int, default=1,
+                      help="receive coils (default 1): every readout is then (coils, nx), the model the coil line "
+                           "model (prior phase or gaussian)")
+    init.add_argument("--sensitivities", metavar="NPY",
+                      help="with --coils: their sensitivities, .npy complex (coils, ny, nx), as recorded; default "
+                           "ESPIRiT's of the --start centre lines (at least 8), asked for first")
+    init.add_argument("--noise-cov", metavar="NPY",
+                      help="with --coils: their noise covariance per complex sample, .npy (coils, coils), from a noise "
+                           "scan; default: estimated from the readout edges of the lines told")
     nxt = steps.add_parser("next", help="the lines to measure next (printed, one per line; also --out)")
     nxt.add_argument("--state", required=True)
     nxt.add_argument("--batch", type=int, default=1, help="lines per request (default 1)")
@@ -99,7 +108,8 @@ def add_lab_steps(lab) -> None:
     add.add_argument("--lines", nargs="+", required=True,
                      help="phase-encode rows (centred k-space), or the file `next --out` wrote")
     add.add_argument("--readouts", required=True,
-                     help=".npy, complex, shape (len(lines), nx): the readout of each line, in the order of --lines")
+                     help=".npy, complex, shape (len(lines), nx), or (len(lines), coils, nx) with coils: the readout "
+                          "of each line, in the order of --lines")
     add.add_argument("--again", action="store_true",
                      help="the lines were told before and these are real repeat measurements: the model fits each "
                           "line's mean readout (its noise variance divided by the readouts averaged)")
@@ -140,9 +150,14 @@ def run_mri_lab(args) -> int:
     from adaptcs.readers import load_npy
 
     if args.step == "init":
+        maps = load_npy(args.sensitivities, "--sensitivities") if args.sensitivities else None
+        covariance = load_npy(args.noise_cov, "--noise-cov") if args.noise_cov else None
         state = lab.init(args.state, args.shape, wavelet=args.wavelet, level=args.level, prior=args.prior,
-                         profile=args.profile, start=args.start, noise_var=args.noise_var)
-        print(f"started {args.state}: {state.ny} x {state.nx}, prior {state.prior}, {state.start} centre lines first")
+                         profile=args.profile, start=args.start, noise_var=args.noise_var, coils=args.coils,
+                         sensitivities=maps, noise_covariance=covariance)
+        coils = f", {state.coils} coils" if state.coils > 1 else ""
+        print(f"started {args.state}: {state.ny} x {state.nx}{coils}, prior {state.prior}, {state.start} centre lines "
+              "first")
     elif args.step == "next":
         if args.out:  # before the state records the request
             check_output_path(args.out, "--out", {"--state": args.state})
