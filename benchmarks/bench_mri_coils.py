@@ -106,7 +106,7 @@ def choose_penalties(args, budgets, make_model) -> dict:
             for kind in args.masks:
                 cases.setdefault((FAMILY[kind], b), []).append((acq, kspace, maps, reference,
                                                                 fixed_mask(kind, args.size, b, args.centre, rng)))
-        if "design" in args.families:
+        if "design" in args.families and not args.design_by_model_only:
             run = design_lines(kspace, make_model(maps), start=centre_lines(args.size, args.centre),
                                budget=max(budgets), checkpoints=budgets,
                                operator=CoilKSpaceLines(make_model(maps).basis, maps, n_first=args.centre))
@@ -158,6 +158,9 @@ def main() -> None:
     parser.add_argument("--budgets", type=int, nargs="+", help="line counts (default: size / 8, size / 6, size / 4)")
     parser.add_argument("--max-iter", type=int, default=100, help="iterations of sigpy's L1")
     parser.add_argument("--train-slices", type=int, default=2, help="training slices the penalties are chosen on")
+    parser.add_argument("--design-by-model-only", action="store_true",
+                        help="reconstruct the design's lines by the coil model alone (no penalties to choose for them: "
+                             "no design on the training slices)")
     parser.add_argument("--relearn-every", type=int, default=8, help="the coil model's relearn_every")
     parser.add_argument("--part", choices=["all", "design", "masks"], default="all")
     parser.add_argument("--out", help="CSV of the raw rows")
@@ -207,7 +210,8 @@ def main() -> None:
                                                            for kind in args.masks]
                 for mask, lines in cases:
                     for recon in args.reconstructors:
-                        if recon == "grappa" and FAMILY[mask] != "equispaced":
+                        if (recon == "grappa" and FAMILY[mask] != "equispaced") or \
+                                (mask == "design" and recon != "line" and args.design_by_model_only):
                             continue
                         t0 = time.process_time()
                         converged, columns = True, 0
