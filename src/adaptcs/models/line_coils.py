@@ -211,12 +211,16 @@ class CoilPhaseLineGaussian(LineModel):
         W = self.basis.Wy
         return (W.T @ X.real @ W) + 1j * (W.T @ X.imag @ W)
 
+    def _coil_rows(self, lines: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """The complex rows of the lines in every column in the image's space, ``F_y[ky] diag(e_c)`` weighted by
+        ``weight`` (k,): shape (nx, k, C, ny)."""
+        rows = weight[:, None, None, None] * self._Fy[lines][:, None, :, None] * self._phased[None]  # (k, C, ny, nx)
+        return np.moveaxis(rows, 3, 0)
+
     def _line_rows(self, lines: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """Real rows of the lines in every column in the image's space: (nx, 2 k C, 2ny), line by line, each line's
         C real-part rows then its C imaginary-part rows; weighted by ``weight`` (k,)."""
-        rows = (weight[:, None, None, None] * self._Fy[lines][:, None, :, None]
-                * self._phased[None])  # (k, C, ny, nx): F_y[ky] diag(e_c) in column x
-        rows = np.moveaxis(rows, 3, 0)  # (nx, k, C, ny)
+        rows = self._coil_rows(lines, weight)  # (nx, k, C, ny)
         re = np.concatenate([rows.real, -rows.imag], axis=3)
         im = np.concatenate([rows.imag, rows.real], axis=3)
         nx, k, C, b = re.shape
@@ -362,8 +366,7 @@ class CoilPhaseLineGaussian(LineModel):
         unknowns): their covariance at ``v = 1`` in two parts, ``K_x = v (G_a + eps_x G_b) + s I`` (``G_a`` from
         the real part ``a``, ``G_b`` from ``b``, each (nx, r, r)), and their values ``z`` (nx, r)."""
         ny = self.basis.shape[0]
-        rows = (weight[:, None, None, None] * self._Fy[lines][:, None, :, None] * self._phased[None])
-        rows = np.moveaxis(rows, 3, 0).reshape(self.basis.shape[1], -1, ny)  # (nx, m C, ny): F_y[ky] diag(e_c)
+        rows = self._coil_rows(lines, weight).reshape(self.basis.shape[1], -1, ny)  # (nx, m C, ny)
         rows = (rows.real @ self.basis.Wy.T) + 1j * (rows.imag @ self.basis.Wy.T)  # on the y-wavelet coefficients
         root = np.sqrt(self._prior_var(1.0, np.ones(self.basis.shape[1]))[:, :ny])  # (nx, ny)
         part_a = np.concatenate([rows.real, rows.imag], axis=1) * root[:, None, :]
