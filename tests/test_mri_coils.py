@@ -215,7 +215,7 @@ def test_a_fastmri_multicoil_file_replays_from_the_command_line(tmp_path, capsys
     arguments = [*replay_arguments(path, out), "--orders", "design", "low_to_high"]
     assert main([*arguments, "--coils", "combine", "--calibration", "16"]) == 0
     printed = capsys.readouterr().out
-    assert "noise variance 1 (given)" in printed
+    assert "noise variance 1 (the coils prewhitened by their noise covariance from the readout edges)" in printed
     with h5py.File(out) as f:
         assert f.attrs["coils"] == 4 and "ESPIRiT" in f.attrs["coil_combination"]
         assert f["design/16/image"].shape == (32, 32) and f["design_lines"].shape == (16,)
@@ -236,7 +236,7 @@ def test_a_fastmri_multicoil_file_replays_with_the_coil_model(tmp_path, capsys):
     out = tmp_path / "replay.h5"
     arguments = [*replay_arguments(path, out), "--orders", "design", "low_to_high", "equispaced", "--coils", "model"]
     assert main([*arguments, "--calibration", "16"]) == 0
-    assert "noise variance 1 (given)" in capsys.readouterr().out
+    assert "noise variance 1 (the coils prewhitened" in capsys.readouterr().out
     with h5py.File(out) as f:
         assert f.attrs["coils"] == 4 and "coil line model" in f.attrs["coil_combination"]
         assert "ESPIRiT" in f.attrs["coil_combination"] and f["sensitivities"].shape == (4, 32, 32)

@@ -263,6 +263,8 @@ def run_mri(args) -> int:
         result = replay(kspace, counts=args.lines, start=start, orders=args.orders, noise_var=noise_var,
                         wavelet=args.wavelet, level=args.level, prior=args.prior, profile=args.profile,
                         seed=args.seed, progress=progress, sensitivities=maps)
+    if coils > 1:  # 1 is not a variance the user gave: the coils were whitened to it
+        result.noise_source = "the coils prewhitened by their noise covariance from the readout edges"
     orient = (lambda image: image) if args.phase_axis == 0 else (lambda image: image.T)  # the file's orientation
 
     def write(path):
