@@ -53,7 +53,7 @@ MASKS = ("equispaced", "fastmri_equispaced", "low_to_high", "partial_fourier_5_8
 RECONSTRUCTORS = ("line", "sense", "l1", "grappa")
 #: Penalties tried on the training slices: L1 in units of the noise's standard deviation (1 after prewhitening),
 #: SENSE's Tikhonov weight likewise (0: plain least squares by CG, 30 iterations).
-L1_PENALTIES = (0.06, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
+L1_PENALTIES = (0.015, 0.03, 0.06, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
 SENSE_PENALTIES = (0.0, 0.03, 0.1, 0.3, 1.0, 3.0)
 
 

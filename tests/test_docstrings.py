@@ -8,13 +8,14 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import adaptcs.models as models
+from adaptcs.models.line_coils import CoilPhaseLineGaussian
 from adaptcs.models.line_phase import PhaseLineGaussian
 from adaptcs.models.line_spike_slab import LineSpikeSlab  # not in adaptcs.models.__all__ (k-space lines, not rows)
 from adaptcs.models.registry import METHODS
 
 ESTIMATORS = [getattr(models, name) for name in models.__all__
-              if isinstance(getattr(models, name), type) and hasattr(getattr(models, name), "fit")] + [LineSpikeSlab,
-                                                                                          PhaseLineGaussian]
+              if isinstance(getattr(models, name), type) and hasattr(getattr(models, name), "fit")] + [
+    LineSpikeSlab, PhaseLineGaussian, CoilPhaseLineGaussian]
 
 
 def test_every_registered_method_is_a_public_estimator():

@@ -154,3 +154,77 @@ def test_the_greedy_orders_run_with_the_phase_aware_model():
     for strategy in ("offline_greedy", "oracle_greedy"):
         result = run_job("brain", 0, "lines_phase", strategy, [0], data_options=DATA, hyperparameters="learned")
         assert np.all(result.converged == 1) and np.all(np.isfinite(result.errors)) and np.all(result.errors < 1)
+
+
+COIL_DATA = {"kind": "mri", "size": 32, "level": 2, "coils": 4, "start": 8, "counts": [12, 16]}
+
+
+def test_a_coil_job_is_the_coil_design_loop_on_coils_prewhitened_by_their_readout_edges():
+    """``data.coils``: the slice simulated through a receive array, prewhitened by the noise covariance of the
+    readout edges of the centre lines (not the simulation's), ESPIRiT's maps of those lines, the coil line model's
+    design, scored against the whitened coils' noise-free image as the maps combine it (built here by hand)."""
+    from adaptcs.models.line_coils import CoilPhaseLineGaussian
+    from adaptcs.mri.coils import espirit_maps, noise_covariance_from_readout_edges, prewhiten
+    from adaptcs.mri.data import colin27_kspace
+    from adaptcs.operators import CoilKSpaceLines
+
+    result = run_job("array", 0, "lines_coils", "design", [1], data_options=COIL_DATA, hyperparameters="learned")
+    acq = colin27_kspace(32, coils=4)[1]
+    first = centre_lines(32, 8)
+    covariance = noise_covariance_from_readout_edges(acq.kspace[:, first])
+    assert not np.allclose(covariance, acq.noise_covariance)  # estimated, not told
+    kspace = prewhiten(acq.kspace, covariance)
+    maps = espirit_maps(kspace, 8, kernel=4)
+    basis = SeparableWavelet((32, 32), "db4", 2)
+    model = CoilPhaseLineGaussian(basis, sensitivities=maps, noise_var=1.0, profile=colin27_magnitude_profile(basis))
+    run = design_lines(kspace, model, start=first, budget=16, checkpoints=(12, 16),
+                       operator=CoilKSpaceLines(basis, maps, n_first=8))
+    # the reference by hand: per pixel, the least-squares image of the whitened noise-free coil images
+    coil_images = prewhiten(acq.sensitivities, covariance) * acq.reference
+    reference = np.zeros((32, 32), dtype=complex)
+    for i, j in zip(*np.nonzero(np.any(maps != 0, axis=0)), strict=True):
+        reference[i, j] = np.linalg.lstsq(maps[:, i, j, None], coil_images[:, i, j], rcond=None)[0][0]
+    peak = np.abs(reference)[acq.mask].max()
+    truth = np.abs(reference)[acq.mask] / peak
+    for k, count in enumerate((12, 16)):
+        image = np.abs(run.fits[count].image_) / peak
+        np.testing.assert_allclose(result.checkpoint_coef[0, k], image.ravel(), rtol=1e-8, atol=1e-10)
+        error = np.sqrt(np.sum((image[acq.mask] - truth) ** 2) / np.sum(truth**2))
+        assert result.errors[0, k] == pytest.approx(error, rel=1e-8)
+    assert np.all(result.converged == 1) and result.errors[0, 1] < 0.3
+
+
+def test_the_coil_truth_with_the_simulations_maps_is_the_simulated_image():
+    """With ``data.maps: simulated`` the coil model is told the whitened simulated sensitivities, so the image it
+    estimates (and is scored against) is the simulation's own."""
+    from adaptcs.mri.data import colin27_kspace
+
+    spec = get_experiment("array", {**COIL_DATA, "maps": "simulated"})
+    acq = colin27_kspace(32, coils=4)[0]
+    case = spec.case(0, 0)
+    peak = np.abs(acq.reference)[acq.mask].max()
+    np.testing.assert_allclose(case.problem.w_true, np.abs(acq.reference).ravel() / peak, rtol=1e-10, atol=1e-12)
+    assert case.prior.noise_var == 1.0 and case.prior.sensitivities.shape == (4, 32, 32)
+
+
+def test_the_config_layer_matches_line_models_to_coils():
+    def entry(data, methods=("lines_coils",), strategies=None):
+        out = {"kind": "mri", "data": data, "replicates": 1, "methods": list(methods)}
+        return {"experiments": {"array": out | ({"strategies": strategies} if strategies else {})}}
+
+    coils = {k: v for k, v in COIL_DATA.items() if k != "kind"}
+    run = resolve_experiment(entry(coils), "array")
+    assert run.experiment.coils == 4 and run.experiment.maps == "espirit"
+    assert run.experiment.settings[0]["coils"] == 4
+    with pytest.raises(ValueError, match="takes the coil line models"):
+        resolve_experiment(entry(coils, ["lines_phase"]), "array")
+    with pytest.raises(ValueError, match="lines of a receive array"):
+        resolve_experiment(entry({"size": 32, "level": 2}), "array")
+    with pytest.raises(ValueError, match="cannot run.*oracle_greedy"):
+        resolve_experiment(entry(coils, strategies=["design", "oracle_greedy"]), "array")
+    for data, message in (({**coils, "coils": 1}, "coils must lie in 2..32"),
+                          ({"size": 32, "level": 2, "maps": "simulated"}, "give data.coils"),
+                          ({**coils, "maps": "sense"}, "maps must be one of"),
+                          ({**coils, "start": 2, "counts": [8]}, "start must be at least 4")):
+        with pytest.raises(ValueError, match=message):
+            resolve_experiment(entry(data), "array")

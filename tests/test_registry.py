@@ -11,6 +11,7 @@ from adaptcs.bases.separable import SeparableWavelet, to_kspace
 from adaptcs.experiments import check_n_steps, run_synthetic_job
 from adaptcs.models.gibbs import PAPER_BURN_IN, PAPER_N_SAMPLES
 from adaptcs.models.registry import METHODS, PER_PROBLEM, PriorInfo, make_estimator
+from adaptcs.mri.coils import simulated_sensitivities
 
 PRIOR = PriorInfo(p0_group=0.1, p0_coef=0.05, v0=0.5, noise_var=0.2)
 
@@ -110,7 +111,13 @@ def lines_fit_extreme_values(method, groups, prior, kspace, scale):
 def problem_for(method: str, rng):
     """Groups, prior knowledge and 5 rows of 8 coefficients; for a method that fits only basis scans, 5 rows that
     select coefficients of a 4 x 4 Haar basis (16 coefficients); for a line model, a 16 x 16 k-space (its rows are
-    the lines) in place of the rows."""
+    the lines; for the coil line model, every coil's) in place of the rows."""
+    if METHODS[method].coils:  # a receive array of 3 coils: every coil's lines, line first (16, coils, 16)
+        basis = SeparableWavelet((16, 16), "haar", 2)
+        maps = simulated_sensitivities(3, (16, 16))
+        image = basis.inverse(rng.normal(size=(16, 16)))
+        kspace = np.stack([to_kspace(m * image) for m in maps], axis=1) + 0.1 * rng.normal(size=(16, 3, 16))
+        return np.zeros(256, dtype=np.int64), replace(PRIOR, basis=basis, noise_var=0.01, sensitivities=maps), kspace
     if METHODS[method].lines_only:
         basis = SeparableWavelet((16, 16), "haar", 2)
         kspace = to_kspace(basis.inverse(rng.normal(size=(16, 16)))) + 0.1 * rng.normal(size=(16, 16))

@@ -4,8 +4,8 @@ a second). ``tests/test_cli.py`` checks that every tuple here equals its registr
 EXPERIMENTS = ("E1", "E2", "E3", "E4", "E5", "E6", "E7")  # adaptcs.experiments.EXPERIMENTS
 # adaptcs.models.registry.METHODS
 METHODS = ("gss_ep", "gss_ep_scales", "gss_ep_profile", "wavelet_tree", "wavelet_tree_prediction", "lines_gaussian",
-           "lines_spike_slab", "lines_phase", "ss_ep", "g_ard", "g_lasso", "gss_mcmc", "g_hs", "bg_lasso", "vg",
-           "vg_ungrouped", "flas", "flas_ungrouped")
+           "lines_spike_slab", "lines_phase", "lines_coils", "ss_ep", "g_ard", "g_lasso", "gss_mcmc", "g_hs",
+           "bg_lasso", "vg", "vg_ungrouped", "flas", "flas_ungrouped")
 STRATEGIES = ("design", "random", "topdown", "pca", "predict", "low_to_high", "partial_fourier_5_8",
               "partial_fourier_6_8", "partial_fourier_7_8", "pf_variable_density", "pf_equispaced", "equispaced",
               "variable_density", "jittered_density", "fastmri_random", "fastmri_equispaced", "offline_greedy",

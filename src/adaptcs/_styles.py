@@ -13,14 +13,16 @@ import sys
 # the colour of every shipped method (adaptcs.models.registry.METHODS reads it from here)
 COLORS = {"gss_ep": "C0", "gss_ep_scales": "#08306b", "gss_ep_profile": "#4a1486", "wavelet_tree": "#7f2704",
           "wavelet_tree_prediction": "#d94801", "lines_gaussian": "#00441b", "lines_spike_slab": "#41ab5d",
-          "lines_phase": "#ce1256", "ss_ep": "C1", "g_ard": "C3", "g_lasso": "C4", "gss_mcmc": "C2", "g_hs": "C5",
-          "bg_lasso": "C6", "vg": "C7", "vg_ungrouped": "C8", "flas": "C9", "flas_ungrouped": "#e7ba52"}
+          "lines_phase": "#ce1256", "lines_coils": "#67001f", "ss_ep": "C1", "g_ard": "C3", "g_lasso": "C4",
+          "gss_mcmc": "C2", "g_hs": "C5", "bg_lasso": "C6", "vg": "C7", "vg_ungrouped": "C8", "flas": "C9",
+          "flas_ungrouped": "#e7ba52"}
 # how figures name every shipped method (a plugin's method goes by its registry name)
 DISPLAY_NAMES = {"gss_ep": "GSS-EP", "gss_ep_scales": "GSS-EP per scale", "gss_ep_profile": "GSS-EP, scale profile",
                  "wavelet_tree": "wavelet tree", "wavelet_tree_prediction": "wavelet tree + prediction",
                  "lines_gaussian": "line model, phase-blind", "lines_spike_slab": "line spike-and-slab",
-                 "lines_phase": "line model, phase", "ss_ep": "SS-EP", "g_ard": "group ARD", "g_lasso": "group lasso",
-                 "gss_mcmc": "GSS Gibbs sampler", "g_hs": "group horseshoe", "bg_lasso": "Bayesian group lasso",
+                 "lines_phase": "line model, phase", "lines_coils": "coil line model", "ss_ep": "SS-EP",
+                 "g_ard": "group ARD", "g_lasso": "group lasso", "gss_mcmc": "GSS Gibbs sampler",
+                 "g_hs": "group horseshoe", "bg_lasso": "Bayesian group lasso",
                  "vg": "VG", "vg_ungrouped": "VG, ungrouped", "flas": "FLAS", "flas_ungrouped": "FLAS, ungrouped"}
 PAPER_N_SAMPLES, PAPER_BURN_IN = 10000, 1000  # the samplers' paper protocol: 11,000 sweeps, the first 1,000 discarded
 SAMPLERS = ("gss_mcmc", "g_hs", "bg_lasso")  # the methods whose label notes a run of other length

@@ -195,6 +195,13 @@ def resolve_experiment(config: dict, name: str) -> ExperimentRun:
         raise ValueError(f"{key}.methods: {refused} cannot run on {name}: " + (
             f"k-space lines take only the line models {lines}" if experiment.kspace_lines else
             "they fit only Cartesian k-space lines (kind: mri)"))
+    coils = getattr(experiment, "coils", 0) if experiment.kspace_lines else 0
+    refused = [m for m in entry["methods"] if experiment.kspace_lines and METHODS[m].coils != bool(coils)]
+    if refused:
+        takes = [m for m, spec in METHODS.items() if spec.lines_only and spec.coils == bool(coils)]
+        raise ValueError(f"{key}.methods: {refused} cannot run on {name}: " + (
+            f"the k-space of {coils} coils takes the coil line models {takes}" if coils else
+            f"they fit the lines of a receive array (data.coils); one coil takes {takes}"))
     no_basis = [s for s in settings if experiment.basis(s) is None]
     refused = [m for m in entry["methods"] if METHODS[m].needs_basis]
     if no_basis and refused:

@@ -1,4 +1,5 @@
-"""``kind: mri``: Cartesian k-space line design on simulated single-coil k-space of brain slices (docs/mri.md).
+"""``kind: mri``: Cartesian k-space line design on simulated k-space of brain slices, one coil or a receive array
+(docs/mri.md).
 
 Slices are replicates, masks are strategies: ``design`` (the line of largest exact information gain, refit, repeat),
 ``low_to_high``, ``equispaced``, ``variable_density`` and ``jittered_density`` (random, drawn per slice from the
@@ -13,6 +14,11 @@ The data are simulated (:mod:`adaptcs.mri.data`): the Colin27 T1 average (a reco
 random phase, its k-space taken on a 0.5 mm grid and cropped, complex noise added; no raw scanner k-space. The
 noise variance the models use is estimated from the readout edges of the centre lines (nothing from the truth), so
 the hyper-parameters are learned ("learned" is the only protocol).
+
+With ``data.coils`` the slices are simulated through a receive array (sigpy's birdcage sensitivities, noise
+correlated between neighbouring coils): the coils are prewhitened with the noise covariance estimated from the
+readout edges of the centre lines, the sensitivities are ESPIRiT's of those lines (or the simulation's), the method is
+the coil line model (``lines_coils``) and the truth is the noise-free image as those sensitivities combine it.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import functools
 import re
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,14 +39,17 @@ from adaptcs.experiments.case import Case
 from adaptcs.metrics import magnitude_scores
 from adaptcs.models.line_spike_slab import pair_profile
 from adaptcs.models.registry import PriorInfo
+from adaptcs.mri.coils import espirit_maps, noise_covariance_from_readout_edges, prewhiten
 from adaptcs.mri.data import PHASE_REGIMES, KSpaceSlice, colin27_kspace, colin27_slices
 from adaptcs.mri.design import FIXED_MASKS, centre_lines, design_lines, fixed_mask, largest_gain
 from adaptcs.mri.greedy import offline_greedy, oracle_choice
 from adaptcs.mri.noise import noise_from_readout_edges
 from adaptcs.mri.replay import colin27_magnitude_profile
-from adaptcs.operators import KSpaceLines
+from adaptcs.operators import CoilKSpaceLines, KSpaceLines
 
-DATA_KEYS = ("source", "size", "wavelet", "level", "noise", "phase", "start", "counts")
+DATA_KEYS = ("source", "size", "wavelet", "level", "noise", "phase", "start", "counts", "coils", "maps")
+MAPS = ("espirit", "simulated")  # the sensitivities the coil model is told
+MAX_COILS = 32
 DEFAULT_STRATEGIES = ("design", "low_to_high", "partial_fourier_6_8", "variable_density")
 SOURCES = ("colin27",)
 
@@ -64,6 +73,11 @@ class MRILinesExperiment(Experiment):
         Centre lines every mask starts with (default size / 16).
     counts : tuple of int
         Line counts at which every mask is scored (default size / 8 and size / 4: R = 8 and R = 4).
+    coils : int
+        Coils of the simulated receive array; 0 (the default): one coil, no array.
+    maps : str
+        With coils, the sensitivities the coil model is told: "espirit" (of the centre lines, the default) or
+        "simulated" (the simulation's own).
     options : dict
         ``kind: mri`` and the ``data`` block as the config gave it (recorded in result files).
     """
@@ -83,6 +97,8 @@ class MRILinesExperiment(Experiment):
     phase: str = "spin_echo"
     start: int | None = None
     counts: tuple = ()
+    coils: int = 0
+    maps: str = "espirit"
     strategies: tuple = DEFAULT_STRATEGIES
     figures: tuple = ("curves", "images")
     options: dict = field(default_factory=dict)
@@ -126,8 +142,19 @@ class MRILinesExperiment(Experiment):
         counts = tuple(sorted({int(c) for c in options.get("counts", (size // 8, size // 4))}))
         if not counts or counts[0] < start or counts[-1] > size or start < 1:
             raise ValueError(f"{name}: data.counts must lie in start..size ({start}..{size}); got {list(counts)}")
+        coils = _integer(name, options, "coils", 0)
+        maps = options.get("maps", "espirit")
+        if "coils" in options and not 2 <= coils <= MAX_COILS:
+            raise ValueError(f"{name}: data.coils must lie in 2..{MAX_COILS} (leave it out for one coil); got {coils}")
+        if "maps" in options and not coils:
+            raise ValueError(f"{name}: data.maps is the sensitivities of a receive array; give data.coils too")
+        if maps not in MAPS:
+            raise ValueError(f"{name}: data.maps must be one of {MAPS}; got {maps!r}")
+        if coils and maps == "espirit" and start < 4:
+            raise ValueError(f"{name}: ESPIRiT calibrates on the centre lines: data.start must be at least 4 with "
+                             f"data.coils (or data.maps: simulated); got {start}")
         return cls(name=name, size=size, wavelet=options.get("wavelet", "db4"), level=level, noise=noise,
-                   phase=phase, start=start, counts=counts, options=given)
+                   phase=phase, start=start, counts=counts, coils=coils, maps=maps, options=given)
 
     # --- the protocol ------------------------------------------------------------------------------------------
 
@@ -138,11 +165,19 @@ class MRILinesExperiment(Experiment):
 
     @property
     def settings(self) -> tuple:
-        """One setting: the grid, the wavelet, the noise (and the phase regime unless it is the default)."""
+        """One setting: the grid, the wavelet, the noise (and the phase regime unless it is the default, the coils
+        and their maps if there are coils)."""
         setting = {"size": self.size, "wavelet": self.wavelet, "level": self.level, "noise": self.noise}
         if self.phase != "spin_echo":  # the default's settings read as they did before the regimes existed
             setting["phase"] = self.phase
+        if self.coils:
+            setting.update(coils=self.coils, maps=self.maps)
         return (setting,)
+
+    @property
+    def refused_strategies(self) -> tuple:
+        """The greedy orders score lines of one coil: not run on a receive array."""
+        return ("offline_greedy", "oracle_greedy") if self.coils else ()
 
     @property
     def d(self) -> int:
@@ -185,11 +220,14 @@ class MRILinesExperiment(Experiment):
     # --- problems ----------------------------------------------------------------------------------------------
 
     def acquisition(self, replicate: int) -> KSpaceSlice:
-        """Test slice ``replicate``, simulated (:func:`adaptcs.mri.data.colin27_kspace`)."""
-        slices = _acquisitions(self.size, self.noise, "test", self.phase)
+        """Test slice ``replicate``, simulated (:func:`adaptcs.mri.data.colin27_kspace`); with coils, as the coil
+        model sees it (:meth:`coil_view`)."""
+        slices = _acquisitions(self.size, self.noise, "test", self.phase, self.coils or None)
         if not 0 <= replicate < len(slices):
             raise ValueError(f"{self.name}: replicate must be in 0..{len(slices) - 1} (one per test slice)")
-        return slices[replicate]
+        if not self.coils:
+            return slices[replicate]
+        return _coil_view(self.size, self.noise, self.phase, self.coils, self.start, self.maps, replicate)
 
     def case(self, setting: int, replicate: int) -> Case:
         """Slice ``replicate``: the truth is the magnitude of the noise-free reference divided by its brain maximum
@@ -199,12 +237,14 @@ class MRILinesExperiment(Experiment):
         acq = self.acquisition(replicate)
         peak = float(np.abs(acq.reference)[acq.mask].max())
         truth = (np.abs(acq.reference) / peak).ravel()
-        noise_var = noise_from_readout_edges(acq.kspace[centre_lines(self.size, self.start)])
+        # one coil: its noise from the readout edges; coils: prewhitened by the edges' covariance, so variance 1
+        noise_var = 1.0 if self.coils else noise_from_readout_edges(acq.kspace[centre_lines(self.size, self.start)])
         problem = GroupSparseProblem(w_true=truth, groups=np.zeros(self.d, dtype=np.int64), X=np.zeros((0, self.d)),
                                      y=np.zeros(0), noise_var=acq.noise_var)
         basis = self.basis(setting)
         prior = PriorInfo(p0_group=np.nan, p0_coef=np.nan, v0=np.nan, noise_var=noise_var, basis=basis,
-                          scale_profile=self.prior_profile(), y_profile=colin27_magnitude_profile(basis))
+                          scale_profile=self.prior_profile(), y_profile=colin27_magnitude_profile(basis),
+                          sensitivities=acq.sensitivities if self.coils else None)
         seed = (self.key, setting, replicate)
         return Case(problem, problem.groups, prior, seed, (*seed, 1), (*seed, 2),
                     region=self.region(setting, replicate))
@@ -238,16 +278,21 @@ class MRILinesExperiment(Experiment):
         """The simulated slice: its z in the Colin27 volume."""
         return f"Colin27 z = {colin27_slices('test')[1][replicate]}, simulated"
 
-    def operator(self, setting: int) -> KSpaceLines:
-        """What is measured: the phase-encode lines of the slice, the ``start`` centre lines first."""
-        return KSpaceLines(self.basis(setting), n_first=self.start)
+    def operator(self, setting: int, replicate: int | None = None) -> KSpaceLines:
+        """What is measured: the phase-encode lines of the slice, the ``start`` centre lines first; with coils, of
+        every coil of slice ``replicate`` (its sensitivities)."""
+        if not self.coils:
+            return KSpaceLines(self.basis(setting), n_first=self.start)
+        if replicate is None:
+            raise ValueError(f"{self.name}: the lines of a receive array are those of one slice: give its replicate")
+        return CoilKSpaceLines(self.basis(setting), self.acquisition(replicate).sensitivities, n_first=self.start)
 
     def run_case(self, estimator, case: Case, replicate: int, plan: Plan, strategy: str, rng, callback=None,
                  resume_file=None):
         """Measure slice ``replicate`` with ``strategy``'s lines; score every count in ``plan.checkpoints``.
         ``resume_file`` is not used: a slice stopped part-way runs again from its start."""
         acq = self.acquisition(replicate)
-        operator = self.operator(0)
+        operator = self.operator(0, replicate)
         counts = tuple(plan.checkpoints)
         first = np.sort(operator.first())
         fits, seconds, select = {}, {}, {}  # seconds, select: CPU to each count, fitting and choosing
@@ -329,8 +374,28 @@ def _integer(name: str, options: dict, key: str, default: int) -> int:
 
 
 @functools.lru_cache(maxsize=4)
-def _acquisitions(size: int, noise: float, which: str, phase: str = "spin_echo") -> tuple:
-    return tuple(colin27_kspace(size, which=which, noise=noise, phase=phase))
+def _acquisitions(size: int, noise: float, which: str, phase: str = "spin_echo", coils: int | None = None) -> tuple:
+    return tuple(colin27_kspace(size, which=which, noise=noise, phase=phase, coils=coils))
+
+
+@functools.lru_cache(maxsize=16)
+def _coil_view(size: int, noise: float, phase: str, coils: int, start: int, maps: str, replicate: int) -> KSpaceSlice:
+    """Test slice ``replicate`` of a simulated receive array as the coil model sees it: the coils prewhitened by the
+    noise covariance of the readout edges of the ``start`` centre lines (nothing from the simulation's covariance),
+    the sensitivities ``m`` ESPIRiT's of those lines (kernel ``min(6, start // 2)``) or the simulation's
+    (prewhitened alike), the reference the image the coil model estimates from the noise-free whitened coil images
+    ``(L^{-1} s)_c x``: their least-squares combination ``sum_c conj(m_c) (L^{-1} s)_c x / sum_c |m_c|^2`` (0 where
+    no map sees the pixel; the simulation's ``x`` itself with its own maps)."""
+    acq = _acquisitions(size, noise, "test", phase, coils)[replicate]
+    first = centre_lines(size, start)
+    covariance = noise_covariance_from_readout_edges(acq.kspace[:, first])
+    kspace, true_maps = prewhiten(acq.kspace, covariance), prewhiten(acq.sensitivities, covariance)
+    sensitivities = true_maps if maps == "simulated" else espirit_maps(kspace, start, kernel=min(6, start // 2))
+    power = np.sum(np.abs(sensitivities) ** 2, axis=0)
+    seen = np.sum(np.conj(sensitivities) * true_maps, axis=0) / np.where(power > 0, power, 1.0)
+    reference = np.where(power > 0, seen, 0.0) * acq.reference
+    return replace(acq, kspace=kspace, reference=reference, sensitivities=sensitivities, noise_var=1.0,
+                   noise_covariance=covariance)
 
 
 @functools.lru_cache(maxsize=4)

@@ -96,7 +96,9 @@ def check_strategy(name: str) -> Strategy:
 
 def allowed_strategies(experiment) -> list[str]:
     """The strategies an experiment can run: every adaptive one, those it lists that need rows it supplies or a
-    wavelet basis it fits in, and the choices of k-space lines if its measurements are lines."""
-    return [name for name, s in STRATEGIES.items()
-            if (s.needs_kspace_lines and experiment.kspace_lines)
-            or not (s.fixed or s.needs_wavelet_basis or s.needs_kspace_lines) or name in experiment.strategies]
+    wavelet basis it fits in, and the choices of k-space lines if its measurements are lines; never one of its
+    ``refused_strategies`` (an attribute it may have)."""
+    refused = getattr(experiment, "refused_strategies", ())
+    return [name for name, s in STRATEGIES.items() if name not in refused and (
+        (s.needs_kspace_lines and experiment.kspace_lines)
+        or not (s.fixed or s.needs_wavelet_basis or s.needs_kspace_lines) or name in experiment.strategies)]

@@ -112,6 +112,7 @@ class CoilPhaseLineGaussian(LineModel):
     >>> acq = colin27_kspace(32, coils=4)[0]      # simulated: 4 coils, (4, 32, 32), correlated noise
     >>> kspace, maps = (prewhiten(a, acq.noise_covariance) for a in (acq.kspace, acq.sensitivities))
     >>> lines = centre_lines(32, 8)
+    >>> from adaptcs.models.line_coils import CoilPhaseLineGaussian
     >>> model = CoilPhaseLineGaussian(SeparableWavelet((32, 32), "db2", 2), sensitivities=maps, noise_var=1.0)
     >>> model = model.fit(kspace[:, lines].transpose(1, 0, 2), lines)
     >>> model.converged_, model.image_.shape
@@ -281,6 +282,11 @@ class CoilPhaseLineGaussian(LineModel):
         self._post["evidence_offset"] = 2.0 * nx * self.n_coils * float(np.sum(np.log(weight)))
         self._state, self._fitted_lines = (v, eps), (lines.copy(), averages.copy())
         mean = self._post["mean"]  # (nx, 2ny): [Re; Im] of exp(-i phi) x per column
+        if not np.all(np.isfinite(mean)) or not np.isfinite(self._post["evidence"]):
+            self._post = self._state = self._fitted_lines = None  # nothing of this fit is kept for a warm one
+            raise ValueError(f"the coil line model's posterior is not finite with noise_var {self.noise_var:g} and "
+                             f"k-space values up to {np.max(np.abs(kspace_lines)):g}: prewhiten the coils (noise "
+                             "variance 1) or rescale the data and the noise variance together")
         demodulated = (mean[:, :ny] + 1j * mean[:, ny:]).T  # (ny, nx)
         self.eps_ = eps
         self._set_fitted(coef=self.basis.Wy @ demodulated, image=np.exp(1j * self.phase_) * demodulated,
@@ -324,7 +330,7 @@ class CoilPhaseLineGaussian(LineModel):
         white = solve_lower(chol, data["t"])
         log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=1)
         r = data["r"]
-        return -0.5 * (data["zz"] / s - np.sum(white * white, axis=1) / s**2 + r * np.log(s)
+        return -0.5 * (data["zz"] / s - np.sum(white * white, axis=1) / s / s + r * np.log(s)
                        + np.sum(np.log(lam), axis=1) + log_det + r * np.log(2.0 * np.pi))
 
     def _best_v(self, data: dict, eps: np.ndarray, s: float, cache: dict | None = None) -> float:
@@ -350,7 +356,7 @@ class CoilPhaseLineGaussian(LineModel):
         def neg_evidence(log_v):
             v = np.exp(log_v)
             ratio = 1.0 + v * w / s
-            return 0.5 * float(np.sum(np.log(ratio)) - v / s**2 * np.sum(rho / ratio))
+            return 0.5 * float(np.sum(np.log(ratio)) - v / s * (np.sum(rho / ratio) / s))
 
         total = float(np.sum(data["zz"]))
         real_values = data["r"] * eps.shape[0]
@@ -422,7 +428,7 @@ class CoilPhaseLineGaussian(LineModel):
             log_det = log_det_a + 2.0 * np.sum(np.log(np.diagonal(chol_b, axis1=1, axis2=2)), axis=1)
             quad = quad_a + np.sum(white_b * white_b, axis=1)
             log_prior = np.sum(np.log(lam_a), axis=1) * 2.0 + ny * np.log(eps)
-            out.append(-0.5 * (data["zz"] / s - quad / s**2 + r * np.log(s) + log_prior + log_det
+            out.append(-0.5 * (data["zz"] / s - quad / s / s + r * np.log(s) + log_prior + log_det
                                + r * np.log(2.0 * np.pi)))
         return np.array(out)
 

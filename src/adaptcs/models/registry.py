@@ -30,6 +30,7 @@ from adaptcs.models.gibbs import (
 )
 from adaptcs.models.group_ard import GroupARD
 from adaptcs.models.group_lasso import GroupLasso, group_penalty
+from adaptcs.models.line_coils import CoilPhaseLineGaussian
 from adaptcs.models.line_phase import PhaseLineGaussian
 from adaptcs.models.line_spike_slab import LineSpikeSlab
 from adaptcs.models.matching import bg_lasso_gamma, horseshoe_tau
@@ -68,6 +69,9 @@ class PriorInfo:
     y_profile : ndarray, shape (level + 1,), optional
         Relative variances per y-scale of training magnitudes, for the phase line models
         (:func:`adaptcs.models.line_phase.magnitude_profile`); None: all equal.
+    sensitivities : ndarray of complex, shape (coils, ny, nx), optional
+        A receive array's sensitivities, prewhitened with its k-space, for the coil line model
+        (:attr:`Method.coils`); None: one coil.
     """
 
     p0_group: float | np.ndarray
@@ -78,6 +82,7 @@ class PriorInfo:
     scale_profile: np.ndarray | None = None
     basis: object | None = None
     y_profile: np.ndarray | None = None
+    sensitivities: np.ndarray | None = None
 
 
 PER_PROBLEM = "from each problem's prior knowledge"
@@ -137,6 +142,9 @@ class Method:
     lines_only : bool
         Whether it fits Cartesian k-space lines (:mod:`adaptcs.mri`), the only measurements it takes and the only
         methods those experiments take.
+    coils : bool
+        Whether it fits the lines of every coil of a receive array (``kind: mri`` with ``data.coils``); a line
+        model that does not takes one coil's lines only.
     """
 
     estimator: type
@@ -154,6 +162,7 @@ class Method:
     needs_training: bool = False
     scans_only: bool = False
     lines_only: bool = False
+    coils: bool = False
 
     def __call__(self, groups, prior: PriorInfo, **overrides):
         params = self.from_prior(groups, prior) | self.fixed | overrides
@@ -162,7 +171,7 @@ class Method:
     def parameter_names(self) -> list[str]:
         """The estimator parameters a user may set (all but the group labels and the basis: they come with the
         data)."""
-        return [name for name in self.estimator._get_param_names() if name not in ("groups", "basis")]
+        return [name for name in self.estimator._get_param_names() if name not in ("groups", "basis", "sensitivities")]
 
     def effective_params(self, overrides: dict) -> dict:
         """Every parameter as a run with ``overrides`` uses it: the user's value, else the value fixed for the
@@ -258,6 +267,16 @@ def _kspace_phase(groups, prior: PriorInfo) -> dict:
     return {"basis": prior.basis, "noise_var": prior.noise_var, "profile": prior.y_profile}
 
 
+def _kspace_coils(groups, prior: PriorInfo) -> dict:
+    """The coil line model: the phase line model's parameters and the receive array's sensitivities."""
+    params = _kspace_phase(groups, prior)
+    if prior.sensitivities is None:
+        if groups is _PLACEHOLDER_GROUPS:  # checking parameters only
+            return params | {"sensitivities": np.ones((1, *params["basis"].shape), dtype=complex)}
+        raise ValueError("the coil line model needs a receive array's sensitivities (kind: mri with data.coils)")
+    return params | {"sensitivities": prior.sensitivities}
+
+
 def _ungrouped_spike_slab(groups, prior: PriorInfo) -> dict:
     return {"p0": prior.p0_coef, "v0": prior.v0, "noise_var": prior.noise_var}
 
@@ -334,13 +353,16 @@ METHODS: dict[str, Method] = {
     # known), or held at the phase-blind end eps = 1 (lines_gaussian: a circular prior, the design fixed by the
     # prior variances). Spike and slab: GSS-EP with the exact block-diagonal posterior, the Re/Im of a coefficient
     # one group, slab variances per pair of scales in the training slices' proportions, p0 and v0 learned
-    # (adaptive, but EP often stops short on lines).
+    # (adaptive, but EP often stops short on lines). The coil model (lines_coils): the phase model on every coil's
+    # lines of a receive array, exact per column (kind: mri with data.coils).
     "lines_gaussian": Method(PhaseLineGaussian, _kspace_phase, grouped=False, fixed={"eps": 1.0},
                              color=COLORS["lines_gaussian"], designs_rows=True, needs_basis=True, lines_only=True),
     "lines_spike_slab": Method(LineSpikeSlab, _kspace_lines, grouped=False, fixed={"p0": 0.1, "learn": ("p0", "v0")},
                                color=COLORS["lines_spike_slab"], designs_rows=True, needs_basis=True, lines_only=True),
     "lines_phase": Method(PhaseLineGaussian, _kspace_phase, grouped=False, color=COLORS["lines_phase"],
                           designs_rows=True, needs_basis=True, lines_only=True),
+    "lines_coils": Method(CoilPhaseLineGaussian, _kspace_coils, grouped=False, color=COLORS["lines_coils"],
+                          designs_rows=True, needs_basis=True, lines_only=True, coils=True),
     "ss_ep": Method(SpikeSlabEP, _ungrouped_spike_slab, grouped=False, learned=_LEARN_ALL, color=COLORS["ss_ep"],
                     designs_rows=True),
     "g_ard": Method(GroupARD, _noise_only, learned={"learn": ("noise_var",)}, color=COLORS["g_ard"], designs_rows=True),
