@@ -251,3 +251,36 @@ def test_a_fastmri_multicoil_file_replays_with_the_coil_model(tmp_path, capsys):
     capsys.readouterr()
     assert main([*arguments[:-2], "--coils", "model", "--prior", "sparse"]) == 2
     assert "phase or gaussian" in capsys.readouterr().err
+
+
+def test_a_replay_takes_the_coils_noise_covariance_or_a_noise_scan(tmp_path, capsys):
+    """--noise-cov: a (coils, coils) covariance prewhitens as given; a noise scan's covariance is taken first (the
+    same replay as the covariance computed from it by hand); both are recorded as given; shapes that fit neither
+    and a single coil are refused in one line."""
+    from adaptcs.cli import main
+
+    acq, path = fastmri_multicoil_file(tmp_path)
+    rng = np.random.default_rng(3)
+    factor = np.linalg.cholesky(acq.noise_covariance)
+    scan = factor @ (rng.normal(size=(4, 2000)) + 1j * rng.normal(size=(4, 2000))) / np.sqrt(2)
+    np.save(tmp_path / "scan.npy", scan)
+    np.save(tmp_path / "cov.npy", noise_covariance(scan))
+    def arguments(out, *more):
+        return [*replay_arguments(path, out), "--orders", "design", "equispaced", *more]
+
+    coil_model = ("--coils", "model", "--calibration", "16")
+    psnr = {}
+    for name in ("scan", "cov"):
+        out = tmp_path / f"{name}.h5"
+        assert main(arguments(out, *coil_model, "--noise-cov", str(tmp_path / f"{name}.npy"))) == 0
+        with h5py.File(out) as f:
+            assert f"given ({tmp_path / f'{name}.npy'})" in f.attrs["coil_combination"]
+            psnr[name] = f["design/16"].attrs["psnr"], f["design_lines"][()]
+    assert psnr["scan"][0] == pytest.approx(psnr["cov"][0], rel=1e-12)
+    np.testing.assert_array_equal(psnr["scan"][1], psnr["cov"][1])
+    capsys.readouterr()
+    np.save(tmp_path / "bad.npy", np.eye(3))
+    assert main(arguments(tmp_path / "bad.h5", *coil_model, "--noise-cov", str(tmp_path / "bad.npy"))) == 2
+    assert "(4, 4) covariance or a noise scan" in capsys.readouterr().err
+    assert main(arguments(tmp_path / "one.h5", "--noise-cov", str(tmp_path / "cov.npy"))) == 2
+    assert "--noise-cov is for a receive array" in capsys.readouterr().err

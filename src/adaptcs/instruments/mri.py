@@ -32,16 +32,21 @@ def add_replay_arguments(mri) -> None:
                                     "phase encodes along --phase-axis; multi-coil data: --coils model or combine")
     mri.add_argument("--coils", default="single", choices=["single", "combine", "model"],
                      help="a multi-coil k-space ((coils, ny, nx), or (slices, coils, ny, nx) with --slice, as "
-                          "fastMRI's multi-coil files), prewhitened by the coils' noise covariance (from the readout "
-                          "edges): model: the coil line model, every coil's lines with its sensitivity (ESPIRiT's of "
-                          "the centre lines, or --sensitivities), prior phase or gaussian; combine: combined into one "
-                          "virtual coil by those sensitivities (the design then models one coil)")
+                          "fastMRI's multi-coil files), prewhitened by the coils' noise covariance (--noise-cov, or "
+                          "from the readout edges): model: the coil line model, every coil's lines with its "
+                          "sensitivity (ESPIRiT's of the centre lines, or --sensitivities), prior phase or gaussian; "
+                          "combine: combined into one virtual coil by those sensitivities (the design then models one "
+                          "coil)")
     mri.add_argument("--calibration", type=int,
                      help="--coils combine or model: centre lines for ESPIRiT (default: 24 for combine; the --start "
                           "lines for model, which every order measures)")
     mri.add_argument("--sensitivities", metavar="NPY",
                      help="--coils model: the coils' sensitivities instead of ESPIRiT's, .npy complex (coils, ny, nx) "
                           "in the file's orientation (phase encodes along --phase-axis), of the coils as recorded")
+    mri.add_argument("--noise-cov", metavar="NPY",
+                     help="--coils model or combine: the coils' noise covariance per complex sample, .npy (coils, "
+                          "coils), or a noise scan, .npy complex (coils, samples...) with more samples than coils; "
+                          "default: estimated from the readout edges")
     mri.add_argument("--dataset", default="kspace", help="dataset name in an HDF5 file (default kspace, as fastMRI)")
     mri.add_argument("--slice", type=int, help="index along the first axis of a 3-D dataset (slices)")
     mri.add_argument("--phase-axis", type=int, default=0, choices=[0, 1],
@@ -97,8 +102,9 @@ def add_lab_steps(lab) -> None:
                       help="with --coils: their sensitivities, .npy complex (coils, ny, nx), as recorded; default "
                            "ESPIRiT's of the --start centre lines (at least 8), asked for first")
     init.add_argument("--noise-cov", metavar="NPY",
-                      help="with --coils: their noise covariance per complex sample, .npy (coils, coils), from a noise "
-                           "scan; default: estimated from the readout edges of the lines told")
+                      help="with --coils: their noise covariance per complex sample, .npy (coils, coils), or a noise "
+                           "scan, .npy complex (coils, samples...) with more samples than coils; default: estimated "
+                           "from the readout edges of the lines told")
     nxt = steps.add_parser("next", help="the lines to measure next (printed, one per line; also --out)")
     nxt.add_argument("--state", required=True)
     nxt.add_argument("--batch", type=int, default=1, help="lines per request (default 1)")
@@ -151,7 +157,7 @@ def run_mri_lab(args) -> int:
 
     if args.step == "init":
         maps = load_npy(args.sensitivities, "--sensitivities") if args.sensitivities else None
-        covariance = load_npy(args.noise_cov, "--noise-cov") if args.noise_cov else None
+        covariance = noise_covariance_argument(args.noise_cov, args.coils) if args.noise_cov else None
         state = lab.init(args.state, args.shape, wavelet=args.wavelet, level=args.level, prior=args.prior,
                          profile=args.profile, start=args.start, noise_var=args.noise_var, coils=args.coils,
                          sensitivities=maps, noise_covariance=covariance)
@@ -244,15 +250,17 @@ def run_mri(args) -> int:
                 raise ValueError(f"{masks}: --masks names the file of {option} (nothing was written)")
     if args.sensitivities and args.coils != "model":
         raise ValueError("--sensitivities is for --coils model")
-    maps, combination = None, ""
+    if args.noise_cov and args.coils == "single":
+        raise ValueError("--noise-cov is for a receive array (--coils model or combine); one coil takes --noise-var")
+    maps, combination, noise_source = None, "", ""
     if args.coils == "combine":
-        kspace, noise_var, coils = _combined(args)
-        combination = "prewhitened (noise covariance from the readout edges), ESPIRiT sensitivities of the centre " \
-                      "lines, one virtual coil"
+        kspace, noise_var, coils, noise_source = _combined(args)
+        combination = f"prewhitened (noise covariance {noise_source}), ESPIRiT sensitivities of the centre lines, " \
+                      "one virtual coil"
     elif args.coils == "model":
-        kspace, maps, source = _whitened_coils(args)
+        kspace, maps, source, noise_source = _whitened_coils(args)
         noise_var, coils = 1.0, kspace.shape[0]
-        combination = f"prewhitened (noise covariance from the readout edges), {source}, the coil line model"
+        combination = f"prewhitened (noise covariance {noise_source}), {source}, the coil line model"
     else:
         kspace, noise_var, coils = read_kspace(args.kspace, args.dataset, args.slice, args.phase_axis), \
             args.noise_var, 1
@@ -264,7 +272,7 @@ def run_mri(args) -> int:
                         wavelet=args.wavelet, level=args.level, prior=args.prior, profile=args.profile,
                         seed=args.seed, progress=progress, sensitivities=maps)
     if coils > 1:  # 1 is not a variance the user gave: the coils were whitened to it
-        result.noise_source = "the coils prewhitened by their noise covariance from the readout edges"
+        result.noise_source = f"the coils prewhitened by their noise covariance {noise_source}"
     orient = (lambda image: image) if args.phase_axis == 0 else (lambda image: image.T)  # the file's orientation
 
     def write(path):
@@ -309,35 +317,64 @@ def run_mri(args) -> int:
     return 0
 
 
+def noise_covariance_argument(path: str, coils: int):
+    """``--noise-cov``: a (coils, coils) noise covariance as given, or the covariance of a noise scan (coils,
+    samples...) with more samples than coils (:func:`adaptcs.mri.coils.noise_covariance`); ValueError naming the
+    option otherwise."""
+    import numpy as np
+
+    from adaptcs.mri.coils import noise_covariance
+    from adaptcs.readers import load_npy
+
+    array = load_npy(path, "--noise-cov")
+    if array.ndim < 2 or array.shape[0] != coils:
+        raise ValueError(f"--noise-cov: a ({coils}, {coils}) covariance or a noise scan ({coils}, samples...) for "
+                         f"the {coils} coils; got shape {array.shape}")
+    if array.shape == (coils, coils):
+        return array
+    if not np.iscomplexobj(array):
+        raise ValueError(f"--noise-cov: a noise scan is complex samples ({coils}, samples...); got {array.dtype}")
+    try:
+        return noise_covariance(array)
+    except ValueError as exc:
+        raise ValueError(f"--noise-cov: {exc}") from None
+
+
+def _coil_noise(args, data):
+    """The coils' noise covariance (``--noise-cov``, else the readout edges of ``data``) and where it came from."""
+    from adaptcs.mri.coils import noise_covariance_from_readout_edges
+
+    if args.noise_var is not None:
+        raise ValueError(f"--noise-var is for one coil: with --coils {args.coils} the coils are prewhitened by their "
+                         "noise covariance (--noise-cov, or from the readout edges), noise variance 1")
+    if args.noise_cov:
+        return noise_covariance_argument(args.noise_cov, data.shape[0]), f"given ({args.noise_cov})"
+    return noise_covariance_from_readout_edges(data), "from the readout edges"
+
+
 def _combined(args):
-    """``--coils combine``: the virtual coil's k-space (phase encodes along axis 0), its noise variance and the
-    number of coils (:func:`adaptcs.mri.coils.combine_coils`; the noise covariance from the readout edges)."""
-    from adaptcs.mri.coils import combine_coils, noise_covariance_from_readout_edges
+    """``--coils combine``: the virtual coil's k-space (phase encodes along axis 0), its noise variance, the
+    number of coils (:func:`adaptcs.mri.coils.combine_coils`) and where the noise covariance came from."""
+    from adaptcs.mri.coils import combine_coils
     from adaptcs.readers import read_multicoil_kspace
 
     data = read_multicoil_kspace(args.kspace, args.dataset, args.slice, args.phase_axis)
-    if args.noise_var is not None:
-        raise ValueError("--noise-var is for one coil: with --coils combine the coils are prewhitened by their noise "
-                         "covariance (from the readout edges) and the virtual coil's noise variance is 1")
-    covariance = noise_covariance_from_readout_edges(data)
+    covariance, noise_source = _coil_noise(args, data)
     kspace, _maps = combine_coils(data, covariance, args.calibration or 24)
-    return kspace, 1.0, data.shape[0]
+    return kspace, 1.0, data.shape[0], noise_source
 
 
 def _whitened_coils(args):
     """``--coils model``: the prewhitened coils' k-space (coils, ny, nx), phase encodes along axis 1, their
-    sensitivities (ESPIRiT's of the centre lines, or ``--sensitivities`` whitened alike) and where those came
-    from."""
+    sensitivities (ESPIRiT's of the centre lines, or ``--sensitivities`` whitened alike), where those came from and
+    where the noise covariance came from."""
     import numpy as np
 
-    from adaptcs.mri.coils import espirit_maps, noise_covariance_from_readout_edges, prewhiten
+    from adaptcs.mri.coils import espirit_maps, prewhiten
     from adaptcs.readers import load_npy, read_multicoil_kspace
 
     data = read_multicoil_kspace(args.kspace, args.dataset, args.slice, args.phase_axis)
-    if args.noise_var is not None:
-        raise ValueError("--noise-var is for one coil: with --coils model the coils are prewhitened by their noise "
-                         "covariance (from the readout edges), noise variance 1")
-    covariance = noise_covariance_from_readout_edges(data)
+    covariance, noise_source = _coil_noise(args, data)
     kspace = prewhiten(data, covariance)
     if args.sensitivities:
         maps = load_npy(args.sensitivities, "--sensitivities")
@@ -345,10 +382,10 @@ def _whitened_coils(args):
         if maps.shape != data.shape or not np.iscomplexobj(maps):
             raise ValueError(f"--sensitivities must be complex of the k-space's shape (coils, ny, nx) "
                              f"{data.shape}; got {maps.dtype} {maps.shape}")
-        return kspace, prewhiten(maps, covariance), "the sensitivities given"
+        return kspace, prewhiten(maps, covariance), "the sensitivities given", noise_source
     calibration = args.calibration or (args.start if args.start is not None else max(1, kspace.shape[1] // 16))
     maps = espirit_maps(kspace, calibration, kernel=min(6, calibration // 2))  # a kernel of 6 needs 12 lines or more
-    return kspace, maps, f"ESPIRiT sensitivities of the {calibration} centre lines"
+    return kspace, maps, f"ESPIRiT sensitivities of the {calibration} centre lines", noise_source
 
 
 class _progress:
