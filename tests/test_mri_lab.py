@@ -202,3 +202,19 @@ def test_a_receive_array_loop_calibrates_espirit_on_the_centre_lines_from_the_co
     assert main([*MRI_LAB, "init", "--state", str(tmp_path / "b.h5"), "--shape", "32", "32", "--coils", "4",
                  "--prior", "phase", "--start", "4"]) == 2
     assert "at least 8 centre lines" in capsys.readouterr().err
+
+
+def test_a_coil_lab_takes_a_noise_scan_as_its_covariance(tmp_path):
+    """``init --noise-cov`` with a noise scan (coils, samples) keeps the scan's covariance, as a covariance given
+    directly would be kept."""
+    from adaptcs.cli import main
+    from adaptcs.mri.coils import noise_covariance
+
+    rng = np.random.default_rng(5)
+    scan = rng.normal(size=(4, 500)) + 1j * rng.normal(size=(4, 500))
+    np.save(tmp_path / "scan.npy", scan)
+    assert main(["--quiet", *MRI_LAB, "init", "--state", str(tmp_path / "s.h5"), "--shape", "32", "32", "--wavelet",
+                 "db2", "--level", "2", "--prior", "phase", "--start", "8", "--coils", "4", "--noise-cov",
+                 str(tmp_path / "scan.npy")]) == 0
+    np.testing.assert_allclose(lab.load_state(tmp_path / "s.h5").noise_covariance, noise_covariance(scan),
+                               rtol=1e-12)
