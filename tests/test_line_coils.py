@@ -93,6 +93,36 @@ def test_posterior_evidence_and_gains_equal_a_dense_model_of_the_whole_image(sma
     np.testing.assert_allclose(model.line_gains(free), dense_gains, rtol=1e-8)
 
 
+def test_pixels_no_coil_sees_are_zero_and_the_rest_is_the_dense_posterior(small):
+    """Where every sensitivity is 0 (outside ESPIRiT's support) no data bear on the image: the dense posterior mean
+    there is the prior's interpolation (not 0), the model reports 0 as SENSE does; elsewhere its image, and every
+    line's gain, are the dense model's."""
+    basis, kspace, maps, lines = small
+    holed = maps.copy()
+    holed[:, 6:9, 3] = 0.0
+    holed[:, 10, 11] = 0.0
+    # unequal variances per y-scale (as the Colin27 profile): pixels are correlated a priori, so the hole's mean is
+    # interpolated from the pixels around (with equal ones the prior of the pixels would be white, the mean 0)
+    model = CoilPhaseLineGaussian(basis, sensitivities=holed, noise_var=1.0, profile=np.array([1.0, 0.05]))
+    model.fit(coil_lines(kspace, lines), lines)
+    A, lam, rows = dense_model(model, lines)
+    s = 0.5
+    values = coil_lines(kspace, lines).transpose(1, 0, 2)
+    z = np.concatenate([values.ravel().real, values.ravel().imag])
+    V = np.linalg.inv(np.diag(1.0 / lam) + A.T @ A / s)
+    blocks = (V @ A.T @ z / s).reshape(basis.shape[1], -1)
+    ny = basis.shape[0]
+    image = np.exp(1j * model.phase_) * (basis.Wy.T @ (blocks[:, :ny] + 1j * blocks[:, ny:]).T)
+    unseen = ~np.any(holed != 0, axis=0)
+    assert unseen.sum() == 4 and np.all(np.abs(image[unseen]) > 1e-3 * np.abs(image).max())
+    np.testing.assert_array_equal(model.image_[unseen], 0.0)
+    np.testing.assert_allclose(model.image_[~unseen], image[~unseen], atol=1e-9 * np.abs(image).max())
+    free = np.setdiff1d(np.arange(ny), lines)
+    dense_gains = [0.5 * np.linalg.slogdet(np.eye(2 * 3 * basis.shape[1]) + rows([ky]) @ V @ rows([ky]).T / s)[1]
+                   for ky in free]
+    np.testing.assert_allclose(model.line_gains(free), dense_gains, rtol=1e-8)
+
+
 def test_the_learned_scale_maximises_the_dense_evidence(small):
     basis, kspace, maps, lines = small
     model = CoilPhaseLineGaussian(basis, sensitivities=maps, noise_var=1.0).fit(coil_lines(kspace, lines), lines)

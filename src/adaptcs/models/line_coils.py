@@ -100,7 +100,9 @@ class CoilPhaseLineGaussian(LineModel):
     ``fit`` takes the lines of every coil, ``kspace_lines`` of shape (m, coils, nx) (line first, as
     :class:`adaptcs.operators.CoilKSpaceLines` reads them). The fitted attributes are those of
     :class:`~adaptcs.models.line_phase.PhaseLineGaussian`: ``image_`` is the posterior mean of the image ``x``
-    whose coil images are ``s_c x``, ``eps_`` (nx,) the trust per column; ``learned_lines_`` the line count of the
+    whose coil images are ``s_c x``, 0 where no coil's sensitivity is (outside ESPIRiT's support no data bear on
+    ``x`` and its mean would be the prior's interpolation from the pixels around, unbounded by any measurement;
+    SENSE's image is 0 there too), ``eps_`` (nx,) the trust per column; ``learned_lines_`` the line count of the
     fit that last learned ``v`` and ``eps_x`` from scratch.
 
     Examples
@@ -143,6 +145,8 @@ class CoilPhaseLineGaussian(LineModel):
         self.profile, self.band, self.eps, self.relearn_every = profile, band, eps, relearn_every
         ny, nx = basis.shape
         self._maps = check_sensitivities(sensitivities, (ny, nx))
+        power = np.sum(np.abs(self._maps) ** 2, axis=0)
+        self._seen = power > 1e-12 * power.max()  # pixels some coil sees, (ny, nx)
         self._profile = np.ones(basis.level + 1) if profile is None else np.asarray(profile, dtype=np.float64)
         if self._profile.shape != (basis.level + 1,) or not np.all(self._profile > 0):
             raise ValueError(f"profile must hold {basis.level + 1} positive values (one per y-scale)")
@@ -174,7 +178,7 @@ class CoilPhaseLineGaussian(LineModel):
             coil_images = np.einsum("ky,kcx->cyx", np.conj(self._Fy[lines[in_band]]), hybrid[in_band])
             power = np.sum(np.abs(self._maps) ** 2, axis=0)
             combined = np.sum(np.conj(self._maps) * coil_images, axis=0)
-            image = np.divide(combined, power, out=np.zeros_like(combined), where=power > 1e-12 * power.max())
+            image = np.divide(combined, power, out=np.zeros_like(combined), where=self._seen)
             self.phase_ = np.angle(image)
             energy = np.mean(np.abs(image) ** 2, axis=0)
             self.column_weight_ = energy / energy.mean() + COLUMN_FLOOR
@@ -289,7 +293,8 @@ class CoilPhaseLineGaussian(LineModel):
                              "variance 1) or rescale the data and the noise variance together")
         demodulated = (mean[:, :ny] + 1j * mean[:, ny:]).T  # (ny, nx)
         self.eps_ = eps
-        self._set_fitted(coef=self.basis.Wy @ demodulated, image=np.exp(1j * self.phase_) * demodulated,
+        image = np.where(self._seen, np.exp(1j * self.phase_) * demodulated, 0.0)  # 0 where no coil sees
+        self._set_fitted(coef=self.basis.Wy @ demodulated, image=image,
                          p0=np.ones(self._profile.shape[0]), v0=v * self._profile, converged=True, residual=0.0,
                          log_evidence=self._post["evidence"] + self._post["evidence_offset"], n_iter=0,
                          started=started)
