@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 import warnings
 from collections import defaultdict
@@ -132,7 +133,11 @@ def main() -> None:
             about = json.loads(jb.JOB_COSTS_FILE.read_text()).get("about", {})
         except (OSError, ValueError):
             about = {}
-        about.update(meta)
+        if args.experiments or args.methods or args.strategies:  # a part: the whole file's provenance stands
+            command = " ".join(["python benchmarks/bench_job_costs.py", *sys.argv[1:]])
+            about.setdefault("partial measurements", []).append(f"{meta['measured']}: {command} ({meta['machine']})")
+        else:
+            about.update(meta)
         jb.JOB_COSTS_FILE.write_text(json.dumps({"about": about, "seconds_per_replicate": dict(sorted(stored.items()))},
                                                 indent=1) + "\n")
         jb._stored_job_costs.cache_clear()  # read back what was just written
