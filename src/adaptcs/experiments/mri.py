@@ -221,7 +221,7 @@ class MRILinesExperiment(Experiment):
 
     def acquisition(self, replicate: int) -> KSpaceSlice:
         """Test slice ``replicate``, simulated (:func:`adaptcs.mri.data.colin27_kspace`); with coils, as the coil
-        model sees it (:meth:`coil_view`)."""
+        model sees it (:func:`_coil_view`)."""
         slices = _acquisitions(self.size, self.noise, "test", self.phase, self.coils or None)
         if not 0 <= replicate < len(slices):
             raise ValueError(f"{self.name}: replicate must be in 0..{len(slices) - 1} (one per test slice)")
