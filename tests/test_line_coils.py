@@ -60,7 +60,8 @@ def test_one_coil_of_ones_is_the_single_coil_model():
     basis = SeparableWavelet((n, n), "db2", 2)
     lines = np.concatenate([centre_lines(n, 4), [3, 25, 20, 9, 12]])
     single = PhaseLineGaussian(basis, noise_var=acq.noise_var).fit(acq.kspace[lines], lines)
-    coil = CoilPhaseLineGaussian(basis, sensitivities=np.ones((1, n, n)), noise_var=acq.noise_var)
+    coil = CoilPhaseLineGaussian(basis, sensitivities=np.ones((1, n, n)), noise_var=acq.noise_var,
+                                 eps_tolerance=None)  # one coil's rule for the trust
     coil.fit(acq.kspace[lines][:, None], lines)
     np.testing.assert_allclose(coil.v0_, single.v0_, rtol=1e-6)
     np.testing.assert_array_equal(coil.eps_, single.eps_)
@@ -220,3 +221,32 @@ def test_the_evidence_over_the_trust_grid_equals_the_direct_one(small):
     grid = (1e-3, 0.1, 1.0)
     direct = [model._column_evidence(data, model._prior_var(v, np.full(nx, eps)), 0.5) for eps in grid]
     np.testing.assert_allclose(model._evidence_over_eps(data, v, 0.5, grid), direct, rtol=1e-10)
+
+
+def test_the_trust_is_the_grid_value_of_largest_conditional_evidence_within_the_tolerance(small, monkeypatch):
+    """``eps_tolerance``: every column's ``eps`` is the smallest grid value whose conditional evidence (recomputed
+    here from the evidence over the grid minus the band's, by the single-coil formula) is within that many nats of
+    the column's best: 0 the best itself; a huge tolerance the grid's smallest."""
+    from adaptcs.models.line_phase import EPS_GRID, PhaseLineGaussian
+
+    basis, kspace, maps, lines = small
+    fits = {t: CoilPhaseLineGaussian(basis, sensitivities=maps, noise_var=1.0, eps_tolerance=t, eps=None)
+            for t in (0.0, 1e9)}
+    for model in fits.values():
+        model.fit(coil_lines(kspace, lines), lines)
+    assert np.all(fits[1e9].eps_ == EPS_GRID[0])
+    model = fits[0.0]
+    v = model._state[0]
+    hybrid = coil_lines(kspace, lines) @ model._Fx_conj
+    weight = np.ones(lines.shape[0])
+    data = model._normal_equations(hybrid, lines, weight)
+    in_band = np.isin(lines, model._band)
+    band = model._band_grams(hybrid[in_band], lines[in_band], weight[in_band])
+    full = model._evidence_over_eps(data, v, 0.5, EPS_GRID)
+    eye = 0.5 * np.eye(band["z"].shape[1])
+    conditional = np.array([full[i] - PhaseLineGaussian._column_evidence(v * (band["G_a"] + e * band["G_b"]) + eye,
+                                                                         band["z"], 0.5)
+                            for i, e in enumerate(EPS_GRID)])
+    best = np.asarray(EPS_GRID)[np.argmax(conditional, axis=0)]
+    np.testing.assert_array_equal(model._best_eps(data, band, 0.5, v), best)  # at the fit's v
+    assert len(np.unique(best)) > 1  # the columns differ: the test can tell the rules apart
