@@ -34,6 +34,10 @@ built from the FFTs on small sizes).
 
 Sensitivities and data must be prewhitened together (:func:`adaptcs.mri.coils.prewhiten`): every coil's noise is
 white of variance ``noise_var`` per complex sample and independent of the other coils'.
+
+Over 500 lines: one estimator whose fit, learning (``v`` and the trust grid), posterior and exact updates share its
+per-column state and are read in that order; the line moments and gains are already apart
+(:mod:`adaptcs.models._coil_moments`).
 """
 
 from __future__ import annotations
