@@ -69,7 +69,7 @@ def acquisition(acq, maps: str, centre: int):
     whitened = prewhiten(acq.sensitivities, acq.noise_covariance)
     if maps == "true":
         return kspace, whitened, acq.reference
-    espirit = espirit_maps(kspace, centre, kernel=min(6, centre // 2))  # 8 lines (128 x 128) need a kernel of 4
+    espirit = espirit_maps(kspace, centre)
     return kspace, espirit, np.sum(np.conj(espirit) * whitened, axis=0) * acq.reference
 
 

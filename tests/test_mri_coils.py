@@ -159,10 +159,32 @@ def test_espirit_maps_from_the_centre_lines_combine_the_coils_to_the_image():
     truth = np.abs(acq.reference)
     assert np.linalg.norm((combined - truth)[brain]) / np.linalg.norm(truth[brain]) < 0.05
     with pytest.raises(ValueError, match="calibration must lie in 8..32"):
-        espirit_maps(centre, 4)
+        espirit_maps(centre, 4, kernel=6)
     wide = colin27_kspace(128, coils=8)[0].kspace
     with pytest.raises(ValueError, match="no sensitivity in 8 centre lines"):  # every pixel cropped
-        espirit_maps(wide, 8)
+        espirit_maps(wide, 8, kernel=6)
+    default = espirit_maps(wide, 8)  # the kernel then defaults to min(6, 8 // 2) = 4
+    np.testing.assert_array_equal(default, espirit_maps(wide, 8, kernel=4))
+    assert np.any(default)
+
+
+def test_the_least_squares_image_solves_each_pixels_coil_equations():
+    """``sum_c conj(s_c) x_c / sum_c |s_c|^2`` against numpy's least-squares solve of each pixel's (coils, 1)
+    system; 0 where no coil sees the pixel."""
+    from adaptcs.mri.coils import least_squares_image
+
+    rng = np.random.default_rng(3)
+    maps = rng.normal(size=(5, 6, 7)) + 1j * rng.normal(size=(5, 6, 7))
+    maps[:, 2, 3] = 0.0
+    images = rng.normal(size=(5, 6, 7)) + 1j * rng.normal(size=(5, 6, 7))
+    image = least_squares_image(images, maps)
+    for y in range(6):
+        for x in range(7):
+            if (y, x) == (2, 3):
+                assert image[y, x] == 0.0
+                continue
+            solved = np.linalg.lstsq(maps[:, y, x, None], images[:, y, x], rcond=None)[0][0]
+            assert abs(image[y, x] - solved) < 1e-12 * max(1.0, abs(solved))
 
 
 def test_grappa_fills_an_equispaced_mask_from_its_calibration():

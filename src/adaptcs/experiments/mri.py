@@ -39,7 +39,7 @@ from adaptcs.experiments.case import Case
 from adaptcs.metrics import magnitude_scores
 from adaptcs.models.line_spike_slab import pair_profile
 from adaptcs.models.registry import PriorInfo
-from adaptcs.mri.coils import espirit_maps, noise_covariance_from_readout_edges, prewhiten
+from adaptcs.mri.coils import espirit_maps, least_squares_image, noise_covariance_from_readout_edges, prewhiten
 from adaptcs.mri.data import PHASE_REGIMES, KSpaceSlice, colin27_kspace, colin27_slices
 from adaptcs.mri.design import FIXED_MASKS, centre_lines, design_lines, fixed_mask, largest_gain
 from adaptcs.mri.greedy import offline_greedy, oracle_choice
@@ -382,7 +382,7 @@ def _acquisitions(size: int, noise: float, which: str, phase: str = "spin_echo",
 def _coil_view(size: int, noise: float, phase: str, coils: int, start: int, maps: str, replicate: int) -> KSpaceSlice:
     """Test slice ``replicate`` of a simulated receive array as the coil model sees it: the coils prewhitened by the
     noise covariance of the readout edges of the ``start`` centre lines (nothing from the simulation's covariance),
-    the sensitivities ``m`` ESPIRiT's of those lines (kernel ``min(6, start // 2)``) or the simulation's
+    the sensitivities ``m`` ESPIRiT's of those lines or the simulation's
     (prewhitened alike), the reference the image the coil model estimates from the noise-free whitened coil images
     ``(L^{-1} s)_c x``: their least-squares combination ``sum_c conj(m_c) (L^{-1} s)_c x / sum_c |m_c|^2`` (0 where
     no map sees the pixel; the simulation's ``x`` itself with its own maps)."""
@@ -390,10 +390,8 @@ def _coil_view(size: int, noise: float, phase: str, coils: int, start: int, maps
     first = centre_lines(size, start)
     covariance = noise_covariance_from_readout_edges(acq.kspace[:, first])
     kspace, true_maps = prewhiten(acq.kspace, covariance), prewhiten(acq.sensitivities, covariance)
-    sensitivities = true_maps if maps == "simulated" else espirit_maps(kspace, start, kernel=min(6, start // 2))
-    power = np.sum(np.abs(sensitivities) ** 2, axis=0)
-    seen = np.sum(np.conj(sensitivities) * true_maps, axis=0) / np.where(power > 0, power, 1.0)
-    reference = np.where(power > 0, seen, 0.0) * acq.reference
+    sensitivities = true_maps if maps == "simulated" else espirit_maps(kspace, start)
+    reference = least_squares_image(true_maps * acq.reference, sensitivities)
     return replace(acq, kspace=kspace, reference=reference, sensitivities=sensitivities, noise_var=1.0,
                    noise_covariance=covariance)
 

@@ -384,7 +384,7 @@ def _whitened_coils(args):
                              f"{data.shape}; got {maps.dtype} {maps.shape}")
         return kspace, prewhiten(maps, covariance), "the sensitivities given", noise_source
     calibration = args.calibration or (args.start if args.start is not None else max(1, kspace.shape[1] // 16))
-    maps = espirit_maps(kspace, calibration, kernel=min(6, calibration // 2))  # a kernel of 6 needs 12 lines or more
+    maps = espirit_maps(kspace, calibration)
     return kspace, maps, f"ESPIRiT sensitivities of the {calibration} centre lines", noise_source
 
 

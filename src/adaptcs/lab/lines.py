@@ -145,7 +145,7 @@ class LineState:
         calibration = np.zeros((self.coils, self.ny, self.nx), dtype=complex)
         keep = np.isin(lines, centre)
         calibration[:, lines[keep]] = np.moveaxis(means[keep], 1, 0)
-        return lines, means, espirit_maps(calibration, self.start, kernel=min(6, self.start // 2)), counts
+        return lines, means, espirit_maps(calibration, self.start), counts
 
     def told(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every line told once, in the order first told, its mean readout and how many readouts that averages:

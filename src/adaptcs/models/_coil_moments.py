@@ -31,6 +31,24 @@ def check_sensitivities(sensitivities, shape: tuple[int, int]) -> np.ndarray:
     return maps.astype(complex)
 
 
+def least_squares_image(coil_images: np.ndarray, sensitivities: np.ndarray) -> np.ndarray:
+    """The least-squares image of fully sampled coil images, ``sum_c conj(s_c) x_c / sum_c |s_c|^2`` (SENSE with every
+    line), 0 where no coil sees the pixel (``sum_c |s_c|^2`` below ``1e-12`` of its maximum).
+
+    Parameters
+    ----------
+    coil_images, sensitivities : ndarray of complex, shape (coils, ny, nx)
+        Each coil's image and its sensitivity (both prewhitened, or neither).
+
+    Returns
+    -------
+    ndarray of complex, shape (ny, nx)
+    """
+    combined = np.sum(np.conj(sensitivities) * coil_images, axis=0)
+    power = np.sum(np.abs(sensitivities) ** 2, axis=0)
+    return np.divide(combined, power, out=np.zeros_like(combined), where=power > 1e-12 * power.max())
+
+
 def real_form_stack(H: np.ndarray) -> np.ndarray:
     """``[[Re H, -Im H], [Im H, Re H]]`` for a stack of complex (k, n, n): shape (k, 2n, 2n), so that
     ``z^H H z = [Re z; Im z]^T (.) [Re z; Im z]`` for Hermitian ``H``."""

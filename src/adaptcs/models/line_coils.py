@@ -56,6 +56,7 @@ from adaptcs.models._coil_moments import (
     check_sensitivities,
     downdate_line_moments,
     gains_from_moments,
+    least_squares_image,
     line_moments,
     real_covariance,
     real_form_stack,
@@ -166,7 +167,7 @@ class CoilPhaseLineGaussian(LineModel):
         ny, nx = basis.shape
         self._maps = check_sensitivities(sensitivities, (ny, nx))
         power = np.sum(np.abs(self._maps) ** 2, axis=0)
-        self._seen = power > 1e-12 * power.max()  # pixels some coil sees, (ny, nx)
+        self._seen = power > 1e-12 * power.max()  # pixels some coil sees, (ny, nx): least_squares_image's rule
         self._profile = np.ones(basis.level + 1) if profile is None else np.asarray(profile, dtype=np.float64)
         if self._profile.shape != (basis.level + 1,) or not np.all(self._profile > 0):
             raise ValueError(f"profile must hold {basis.level + 1} positive values (one per y-scale)")
@@ -196,9 +197,7 @@ class CoilPhaseLineGaussian(LineModel):
         ny, nx = self.basis.shape
         if key:
             coil_images = np.einsum("ky,kcx->cyx", np.conj(self._Fy[lines[in_band]]), hybrid[in_band])
-            power = np.sum(np.abs(self._maps) ** 2, axis=0)
-            combined = np.sum(np.conj(self._maps) * coil_images, axis=0)
-            image = np.divide(combined, power, out=np.zeros_like(combined), where=self._seen)
+            image = least_squares_image(coil_images, self._maps)
             self.phase_ = np.angle(image)
             energy = np.mean(np.abs(image) ** 2, axis=0)
             self.column_weight_ = energy / energy.mean() + COLUMN_FLOOR

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from adaptcs.models._coil_moments import least_squares_image as least_squares_image  # public here
 from adaptcs.mri.noise import edge_strips
 
 
@@ -134,7 +135,7 @@ def ring_correlation(n_coils: int, rho: float) -> np.ndarray:
     return correlation
 
 
-def espirit_maps(kspace: np.ndarray, calibration: int, *, threshold: float = 0.02, kernel: int = 6,
+def espirit_maps(kspace: np.ndarray, calibration: int, *, threshold: float = 0.02, kernel: int | None = None,
                  crop: float = 0.95) -> np.ndarray:
     """Coil sensitivities from the fully sampled centre of k-space by ESPIRiT (Uecker et al. 2014), with sigpy's
     ``mri.app.EspiritCalib``.
@@ -146,9 +147,10 @@ def espirit_maps(kspace: np.ndarray, calibration: int, *, threshold: float = 0.0
         ``calibration`` readout positions) are used, so the other lines may be unmeasured (zeros).
     calibration : int
         The calibration region's width: the fully sampled centre lines (at least ``kernel + 2``).
-    threshold, kernel, crop : float, int, float
+    threshold, kernel, crop : float, int or None, float
         ESPIRiT's singular-value threshold, kernel width and eigenvalue crop (sigpy's ``thresh``, ``kernel_width``,
-        ``crop``): pixels whose leading eigenvalue is below ``crop`` (outside the object) get sensitivity 0.
+        ``crop``): pixels whose leading eigenvalue is below ``crop`` (outside the object) get sensitivity 0. The
+        kernel defaults to ``min(6, calibration // 2)``: with 8 centre lines a kernel of 6 crops everything.
 
     Returns
     -------
@@ -158,6 +160,7 @@ def espirit_maps(kspace: np.ndarray, calibration: int, *, threshold: float = 0.0
     """
     import sigpy.mri.app
 
+    kernel = min(6, int(calibration) // 2) if kernel is None else kernel
     kspace = np.asarray(kspace)
     if kspace.ndim != 3 or kspace.shape[0] < 2 or not np.iscomplexobj(kspace):
         raise ValueError(f"kspace must be complex of shape (coils, ny, nx) with at least 2 coils; got {kspace.dtype} "

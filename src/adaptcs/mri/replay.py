@@ -17,6 +17,7 @@ from adaptcs.models.line_coils import CoilPhaseLineGaussian
 from adaptcs.models.line_phase import PhaseLineGaussian, magnitude_profile
 from adaptcs.models.line_phase_sparse import PhaseLineSpikeSlab
 from adaptcs.models.line_spike_slab import LineSpikeSlab, pair_profile
+from adaptcs.mri.coils import least_squares_image
 from adaptcs.mri.data import colin27_kspace
 from adaptcs.mri.design import design_lines, fixed_mask
 from adaptcs.mri.noise import noise_from_readout_edges
@@ -57,9 +58,7 @@ class ReplayResult:
 def coil_combined(kspace: np.ndarray, sensitivities: np.ndarray) -> np.ndarray:
     """The least-squares image of every coil's full k-space (coils, ny, nx), ``sum_c conj(s_c) x_c / sum_c |s_c|^2``
     (SENSE with every line; 0 where no coil sees the pixel), shape (ny, nx)."""
-    combined = np.sum(np.conj(sensitivities) * np.array([to_image(k) for k in kspace]), axis=0)
-    power = np.sum(np.abs(sensitivities) ** 2, axis=0)
-    return np.divide(combined, power, out=np.zeros_like(combined), where=power > 1e-12 * power.max())
+    return least_squares_image(np.array([to_image(k) for k in kspace]), sensitivities)
 
 
 def default_profile(basis: SeparableWavelet) -> np.ndarray:
