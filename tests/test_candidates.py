@@ -128,8 +128,13 @@ def test_converge_refits_from_scratch_what_relearns_when_read(acq):
 
 def test_the_replay_is_the_designer_fed_from_the_recording(acq):
     operator = KSpaceLines(BASIS, n_first=4)
-    run = replay_candidates(CandidateDesigner(phase_model(acq), operator), acq.kspace, start=centre_lines(32, 4),
+    model, fits = phase_model(acq), []
+    fit = model.fit
+    model.fit = lambda values, lines, **kw: fits.append((len(lines), kw.get("warm", False))) or fit(values, lines, **kw)
+    run = replay_candidates(CandidateDesigner(model, operator), acq.kspace, start=centre_lines(32, 4),
                             budget=9, checkpoints=(6, 9))
+    # the fits read (6 and 9 lines) are made from scratch once, not warm and then again
+    assert fits == [(4, False), (5, True), (6, False), (7, True), (8, True), (9, False)]
     # the same loop by hand, at the instrument: ask, measure, tell
     designer = CandidateDesigner(phase_model(acq), operator)
     designer.tell(centre_lines(32, 4), acq.kspace[centre_lines(32, 4)])

@@ -27,7 +27,6 @@ BASIS = SeparableWavelet((N, N), "haar", 2)
 LINES = np.array([6, 7, 8, 9, 3, 12])
 
 
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # the same iterate on both paths
 def test_every_line_averaging_k_readouts_is_the_fit_with_the_noise_variance_over_k(scan):
     """Uniform averages are a noise variance divided by k: the learned values, the image and the evidence of the
     values given must agree with a fit that is told that noise variance and no averages."""
@@ -40,8 +39,11 @@ def test_every_line_averaging_k_readouts_is_the_fit_with_the_noise_variance_over
         np.testing.assert_allclose(averaged.v0_, reference.v0_, rtol=1e-8)
         np.testing.assert_array_equal(averaged.eps_, reference.eps_)
         assert averaged.log_evidence_ == pytest.approx(reference.log_evidence_, rel=1e-10)
-        sparse = [LineSpikeSlab(BASIS, noise_var=n, p0=0.3, v0=1.0, learn=()).fit(scan[LINES], LINES, averages=a)
+        # p0 = 0.5: EP reaches its fixed point in ~130 iterations on both paths; at p0 = 0.3 and k = 5 it crawls
+        # (~1600) and the two paths' rounding (OpenBLAS's kernels differ between CPUs) ends one of them short of it
+        sparse = [LineSpikeSlab(BASIS, noise_var=n, p0=0.5, v0=1.0, learn=()).fit(scan[LINES], LINES, averages=a)
                   for n, a in ((noise, np.full(LINES.size, k)), (noise / k, None))]
+        assert sparse[0].converged_ and sparse[1].converged_
         np.testing.assert_allclose(sparse[0].coef_, sparse[1].coef_, atol=1e-9 * np.abs(sparse[1].coef_).max())
         assert sparse[0].log_evidence_ == pytest.approx(sparse[1].log_evidence_, rel=1e-9)
 

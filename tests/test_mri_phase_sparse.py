@@ -142,20 +142,34 @@ def test_a_warm_refit_on_lines_grown_by_relearn_growth_is_the_fit_from_scratch(s
 
 
 def test_a_design_loop_reads_a_refit_that_relearned_without_fitting_it_again(scan):
-    """At a checkpoint where the warm refit has just learned again (the lines grew by ``relearn_growth``), the fit is
-    read as it is; where the values are held, the loop refits from scratch to read it."""
+    """A warm refit that has just learned again (the lines grew by ``relearn_growth``) is read as it is; the replay
+    fits the counts it reads from scratch once, at the tell."""
     from adaptcs.bases.separable import centre_lines
+    from adaptcs.design.candidates import CandidateDesigner
     from adaptcs.mri.design import design_lines
+    from adaptcs.operators import KSpaceLines
 
     basis, K, _ = scan
-    model = PhaseLineSpikeSlab(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3,
-                               relearn_growth=1.5)
-    calls = []
-    fit = model.fit
-    model.fit = lambda *args, **kwargs: calls.append(kwargs.get("warm", False)) or fit(*args, **kwargs)
+
+    def counted_model():
+        model = PhaseLineSpikeSlab(basis, noise_var=2 * 0.05**2, profile=np.array([4.0, 2.0, 1.0]), band=4, p0=0.3,
+                                   relearn_growth=1.5)
+        calls, fit = [], model.fit
+        model.fit = lambda *args, **kwargs: calls.append(kwargs.get("warm", False)) or fit(*args, **kwargs)
+        return model, calls
+
+    model, calls = counted_model()
+    designer = CandidateDesigner(model, KSpaceLines(basis, n_first=4))
+    designer.tell(centre_lines(N, 4), K[centre_lines(N, 4)])
+    for _ in range(2):
+        new, _ = designer.ask()
+        designer.tell(new, K[new])  # warm: the refit at 6 lines learns again (6 >= 1.5 x 4)
+    read = designer.converge()
+    assert calls == [False, True, True] and read.learned_lines_ == 6 and read.converged_
+    model, calls = counted_model()
     run = design_lines(K, model, start=centre_lines(N, 4), budget=8, checkpoints=[6, 8])
-    # first fit, warm refits at 5..8 lines (the one at 6 relearns), one fit from scratch to read 8 (8 < 1.5 x 6)
-    assert calls == [False, True, True, True, True, False]
+    # first fit, warm refits at 5 and 7 lines, from scratch at the counts read (6, 8), each once
+    assert calls == [False, True, False, True, False]
     assert run.fits[6].learned_lines_ == 6 and run.fits[8].learned_lines_ == 8
     assert run.fits[6].converged_ and run.fits[8].converged_
 

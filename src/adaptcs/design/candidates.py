@@ -181,11 +181,13 @@ class CandidateDesigner:
         best = np.argsort(-gains, kind="stable")[:k]
         return free[best], gains[best]
 
-    def tell(self, chosen, values, *, averages=None) -> CandidateDesigner:
+    def tell(self, chosen, values, *, averages=None, read_next: bool = False) -> CandidateDesigner:
         """Add measured candidates and their values (``operator.read`` layout, one per candidate) and refit on
         everything told ("topdown" and "random": at the next :meth:`converge`). A line model is fitted from scratch
-        the first time, warm after. A candidate told twice or values that do not fit raise ValueError and change
-        nothing; so does a first fit that fails.
+        the first time, warm after; ``read_next`` (the caller reads this fit next, by :meth:`converge`): a line model
+        that relearns its values where a fit is read (``relearn_when_read``) is fitted from scratch at once, the fit
+        :meth:`converge` would make after a warm one. A candidate told twice or values that do not fit raise
+        ValueError and change nothing; so does a first fit that fails.
 
         ``averages`` (one per candidate; line models only): how many readouts each candidate's values average, a
         candidate measured more than once told once with the mean of its readouts (its noise variance is the
@@ -207,9 +209,10 @@ class CandidateDesigner:
         all_values = values if first else np.concatenate([self.values_, values])
         all_averages = np.concatenate([self.averages_, averages])
         if self.fits_candidates:
-            self.model.fit(all_values, all_chosen, warm=not first, averages=self._averages(all_averages))
+            cold = first or (read_next and getattr(self.model, "relearn_when_read", False))
+            self.model.fit(all_values, all_chosen, warm=not cold, averages=self._averages(all_averages))
             # a line model that learned its values again in this refit (learned_lines_) was fitted from scratch
-            self._cold = first or getattr(self.model, "learned_lines_", None) == all_chosen.shape[0]
+            self._cold = cold or getattr(self.model, "learned_lines_", None) == all_chosen.shape[0]
         elif first:
             self.model_ = clone(self.model)
             if "warm_start" in self.model_.get_params():
@@ -397,7 +400,7 @@ def replay_candidates(designer: CandidateDesigner, recording, *, start, budget: 
             break
         new, scores = designer.ask()
         out.gains.append(float(scores[0]))
-        designer.tell(new, operator.read(recording, new))
+        designer.tell(new, operator.read(recording, new), read_next=designer.n_told_ + new.shape[0] in keep)
         out.refits += 1
         out.refits_stopped += int(not designer.model_.converged_)
         if progress is not None:

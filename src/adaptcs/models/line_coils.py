@@ -63,6 +63,7 @@ from adaptcs.models._coil_moments import (
     widely_linear,
 )
 from adaptcs.models._line_model import LineModel, check_averages
+from adaptcs.models._spectral import spectral_weights
 from adaptcs.models.line_phase import (
     COLUMN_FLOOR,
     EPS_GRID,
@@ -359,7 +360,8 @@ class CoilPhaseLineGaussian(LineModel):
 
     def _best_v(self, data: dict, eps: np.ndarray, s: float, cache: dict | None = None) -> float:
         """``v`` of largest evidence at ``eps`` (nx,): per column ``H~ = Lambda_1^{1/2} H Lambda_1^{1/2}`` (the prior
-        at v = 1) ``= U diag(w) U^T`` and ``rho = (U^T Lambda_1^{1/2} t)^2``, then
+        at v = 1) ``= U diag(w) U^T`` and ``rho = (U^T Lambda_1^{1/2} t)^2`` (by :func:`~._spectral.spectral_weights`,
+        without forming ``U``), then
         ``-2 log p = sum_k log(1 + v w_k / s) - v / s^2 sum_k rho_k / (1 + v w_k / s)`` + const, a bounded search
         on log v around the moment estimate (as :meth:`~.line_phase.PhaseLineGaussian._best_v`). Only the columns
         whose ``eps`` changed since the ``cache``'s last call are decomposed."""
@@ -371,9 +373,9 @@ class CoilPhaseLineGaussian(LineModel):
             w, rho = np.empty(data["t"].shape), np.empty(data["t"].shape)
         if todo.shape[0]:
             root = np.sqrt(self._prior_var(1.0, eps)[todo])  # (k, 2ny)
-            values, U = np.linalg.eigh(root[:, :, None] * data["H"][todo] * root[:, None, :])
+            values, rho[todo] = spectral_weights(root[:, :, None] * data["H"][todo] * root[:, None, :],
+                                                 root * data["t"][todo])
             w[todo] = np.maximum(values, 0.0)
-            rho[todo] = np.einsum("xbk,xb->xk", U, root * data["t"][todo]) ** 2
         if cache is not None:
             cache.update(eps=eps.copy(), w=w, rho=rho)
 

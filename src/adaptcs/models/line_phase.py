@@ -47,6 +47,7 @@ from adaptcs.models._line_gaussian import (
     means_after_lines,
 )
 from adaptcs.models._line_model import LineModel, check_averages
+from adaptcs.models._spectral import spectral_weights
 
 #: The imaginary part's variance over the real part's, per column, chosen by the evidence of the lines outside the
 #: phase band (module docstring); 1 is the phase-blind limit.
@@ -334,7 +335,8 @@ class PhaseLineGaussian(LineModel):
     @staticmethod
     def _spectra(grams, z: np.ndarray, eps: np.ndarray, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Every column's ``G_a + eps_x G_b = U diag(w) U^T``, as ``w`` and ``|U^T z|^2`` (each (nx, 2m)); with a
-        ``cache`` of an earlier call on the same Grams, only the columns whose ``eps_x`` changed are decomposed."""
+        ``cache`` of an earlier call on the same Grams, only the columns whose ``eps_x`` changed are decomposed
+        (:func:`~._spectral.spectral_weights`, without forming ``U``)."""
         G_a, G_b = grams
         if cache and "eps" in cache:
             todo = np.flatnonzero(cache["eps"] != eps)
@@ -343,9 +345,8 @@ class PhaseLineGaussian(LineModel):
             todo = np.arange(z.shape[0])
             w, rotated = np.empty(z.shape), np.empty(z.shape)
         if todo.shape[0]:
-            values, U = np.linalg.eigh(G_a[todo] + eps[todo, None, None] * G_b[todo])
+            values, rotated[todo] = spectral_weights(G_a[todo] + eps[todo, None, None] * G_b[todo], z[todo])
             w[todo] = np.maximum(values, 0.0)
-            rotated[todo] = np.einsum("xrk,xr->xk", U, z[todo]) ** 2
         if cache is not None:
             cache.update(eps=eps.copy(), w=w, rotated=rotated)
         return w, rotated
