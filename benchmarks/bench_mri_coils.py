@@ -42,7 +42,7 @@ from adaptcs.bases.separable import SeparableWavelet
 from adaptcs.metrics import magnitude_scores
 from adaptcs.models.line_coils import CoilPhaseLineGaussian
 from adaptcs.models.line_phase import magnitude_profile
-from adaptcs.mri.coils import espirit_maps, prewhiten
+from adaptcs.mri.coils import espirit_maps, least_squares_image, prewhiten
 from adaptcs.mri.data import PHASE_REGIMES, colin27_kspace
 from adaptcs.mri.design import centre_lines, design_lines
 from adaptcs.mri.masks import fixed_mask
@@ -68,13 +68,14 @@ def acquisition(acq, maps: str, centre: int):
     ESPIRiT's maps (of the prewhitened centre lines, kernel ``min(6, centre / 2)``: with 8 lines a kernel of 6 crops
     everything) have root sum of squares 1 inside the object, so the image they
     give is the true one times the root sum of squares of the whitened true maps, ``|L^{-1} s|``: the reference is
-    ``sum_c conj(m_c) (L^{-1} s)_c x`` (noise-free), the simulation's image as those maps see it."""
+    the least-squares combination of the noise-free coil images by those maps, ``sum_c conj(m_c) (L^{-1} s)_c x``
+    where the maps' root sum of squares is 1, the simulation's image as those maps see it."""
     kspace = prewhiten(acq.kspace, acq.noise_covariance)
     whitened = prewhiten(acq.sensitivities, acq.noise_covariance)
     if maps == "true":
         return kspace, whitened, acq.reference
     espirit = espirit_maps(kspace, centre)
-    return kspace, espirit, np.sum(np.conj(espirit) * whitened, axis=0) * acq.reference
+    return kspace, espirit, least_squares_image(whitened * acq.reference, espirit)
 
 
 def scored(image, reference, acq) -> tuple[float, float]:
@@ -82,8 +83,9 @@ def scored(image, reference, acq) -> tuple[float, float]:
     return magnitude_scores(image, reference, acq.mask)
 
 
-def reconstruct(name: str, kspace, maps, lines, centre: int, penalty: float, max_iter: int):
-    """The image of ``lines`` by ``name`` (not ``line``): None where the reconstructor does not apply."""
+def reconstruct(name: str, kspace, maps, lines, centre: int, penalty, max_iter: int):
+    """The image of ``lines`` by ``name`` (not ``line``): None where the reconstructor does not apply. ``penalty``:
+    a float for ``sense`` and ``l1``, ``(kernel height, Tikhonov)`` for ``grappa`` (falsy: pygrappa's defaults)."""
     if name == "sense":
         return cg_sense(kspace[:, lines], lines, maps, lam=penalty, max_iter=30)
     if name == "l1":

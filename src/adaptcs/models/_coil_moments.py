@@ -31,9 +31,16 @@ def check_sensitivities(sensitivities, shape: tuple[int, int]) -> np.ndarray:
     return maps.astype(complex)
 
 
+def seen_pixels(sensitivities: np.ndarray) -> np.ndarray:
+    """Pixels some coil sees: ``sum_c |s_c|^2`` above ``1e-12`` of its maximum; ``sensitivities`` (coils, ny, nx),
+    returns bool (ny, nx)."""
+    power = np.sum(np.abs(sensitivities) ** 2, axis=0)
+    return power > 1e-12 * power.max()
+
+
 def least_squares_image(coil_images: np.ndarray, sensitivities: np.ndarray) -> np.ndarray:
     """The least-squares image of fully sampled coil images, ``sum_c conj(s_c) x_c / sum_c |s_c|^2`` (SENSE with every
-    line), 0 where no coil sees the pixel (``sum_c |s_c|^2`` below ``1e-12`` of its maximum).
+    line), 0 where no coil sees the pixel (:func:`seen_pixels`).
 
     Parameters
     ----------
@@ -46,7 +53,7 @@ def least_squares_image(coil_images: np.ndarray, sensitivities: np.ndarray) -> n
     """
     combined = np.sum(np.conj(sensitivities) * coil_images, axis=0)
     power = np.sum(np.abs(sensitivities) ** 2, axis=0)
-    return np.divide(combined, power, out=np.zeros_like(combined), where=power > 1e-12 * power.max())
+    return np.divide(combined, power, out=np.zeros_like(combined), where=seen_pixels(sensitivities))
 
 
 def real_form_stack(H: np.ndarray) -> np.ndarray:

@@ -60,6 +60,7 @@ from adaptcs.models._coil_moments import (
     line_moments,
     real_covariance,
     real_form_stack,
+    seen_pixels,
     widely_linear,
 )
 from adaptcs.models._line_model import LineModel, check_averages
@@ -167,8 +168,7 @@ class CoilPhaseLineGaussian(LineModel):
         self.eps_tolerance = eps_tolerance
         ny, nx = basis.shape
         self._maps = check_sensitivities(sensitivities, (ny, nx))
-        power = np.sum(np.abs(self._maps) ** 2, axis=0)
-        self._seen = power > 1e-12 * power.max()  # pixels some coil sees, (ny, nx): least_squares_image's rule
+        self._seen = seen_pixels(self._maps)  # (ny, nx): least_squares_image's rule
         self._profile = np.ones(basis.level + 1) if profile is None else np.asarray(profile, dtype=np.float64)
         if self._profile.shape != (basis.level + 1,) or not np.all(self._profile > 0):
             raise ValueError(f"profile must hold {basis.level + 1} positive values (one per y-scale)")
