@@ -165,6 +165,9 @@ def main() -> None:
                         help="the sensitivities every method gets: the simulation's, or ESPIRiT's of the centre lines")
     parser.add_argument("--masks", nargs="+", default=list(MASKS), choices=sorted(FAMILY))
     parser.add_argument("--reconstructors", nargs="+", default=list(RECONSTRUCTORS), choices=RECONSTRUCTORS)
+    parser.add_argument("--line-masks", nargs="+", choices=sorted(FAMILY),
+                        help="fit the coil model to these of --masks only (every mask is still drawn, so that the "
+                             "random masks are those of a run with every mask; a fit at 256 costs about a minute)")
     parser.add_argument("--budgets", type=int, nargs="+", help="line counts (default: size / 8, size / 6, size / 4)")
     parser.add_argument("--max-iter", type=int, default=100, help="iterations of sigpy's L1")
     parser.add_argument("--train-slices", type=int, default=2, help="training slices the penalties are chosen on")
@@ -221,7 +224,9 @@ def main() -> None:
                 for mask, lines in cases:
                     for recon in args.reconstructors:
                         if (recon == "grappa" and FAMILY[mask] != "equispaced") or \
-                                (mask == "design" and recon != "line" and args.design_by_model_only):
+                                (mask == "design" and recon != "line" and args.design_by_model_only) or \
+                                (recon == "line" and mask != "design" and args.line_masks is not None
+                                 and mask not in args.line_masks):
                             continue
                         t0 = time.process_time()
                         converged, columns = True, 0
