@@ -148,7 +148,10 @@ def headline(rows: list[dict]) -> None:
         sense = [psnr.get((s, "equispaced", b, "sense"), np.nan) for s in slices]
         fixed = {(m, r): [psnr.get((s, m, b, r), np.nan) for s in slices]
                  for (_s, m, bb, r) in psnr if bb == b and m != "design"}
-        best = max((k for k in fixed if not np.any(np.isnan(fixed[k]))), key=lambda k: np.mean(fixed[k]))
+        complete = [k for k in fixed if not np.any(np.isnan(fixed[k]))]
+        if not complete:  # the design's rows only (--part design)
+            continue
+        best = max(complete, key=lambda k: np.mean(fixed[k]))
         print(f"R = {int(rows[0]['size']) / b:.3g}: - equispaced by CG-SENSE {paired(design, sense)}; - the best fixed "
               f"mask ({best[0]} by {best[1]}, {np.mean(fixed[best]):.2f} dB) {paired(design, fixed[best])}")
 
