@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
 
 import numpy as np
+from bench_blocks import smallest_cpu
 from threadpoolctl import threadpool_limits
 
 from adaptcs.models._spectral import spectral_weights
@@ -28,15 +28,6 @@ def eigh_weights(A, y):
     """The reference: every eigenvector, then the squared projections."""
     w, U = np.linalg.eigh(A)
     return w, np.einsum("kab,ka->kb", U, y) ** 2
-
-
-def smallest_cpu(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.process_time()
-        fn()
-        times.append(time.process_time() - started)
-    return min(times)
 
 
 def main():
