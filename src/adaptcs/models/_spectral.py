@@ -7,7 +7,7 @@ reduction of ``P A P`` to a tridiagonal ``T = Q^T P A P Q`` (``sytrd``, lower st
 ``Q e_1 = e_1``), then ``T = V diag(w) V^T`` (divide and conquer, ``stevd``) give ``u_j = P Q V e_j`` and so
 ``u_j^T y = alpha |y| V[0, j]``: ``rho_j = |y|^2 V[0, j]^2``. The reduction costs ``4/3 n^3`` flops and the
 tridiagonal problem less; ``numpy.linalg.eigh`` also transforms the eigenvectors back (``2 n^3`` more): 15 ms
-against 34 ms at n = 512 (one BLAS thread, ``benchmarks/bench_spectral.py``).
+against 29 ms at n = 512 (one BLAS thread, ``benchmarks/bench_spectral.py``, docs/log/speed.md).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def spectral_weights(A: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
     Parameters
     ----------
     A : ndarray, shape (k, n, n)
-        Symmetric matrices (only their lower triangles and the products ``A[i] @ v`` are read).
+        Symmetric matrices.
     y : ndarray, shape (k, n)
         One vector per matrix.
 
