@@ -18,9 +18,14 @@ the masks' Gaussian line-model rows and the Gaussian design's rows, ``mri_masks_
 Gaussian design by TV ``mri_masks_256_gradient_echo_design_tv.csv``; the contiguous masks by TV,
 ``mri_masks_256_gradient_echo_tv_contiguous.csv``.
 
-Run: ``python docs/log/investigations/ge256_sparse.py`` (a second).
+``--phase susceptibility`` reads that regime's files of the same names (``mri_masks_256_susceptibility...``; the
+sparse design's line-model and POCS rows there come from its ``_design_tv.csv``, written by ``tv256_runs.py``, and
+the slices are those with every row).
+
+Run: ``python docs/log/investigations/ge256_sparse.py [--phase susceptibility]`` (a second).
 """
 
+import argparse
 import csv
 from pathlib import Path
 
@@ -32,31 +37,32 @@ TV_PENALTY = {32: 1.0, 64: 0.5}  # the contiguous family's, chosen on the traini
 
 
 def rows(name: str):
+    if not (RESULTS / name).exists():
+        return
     with open(RESULTS / name, newline="") as fh:
         yield from csv.DictReader(fh)
 
 
-def psnr_table() -> dict:
+def psnr_table(phase: str = "gradient_echo") -> dict:
     """(slice, case, lines, reconstructor) -> PSNR. Cases: the fixed masks, ``design`` (sparse) and ``gaussian design``;
     the Gaussian run's line rows as reconstructor ``gaussian``; TV at the chosen penalty as ``tv``, at the slice's
     best penalty as ``tv best``."""
     table = {}
-    for name in ("mri_masks_256_gradient_echo_phase_sparse_design.csv",
-                 "mri_masks_256_gradient_echo_phase_sparse_masks.csv",
-                 "mri_masks_256_gradient_echo_tv_contiguous.csv"):
+    stem = f"mri_masks_256_{phase}"
+    for name in (f"{stem}_phase_sparse_design.csv", f"{stem}_phase_sparse_masks.csv", f"{stem}_tv_contiguous.csv"):
         for r in rows(name):
             table[(int(r["slice"]), r["mask"], int(r["lines"]), r["reconstructor"])] = float(r["psnr"])
-    for r in rows("mri_masks_256_gradient_echo.csv"):
+    for r in rows(f"{stem}.csv"):
         if r["mask"] == "design":
             table[(int(r["slice"]), "gaussian design", int(r["lines"]), r["reconstructor"])] = float(r["psnr"])
         elif r["reconstructor"] == "line":
             table[(int(r["slice"]), r["mask"], int(r["lines"]), "gaussian")] = float(r["psnr"])
-    for case, name in (("design", "mri_masks_256_gradient_echo_phase_sparse_design_tv.csv"),
-                       ("gaussian design", "mri_masks_256_gradient_echo_design_tv.csv")):
+    for case, name in (("design", f"{stem}_phase_sparse_design_tv.csv"), ("gaussian design", f"{stem}_design_tv.csv")):
         for r in rows(name):
-            if r["reconstructor"] != "tv":
-                continue
             key = (int(r["slice"]), case, int(r["lines"]))
+            if r["reconstructor"] != "tv":
+                table.setdefault((*key, r["reconstructor"]), float(r["psnr"]))
+                continue
             if float(r["penalty"]) == TV_PENALTY[key[2]]:
                 table[(*key, "tv")] = float(r["psnr"])
             table[(*key, "tv best")] = max(table.get((*key, "tv best"), -np.inf), float(r["psnr"]))
@@ -73,10 +79,14 @@ def by_reconstructor(psnr: dict, case: str, lines: int, slices: list, recons) ->
 
 
 def main() -> None:
-    psnr = psnr_table()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--phase", choices=["gradient_echo", "susceptibility"], default="gradient_echo")
+    psnr = psnr_table(parser.parse_args().phase)
     for lines in (32, 64):
         slices = sorted({s for (s, m, b, _r) in psnr if m == "design" and b == lines})
-        slices = [s for s in slices if all((s, m, lines, "line") in psnr for m in MASKS)]
+        slices = [s for s in slices if all((s, m, lines, "line") in psnr for m in MASKS)
+                  and all((s, case, lines, r) in psnr for case in ("design", "gaussian design") for r in ("line", "tv"))
+                  and all((s, m, lines, "tv") in psnr for m in MASKS[:3])]
         designs = {}
         for case in ("design", "gaussian design"):
             recons = by_reconstructor(psnr, case, lines, slices, ("line", "pocs", "tv", "tv best"))
