@@ -88,3 +88,19 @@ def test_readme_holds_the_table_with_a_row_per_experiment_of_the_default_run():
     assert table[:2] == list(headline.HEADER)
     assert [line.split("|")[1].strip() for line in table[2:]] == ["E1", "E3", "E4", "E5", "E7", "camera",
                                                                      "MRI lines"]
+
+
+def test_e5_s_two_images_are_printed_to_one_decimal_and_e3_to_two(run):
+    """E5's designed path on two images moves with a CPU's BLAS rounding (0.35 on one machine, 0.28 on another):
+    its row says what two images support, one decimal; E3 keeps two."""
+    e5 = [(i, json.dumps({"digit": digit}), "gss_ep", strategy, value, 1, "")
+          for i, digit, scale in ((0, 3, 0.5), (1, 8, 1.5))
+          for strategy, value in (("design", 0.23 * scale), ("random", 0.41 * scale))]
+    _write(run, "E5", e5, [96, 224])
+    e3 = [(0, "{}", method, strategy, value, 5, "")
+          for method, strategy, value in (("gss_ep", "design", 0.123), ("gss_ep", "random", 0.456),
+                                          ("gss_ep+learned", "design", 0.135), ("gss_ep+learned", "random", 0.467))]
+    _write(run, "E3", e3, [40])
+    rows = {line.split("|")[1].strip(): line for line in headline.headline_table(run)[2:]}
+    assert rows["E5"] == "| E5 | designed rows on digits | GSS-EP at 224 rows: designed 0.2, random 0.4 (2 images) |"
+    assert "designed 0.12, random 0.46; learned: 0.14 / 0.47 (5 signals)" in rows["E3"]
